@@ -1,0 +1,241 @@
+"""The in-memory transcript index: an inverted index guarded by one lock."""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from . import ranking
+from .base import BaseTranscriptIndex, SearchRequest, check_chat_id, check_record
+from .records import (
+    ChatRecord,
+    MemorySourceRef,
+    TranscriptHit,
+    TranscriptMessage,
+    decode_message,
+    encode_message,
+    fill_message_ids,
+    scope_matches,
+    validate_scope,
+)
+from .text import message_terms, stored_term
+
+__all__ = ["InMemoryTranscriptIndex", "prepare_messages"]
+
+
+@dataclass(frozen=True)
+class PreparedMessage:
+    """A message ready for storage: JSON payload, terms (``None`` when system)."""
+
+    index: int
+    message_id: str
+    role: str
+    payload: str
+    terms: list[str] | None
+    visible_position: int | None
+
+
+def prepare_messages(record: ChatRecord) -> list[PreparedMessage]:
+    """Fill ids, encode payloads and extract terms; raises ``InvalidRecord``."""
+    prepared = []
+    visible = 0
+    for position, (message, message_id) in enumerate(
+        zip(record.messages, fill_message_ids(record), strict=True)
+    ):
+        payload = encode_message(message, f"messages[{position}]")
+        terms = message_terms(message)
+        prepared.append(
+            PreparedMessage(
+                index=position,
+                message_id=message_id,
+                role=message["role"],
+                payload=payload,
+                terms=terms,
+                visible_position=None if terms is None else visible,
+            )
+        )
+        if terms is not None:
+            visible += 1
+    return prepared
+
+
+@dataclass
+class _Chat:
+    chat_id: str
+    scope: dict[str, str]
+    updated_at: datetime
+    messages: list[PreparedMessage]
+    visible: list[int]  # indexes of non-system messages, in chat order
+    by_id: dict[str, int]
+    indexed_count: int
+
+
+class InMemoryTranscriptIndex(BaseTranscriptIndex):
+    """Thread-safe; a query costs in proportion to its matches, not to the corpus."""
+
+    backend_name = "memory"
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._chats: dict[str, _Chat] = {}
+        self._postings: dict[str, dict[str, list[int]]] = {}
+        self._by_scope_field: dict[tuple[str, str], set[str]] = {}
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(chat.indexed_count for chat in self._chats.values())
+
+    # writing
+
+    def index(self, record: ChatRecord) -> None:
+        record = check_record(record)
+        prepared = prepare_messages(record)
+        chat = _Chat(
+            chat_id=record.chat_id,
+            scope=dict(record.scope),
+            updated_at=record.updated_at,
+            messages=prepared,
+            visible=[m.index for m in prepared if m.visible_position is not None],
+            by_id={m.message_id: m.index for m in prepared},
+            indexed_count=sum(1 for m in prepared if m.terms),
+        )
+        with self._lock:
+            self._drop(record.chat_id)
+            self._chats[chat.chat_id] = chat
+            for field in chat.scope.items():
+                self._by_scope_field.setdefault(field, set()).add(chat.chat_id)
+            for message in prepared:
+                for term in message.terms or ():
+                    postings = self._postings.setdefault(stored_term(term), {})
+                    postings.setdefault(chat.chat_id, []).append(message.index)
+
+    def remove(self, chat_id: str) -> None:
+        chat_id = check_chat_id(chat_id)
+        with self._lock:
+            self._drop(chat_id)
+
+    def _drop(self, chat_id: str) -> None:
+        chat = self._chats.pop(chat_id, None)
+        if chat is None:
+            return
+        for field in chat.scope.items():
+            holders = self._by_scope_field.get(field)
+            if holders is not None:
+                holders.discard(chat_id)
+                if not holders:
+                    del self._by_scope_field[field]
+        for message in chat.messages:
+            for term in message.terms or ():
+                key = stored_term(term)
+                postings = self._postings.get(key)
+                if postings is not None and postings.pop(chat_id, None) is not None:
+                    if not postings:
+                        del self._postings[key]
+
+    # reading
+
+    def _candidates(self, request: SearchRequest) -> set[str] | None:
+        """Chat ids the search may return; ``None`` means every chat."""
+        candidates: set[str] | None = None
+        if request.chat_ids is not None:
+            candidates = {chat_id for chat_id in request.chat_ids if chat_id in self._chats}
+        fields = sorted(
+            (self._by_scope_field.get(field, set()) for field in request.scope.items()), key=len
+        )
+        for holders in fields:
+            candidates = set(holders) if candidates is None else candidates & holders
+        return candidates
+
+    def search(
+        self,
+        scope: Mapping[str, str],
+        query: str,
+        *,
+        around: int | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        chat_ids: Iterable[str] | None = None,
+    ) -> list[TranscriptHit]:
+        request = SearchRequest.build(
+            scope, query, around=around, limit=limit, offset=offset, chat_ids=chat_ids
+        )
+        if request.empty:
+            return []
+        with self._lock:
+            candidates = self._candidates(request)
+            chats = self._chats if candidates is None else {c: self._chats[c] for c in candidates}
+            masks: dict[tuple[str, int], int] = {}
+            for bit, term in enumerate(request.terms):
+                postings = self._postings.get(stored_term(term), {})
+                if candidates is not None and len(candidates) < len(postings):
+                    pairs = ((c, postings[c]) for c in candidates if c in postings)
+                else:
+                    pairs = ((c, p) for c, p in postings.items() if c in chats)
+                for chat_id, indexes in pairs:
+                    for index in indexes:
+                        key = (chat_id, index)
+                        masks[key] = masks.get(key, 0) | 1 << bit
+            total = sum(chat.indexed_count for chat in chats.values())
+            plan = ranking.plan_page(
+                Counter(masks.values()), len(request.terms), total, request.offset, request.limit
+            )
+            if plan is None:
+                return []
+            ranked = heapq.nsmallest(
+                request.offset + request.limit,
+                (
+                    (ranking.sort_key(plan.raws[mask], chats[c].updated_at, c, i), c, i, mask)
+                    for (c, i), mask in masks.items()
+                    if mask in plan.page_masks
+                ),
+            )[request.offset :]
+            return [
+                self._hit(chats[chat_id], index, plan.score(mask), request.around)
+                for _key, chat_id, index, mask in ranked
+            ]
+
+    def _hit(self, chat: _Chat, index: int, score: float, around: int | None) -> TranscriptHit:
+        message = chat.messages[index]
+        neighbours = None
+        if around is not None:
+            here = message.visible_position
+            assert here is not None
+            start = max(0, here - around)
+            picked = chat.visible[start:here] + chat.visible[here + 1 : here + 1 + around]
+            neighbours = [self._message(chat, i) for i in picked]
+        return TranscriptHit(
+            chat_id=chat.chat_id,
+            message_id=message.message_id,
+            index=index,
+            message=decode_message(message.payload),
+            score=score,
+            around=neighbours,
+        )
+
+    @staticmethod
+    def _message(chat: _Chat, index: int) -> TranscriptMessage:
+        message = chat.messages[index]
+        return TranscriptMessage(
+            chat_id=chat.chat_id,
+            message_id=message.message_id,
+            index=index,
+            message=decode_message(message.payload),
+        )
+
+    def resolve_source(
+        self, scope: Mapping[str, str], ref: MemorySourceRef
+    ) -> TranscriptMessage | None:
+        scope = validate_scope(scope)
+        ref = MemorySourceRef.coerce(ref)
+        with self._lock:
+            chat = self._chats.get(ref.chat_id)
+            if chat is None or not scope_matches(chat.scope, scope):
+                return None
+            index = chat.by_id.get(ref.message_id)
+            if index is None or chat.messages[index].terms is None:
+                return None
+            return self._message(chat, index)

@@ -1,0 +1,104 @@
+"""In-memory chat stores: the conditional (revisioned) one and the legacy one."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Mapping
+
+from .base import BaseChatStore, BaseConditionalChatStore, BaseTranscriptIndex, check_chat_id, check_record
+from .errors import ChatDeleted, InvalidRecord, RevisionConflict
+from .records import ChatRecord, encode_message, scope_matches, validate_scope, with_filled_ids
+
+__all__ = ["InMemoryChatStore", "InMemoryConditionalChatStore"]
+
+
+def _frozen_copy(record: ChatRecord) -> ChatRecord:
+    """A deep copy, so later changes to the caller's objects never reach the store."""
+    for position, message in enumerate(record.messages):
+        encode_message(message, f"messages[{position}]")  # same rule as the SQL stores
+    return copy.deepcopy(record)
+
+
+def _newest_first(records: list[ChatRecord]) -> list[ChatRecord]:
+    return sorted(records, key=lambda r: (-r.updated_at.timestamp(), r.chat_id))
+
+
+class InMemoryConditionalChatStore(BaseConditionalChatStore):
+    """Revisions and tombstones in memory; updates ``transcript`` on every committed write."""
+
+    def __init__(self, transcript: BaseTranscriptIndex | None = None) -> None:
+        self.transcript = transcript
+        self._lock = threading.RLock()
+        self._chats: dict[str, tuple[ChatRecord, int]] = {}
+        self._tombstones: set[str] = set()
+
+    def write_chat(self, record: ChatRecord, *, expected_revision: int) -> int:
+        record = with_filled_ids(check_record(record))
+        if isinstance(expected_revision, bool) or not isinstance(expected_revision, int):
+            raise InvalidRecord("expected_revision", "must be an integer")
+        stored = _frozen_copy(record)
+        with self._lock:
+            if record.chat_id in self._tombstones:
+                raise ChatDeleted(record.chat_id)
+            current = self._chats.get(record.chat_id, (None, 0))[1]
+            if expected_revision != current:
+                raise RevisionConflict(record.chat_id, expected_revision, current)
+            if self.transcript is not None:
+                self.transcript.index(record)  # raises: nothing was committed
+            self._chats[record.chat_id] = (stored, current + 1)
+            return current + 1
+
+    def load_chat(self, chat_id: str) -> tuple[ChatRecord, int] | None:
+        chat_id = check_chat_id(chat_id)
+        with self._lock:
+            found = self._chats.get(chat_id)
+            return None if found is None else (copy.deepcopy(found[0]), found[1])
+
+    def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
+        scope = validate_scope(scope)
+        with self._lock:
+            found = [copy.deepcopy(r) for r, _ in self._chats.values() if scope_matches(r.scope, scope)]
+        return _newest_first(found)
+
+    def delete_chat(self, chat_id: str) -> None:
+        chat_id = check_chat_id(chat_id)
+        with self._lock:
+            self._tombstones.add(chat_id)
+            self._chats.pop(chat_id, None)
+            if self.transcript is not None:
+                self.transcript.remove(chat_id)
+
+    def is_deleted(self, chat_id: str) -> bool:
+        with self._lock:
+            return chat_id in self._tombstones
+
+
+class InMemoryChatStore(BaseChatStore):
+    """The legacy store: no revisions, records kept as given (ids unfilled)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._chats: dict[str, ChatRecord] = {}
+
+    def save_chat(self, record: ChatRecord) -> None:
+        record = _frozen_copy(check_record(record))
+        with self._lock:
+            self._chats[record.chat_id] = record
+
+    def load_chat(self, chat_id: str) -> ChatRecord | None:
+        chat_id = check_chat_id(chat_id)
+        with self._lock:
+            found = self._chats.get(chat_id)
+            return None if found is None else copy.deepcopy(found)
+
+    def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
+        scope = validate_scope(scope)
+        with self._lock:
+            found = [copy.deepcopy(r) for r in self._chats.values() if scope_matches(r.scope, scope)]
+        return _newest_first(found)
+
+    def delete_chat(self, chat_id: str) -> None:
+        chat_id = check_chat_id(chat_id)
+        with self._lock:
+            self._chats.pop(chat_id, None)

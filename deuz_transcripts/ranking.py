@@ -1,0 +1,91 @@
+"""Rarity-weighted ranking, pure Python, shared by the memory index and SQL backends.
+
+A hit's raw score depends only on WHICH query terms its message holds, so every
+backend describes a message by a bit mask (bit ``i`` set when it holds query term
+``i``). A histogram of masks gives every term's match count, hence every idf,
+and tells which masks can reach the requested page: only rows of those masks are
+ever fetched and ordered, instead of scoring every match.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["RankPlan", "idf", "mask_raw", "plan_page", "sort_key"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MICROSECOND = timedelta(microseconds=1)
+
+
+def idf(total: int, matching: int) -> float:
+    """``ln(1 + (N - n + 0.5) / (n + 0.5))``: rarer terms weigh more, never zero."""
+    return math.log(1.0 + (total - matching + 0.5) / (matching + 0.5))
+
+
+def mask_raw(mask: int, idfs: list[float]) -> float:
+    """Sum of the idfs of the terms in ``mask``, always added in term order.
+
+    A fixed order keeps the float sum bit-identical in every backend.
+    """
+    raw = 0.0
+    for position, weight in enumerate(idfs):
+        if mask >> position & 1:
+            raw += weight
+    return raw
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """What a backend needs to fetch one page of ranked hits."""
+
+    raws: dict[int, float]
+    best: float
+    page_masks: frozenset[int]
+
+    def score(self, mask: int) -> float:
+        return self.raws[mask] / self.best
+
+
+def plan_page(
+    histogram: Mapping[int, int], term_count: int, total: int, offset: int, limit: int
+) -> RankPlan | None:
+    """Plan a page from ``{mask: rows}``; ``None`` when the page is empty.
+
+    ``total`` is N, the number of indexed messages the search may return.
+    """
+    histogram = {mask: count for mask, count in histogram.items() if mask and count}
+    if not histogram or limit <= 0:
+        return None
+    matching = [0] * term_count
+    for mask, count in histogram.items():
+        for position in range(term_count):
+            if mask >> position & 1:
+                matching[position] += count
+    total = max(total, *matching)
+    idfs = [idf(total, n) for n in matching]
+    raws = {mask: mask_raw(mask, idfs) for mask in histogram}
+    ordered = sorted(histogram, key=lambda mask: -raws[mask])
+    needed = offset + limit
+    seen = 0
+    floor = None
+    for mask in ordered:
+        seen += histogram[mask]
+        if seen >= needed:
+            floor = raws[mask]
+            break
+    if floor is None:  # the page reaches past the last match
+        if seen <= offset:
+            return None
+        floor = raws[ordered[-1]]
+    page_masks = frozenset(mask for mask in ordered if raws[mask] >= floor)
+    return RankPlan(raws=raws, best=raws[ordered[0]], page_masks=page_masks)
+
+
+def sort_key(raw: float, updated_at: datetime, chat_id: str, index: int) -> tuple:
+    """Best first; ties: newer chat, then chat id (code points), then lower index."""
+    micros = (updated_at - _EPOCH) // _ONE_MICROSECOND
+    return (-raw, -micros, chat_id, index)
+

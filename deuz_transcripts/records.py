@@ -1,0 +1,252 @@
+"""Records that cross the public API, validated once at the boundary."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .errors import InvalidRecord
+
+__all__ = [
+    "MAX_ID_LENGTH",
+    "ChatRecord",
+    "MemorySourceRef",
+    "TranscriptHit",
+    "TranscriptMessage",
+    "decode_message",
+    "encode_message",
+    "fill_message_ids",
+    "scope_matches",
+    "validate_scope",
+]
+
+#: Chat ids, message ids, roles, scope keys and scope values are at most this long.
+MAX_ID_LENGTH = 255
+
+Scope = Mapping[str, str]
+Message = Mapping[str, Any]
+
+
+def _check_identifier(value: Any, field_name: str, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise InvalidRecord(field_name, f"must be a string, not {type(value).__name__}")
+    if not value and not allow_empty:
+        raise InvalidRecord(field_name, "must not be empty")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidRecord(field_name, f"is longer than {MAX_ID_LENGTH} characters")
+    if "\x00" in value:
+        raise InvalidRecord(field_name, "must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRecord(field_name, "is not valid Unicode (lone surrogate)") from None
+    return value
+
+
+def validate_scope(scope: Any, field_name: str = "scope") -> dict[str, str]:
+    """A scope is a mapping of non-empty str keys to str values; returns a copy."""
+    if not isinstance(scope, Mapping):
+        raise InvalidRecord(field_name, f"must be a mapping of str to str, not {type(scope).__name__}")
+    return {
+        _check_identifier(key, f"{field_name} key"): _check_identifier(
+            value, f"{field_name}[{key!r}]", allow_empty=True
+        )
+        for key, value in scope.items()
+    }
+
+
+def scope_matches(chat_scope: Scope, scope_filter: Scope) -> bool:
+    """Every field set in the filter must be equal in the chat's scope."""
+    return all(chat_scope.get(key) == value for key, value in scope_filter.items())
+
+
+def _to_datetime(value: Any) -> datetime:
+    if value is None:
+        return datetime.now(UTC)
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise InvalidRecord("updated_at", "must be timezone-aware")
+        return value.astimezone(UTC)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise InvalidRecord("updated_at", "must be a finite number of milliseconds")
+        try:
+            return datetime.fromtimestamp(value / 1000, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            raise InvalidRecord("updated_at", "is out of range") from None
+    raise InvalidRecord(
+        "updated_at", f"must be a datetime or epoch milliseconds, not {type(value).__name__}"
+    )
+
+
+def encode_message(message: Any, field_name: str = "message") -> str:
+    """The message as JSON text, exactly round-trippable (NUL and lone surrogates too)."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidRecord(field_name, f"is not JSON-serializable ({exc})") from None
+    except RecursionError:
+        raise InvalidRecord(field_name, "is nested too deeply to store") from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: escape them instead of failing
+        text = json.dumps(message, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    return text
+
+
+def decode_message(payload: str) -> dict[str, Any]:
+    return json.loads(payload)
+
+
+@dataclass
+class ChatRecord:
+    """One chat as the stores and indexes take it (the SDK's ``ChatRecord``)."""
+
+    chat_id: str
+    scope: dict[str, str]
+    messages: list[dict[str, Any]]
+    message_ids: list[str | None] | None = None
+    updated_at: datetime = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        _check_identifier(self.chat_id, "chat_id")
+        self.scope = validate_scope(self.scope)
+        if isinstance(self.messages, str | bytes) or not isinstance(self.messages, Sequence):
+            raise InvalidRecord("messages", "must be a list of message mappings")
+        self.messages = list(self.messages)
+        for position, message in enumerate(self.messages):
+            if not isinstance(message, Mapping):
+                raise InvalidRecord(f"messages[{position}]", "must be a mapping")
+            if "role" not in message:
+                raise InvalidRecord(f"messages[{position}].role", "is missing")
+            _check_identifier(message["role"], f"messages[{position}].role")
+        if self.message_ids is not None:
+            if isinstance(self.message_ids, str | bytes) or not isinstance(
+                self.message_ids, Sequence
+            ):
+                raise InvalidRecord("message_ids", "must be a list of strings or None")
+            self.message_ids = list(self.message_ids)
+            if len(self.message_ids) != len(self.messages):
+                raise InvalidRecord(
+                    "message_ids",
+                    f"has {len(self.message_ids)} ids for {len(self.messages)} messages",
+                )
+            for position, message_id in enumerate(self.message_ids):
+                if message_id is not None:
+                    _check_identifier(
+                        message_id, f"message_ids[{position}]", allow_empty=True
+                    )
+        self.updated_at = _to_datetime(self.updated_at)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ChatRecord:
+        """Build from the SDK's camelCase JSON (``chatId``...) or snake_case keys."""
+        if not isinstance(data, Mapping):
+            raise InvalidRecord("record", "must be a mapping")
+
+        def pick(snake: str, camel: str) -> Any:
+            return data[snake] if snake in data else data.get(camel)
+
+        if "chat_id" not in data and "chatId" not in data:
+            raise InvalidRecord("chat_id", "is missing")
+        return cls(
+            chat_id=pick("chat_id", "chatId"),
+            scope=data.get("scope", {}),
+            messages=data.get("messages", []),
+            message_ids=pick("message_ids", "messageIds"),
+            updated_at=pick("updated_at", "updatedAt"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The SDK's camelCase JSON, ``updatedAt`` in epoch milliseconds."""
+        return {
+            "chatId": self.chat_id,
+            "scope": dict(self.scope),
+            "messages": self.messages,
+            "messageIds": self.message_ids,
+            "updatedAt": int(self.updated_at.timestamp() * 1000),
+        }
+
+
+def fill_message_ids(record: ChatRecord) -> list[str]:
+    """Ids as ``index_chat`` fills them: missing, empty or repeated ones become ``<chat_id>:<i>``.
+
+    The first occurrence of an id keeps it. Should a filled id be taken by another
+    message already, ``:<n>`` is appended until it is unique.
+    """
+    given = record.message_ids or [None] * len(record.messages)
+    explicit = {message_id for message_id in given if message_id}
+    used: set[str] = set()
+    filled: list[str] = []
+    for position, message_id in enumerate(given):
+        if not message_id or message_id in used:
+            candidate = f"{record.chat_id}:{position}"
+            suffix = 0
+            while candidate in used or candidate in explicit:
+                suffix += 1
+                candidate = f"{record.chat_id}:{position}:{suffix}"
+            message_id = _check_identifier(candidate, f"message_ids[{position}]")
+        used.add(message_id)
+        filled.append(message_id)
+    return filled
+
+
+def with_filled_ids(record: ChatRecord) -> ChatRecord:
+    """A copy of ``record`` whose message ids are complete and unique."""
+    return ChatRecord(
+        chat_id=record.chat_id,
+        scope=dict(record.scope),
+        messages=list(record.messages),
+        message_ids=list(fill_message_ids(record)),
+        updated_at=record.updated_at,
+    )
+
+
+@dataclass(frozen=True)
+class TranscriptMessage:
+    """One message of a chat; ``index`` counts every message, system ones too."""
+
+    chat_id: str
+    message_id: str
+    index: int
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TranscriptHit:
+    """A search hit, best hit of a result scoring exactly 1.0."""
+
+    chat_id: str
+    message_id: str
+    index: int
+    message: dict[str, Any]
+    score: float
+    around: list[TranscriptMessage] | None = None
+
+
+@dataclass(frozen=True)
+class MemorySourceRef:
+    """What a memory record cites; the digest is carried, never checked."""
+
+    kind: str
+    chat_id: str
+    message_id: str
+    digest: str = ""
+
+    @classmethod
+    def coerce(cls, value: Any) -> MemorySourceRef:
+        """Accept a ref, or its SDK JSON form (``chatId``, ``messageId``)."""
+        if isinstance(value, MemorySourceRef):
+            return value
+        if isinstance(value, Mapping):
+            return cls(
+                kind=str(value.get("kind", "")),
+                chat_id=value.get("chat_id", value.get("chatId")),
+                message_id=value.get("message_id", value.get("messageId")),
+                digest=str(value.get("digest", "")),
+            )
+        raise InvalidRecord("ref", f"must be a MemorySourceRef, not {type(value).__name__}")

@@ -1,0 +1,244 @@
+"""The text rules every backend shares: folding, terms, what a message indexes.
+
+Pure Python on purpose: the in-memory index and every SQL backend call these
+functions, so they can never disagree about what a word is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import unicodedata
+from collections.abc import Iterable, Iterator, Mapping
+from functools import cache
+from typing import Any
+
+__all__ = [
+    "MAX_INDEXED_BYTES",
+    "MAX_QUERY_TERMS",
+    "MAX_STORED_TERM_BYTES",
+    "SYSTEM_ROLES",
+    "cut_utf8",
+    "fold",
+    "highlight_spans",
+    "indexed_text",
+    "is_system",
+    "message_terms",
+    "query_terms",
+    "stored_term",
+    "terms",
+]
+
+#: Only this many bytes of a message's folded UTF-8 text are indexed.
+MAX_INDEXED_BYTES = 262_144
+#: A query uses at most this many distinct terms; the rest are ignored.
+MAX_QUERY_TERMS = 32
+#: Longer terms are stored as a digest (PostgreSQL lexemes stop at 2,047 bytes).
+MAX_STORED_TERM_BYTES = 255
+#: Roles whose messages are never indexed, returned in ``around`` or resolved.
+SYSTEM_ROLES = frozenset({"system", "developer"})
+
+_DROPPED_CATEGORIES = frozenset({"Mn", "Mc", "Me", "Cf", "Cs"})
+_TERM_RE = re.compile(r"[^\W_]+")
+_FOLD_CHUNK_CHARS = 65_536
+# Private-use characters never occur in a term, so digests cannot collide with words.
+_DIGEST_PREFIX = "\ue001"
+
+
+@cache
+def _drop_table() -> dict[int, None]:
+    """Marks, format characters and surrogates: removed by folding (built once)."""
+    return {
+        cp: None
+        for cp in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(cp)) in _DROPPED_CATEGORIES
+    }
+
+
+def fold(text: str) -> str:
+    """Fold case and diacritics: NFKD, Unicode case folding, NFKD, drop marks.
+
+    Marks (``M*``), format characters (``Cf``: zero-width spaces and joiners, soft
+    hyphens, direction marks) and lone surrogates are removed. The rule works on
+    each character alone, so folding a text equals folding its pieces.
+    """
+    if text.isascii():
+        return text.lower()
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
+    return decomposed.translate(_drop_table())
+
+
+def iter_terms(folded: str) -> Iterator[str]:
+    """Runs of letters and digits of already folded text, in order, repeats kept."""
+    for match in _TERM_RE.finditer(folded):
+        yield match.group()
+
+
+def terms(text: str) -> list[str]:
+    """Distinct terms of ``text`` in order of first appearance."""
+    return list(dict.fromkeys(iter_terms(fold(text))))
+
+
+def query_terms(query: str) -> list[str]:
+    """The first 32 distinct terms of a query; no term means no hits."""
+    if not isinstance(query, str):
+        return []
+    found: dict[str, None] = {}
+    for term in iter_terms(fold(query)):
+        found[term] = None
+        if len(found) == MAX_QUERY_TERMS:
+            break
+    return list(found)
+
+
+def cut_utf8(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
+    """The longest prefix of ``text`` within ``limit`` UTF-8 bytes (cut characters drop)."""
+    if len(text) <= limit // 4:
+        return text
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", errors="ignore")
+
+
+def fold_capped(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
+    """``cut_utf8(fold(text))`` without folding more of a huge text than needed."""
+    if len(text) <= _FOLD_CHUNK_CHARS:
+        return cut_utf8(fold(text), limit)
+    pieces: list[str] = []
+    size = 0
+    for start in range(0, len(text), _FOLD_CHUNK_CHARS):
+        piece = fold(text[start : start + _FOLD_CHUNK_CHARS])
+        pieces.append(piece)
+        size += len(piece.encode("utf-8"))
+        if size >= limit:
+            break
+    return cut_utf8("".join(pieces), limit)
+
+
+def is_system(message: Any) -> bool:
+    """System (and OpenAI ``developer``) messages are never indexed or shown."""
+    return isinstance(message, Mapping) and message.get("role") in SYSTEM_ROLES
+
+
+def _tool_output_text(output: Any) -> str | None:
+    """A tool result's string output (SDK ``output``), never structured JSON."""
+    if isinstance(output, str):
+        return output
+    if isinstance(output, Mapping) and output.get("type") in ("text", "error-text"):
+        value = output.get("value")
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _anthropic_result_text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [_part_text(block) for block in content]
+        joined = [t for t in texts if t]
+        return "\n".join(joined) if joined else None
+    return None
+
+
+def _part_text(part: Any) -> str | None:
+    if not isinstance(part, Mapping):
+        return None
+    kind = part.get("type")
+    if kind == "text":
+        text = part.get("text")
+        return text if isinstance(text, str) else None
+    if kind == "tool-result":
+        return _tool_output_text(part.get("output"))
+    if kind == "tool_result":
+        return _anthropic_result_text(part.get("content"))
+    return None
+
+
+def _content_texts(content: Any) -> Iterable[str]:
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, list):
+        for part in content:
+            text = _part_text(part)
+            if text:
+                yield text
+
+
+def indexed_text(message: Any) -> str | None:
+    """The searchable text of a message, ``None`` for a system message.
+
+    Indexed: string content, text parts, string tool results (SDK, OpenAI and
+    Anthropic shapes). Not indexed: reasoning/thinking, tool inputs, images,
+    files, structured tool results. Unknown shapes give ``""``.
+    """
+    if not isinstance(message, Mapping):
+        return ""
+    if is_system(message):
+        return None
+    return "\n".join(_content_texts(message.get("content")))
+
+
+def message_terms(message: Any) -> list[str] | None:
+    """Distinct terms of a message's first 256 KiB of folded text; ``None`` if system."""
+    text = indexed_text(message)
+    if text is None:
+        return None
+    return list(dict.fromkeys(iter_terms(fold_capped(text))))
+
+
+def stored_term(term: str) -> str:
+    """The form a term takes in SQL search data: itself, or a digest when very long."""
+    if len(term) * 4 <= MAX_STORED_TERM_BYTES or len(term.encode("utf-8")) <= MAX_STORED_TERM_BYTES:
+        return term
+    return _DIGEST_PREFIX + hashlib.blake2b(term.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def highlight_spans(
+    text: str, query: str | Iterable[str], *, substring: bool = False
+) -> list[tuple[int, int]]:
+    """Character spans ``(start, end)`` of ``text``'s words that match the query.
+
+    Spans index the ORIGINAL text, so a UI can wrap them untouched (after escaping).
+    With ``substring=True`` a word matches when it contains a query term, as the
+    SQLite LIKE fallback matches.
+    """
+    wanted = set(query_terms(query) if isinstance(query, str) else query)
+    if not wanted or not isinstance(text, str):
+        return []
+    spans: list[tuple[int, int]] = []
+    word: list[str] = []
+    start = end = -1
+    for position, char in enumerate(text):
+        folded = fold(char)
+        if folded and _TERM_RE.fullmatch(folded):
+            if not word:
+                start = position
+            word.append(folded)
+            end = position + 1
+            continue
+        if not folded and word:  # a mark or zero-width character inside a word
+            end = position + 1
+            continue
+        if word:
+            _add_span(spans, "".join(word), start, end, wanted, substring)
+            word = []
+        if folded:  # e.g. "½" folds to "1⁄2": may start a word of its own
+            for piece in iter_terms(folded):
+                _add_span(spans, piece, position, position + 1, wanted, substring)
+    if word:
+        _add_span(spans, "".join(word), start, end, wanted, substring)
+    return spans
+
+
+def _add_span(
+    spans: list[tuple[int, int]],
+    word: str,
+    start: int,
+    end: int,
+    wanted: set[str],
+    substring: bool,
+) -> None:
+    if word in wanted or (substring and any(term in word for term in wanted)):
+        spans.append((start, end))
