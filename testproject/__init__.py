@@ -1,0 +1,1 @@
+"""Demo and test project for the deuz_transcripts app."""

@@ -1,0 +1,101 @@
+"""Settings of the demo/test project.
+
+The database comes from ``DATABASE_URL`` (django-environ syntax), so the same test suite runs
+on SQLite (the default, a file next to manage.py) and on PostgreSQL, e.g.
+``DATABASE_URL=postgres://postgres@127.0.0.1:5432/test``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+
+env = environ.Env()
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = env("SECRET_KEY", default="insecure-testproject-key")
+DEBUG = env.bool("DEBUG", default=True)
+ALLOWED_HOSTS = ["*"]  # demo project only
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "deuz_transcripts",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "testproject.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "testproject.wsgi.application"
+ASGI_APPLICATION = "testproject.asgi.application"
+
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Write transactions take SQLite's lock up front (BEGIN IMMEDIATE, Django 5.1+), so
+    # concurrent writers wait for it (up to `timeout` seconds) instead of failing on upgrade.
+    _sqlite_options = DATABASES["default"].setdefault("OPTIONS", {})
+    _sqlite_options["transaction_mode"] = "IMMEDIATE"
+    _sqlite_options["timeout"] = 20
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["TEST"] = {
+        "NAME": env("TEST_DATABASE_NAME", default="test_deuz_transcripts"),
+    }
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+DEUZ_TRANSCRIPTS = {
+    "SQLITE_BACKEND": env("DEUZ_SQLITE_BACKEND", default="auto"),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+}

@@ -1,0 +1,12 @@
+"""URLs of the demo/test project: the admin (with the transcript search view) at /admin/."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import path
+from django.views.generic import RedirectView
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+]

@@ -1,0 +1,35 @@
+"""Shared pytest configuration for the deuz_transcripts suite.
+
+With ``DEUZ_REQUIRE_POSTGRES=1`` (set by ``make test-postgres``) the session stops at once
+unless the configured database is a reachable PostgreSQL server, so a PostgreSQL run can
+never silently turn into a SQLite run or a wall of per-test connection errors.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _require_postgres(django_db_blocker):
+    if os.environ.get("DEUZ_REQUIRE_POSTGRES") != "1":
+        return
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.exit(
+            f"DEUZ_REQUIRE_POSTGRES=1 but the database vendor is {connection.vendor!r}; "
+            "set DATABASE_URL=postgres://...",
+            returncode=1,
+        )
+    with django_db_blocker.unblock():
+        try:
+            connection.ensure_connection()
+        except Exception as exc:
+            pytest.exit(
+                f"DEUZ_REQUIRE_POSTGRES=1 but PostgreSQL is unreachable: {exc}", returncode=1
+            )
+        finally:
+            connection.close()

@@ -1,0 +1,15 @@
+"""Smoke tests of the test project itself: settings load, system checks pass, app imports."""
+
+from __future__ import annotations
+
+from django.core.management import call_command
+
+
+def test_system_checks_pass():
+    call_command("check")
+
+
+def test_package_imports():
+    import deuz_transcripts
+
+    assert deuz_transcripts.__name__ == "deuz_transcripts"
