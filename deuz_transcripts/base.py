@@ -69,9 +69,7 @@ class SearchRequest:
             if isinstance(chat_ids, str | bytes):
                 raise InvalidRecord("chat_ids", "must be a list of chat ids, not a string")
             try:
-                chat_ids = frozenset(
-                    _check_identifier(chat_id, "chat_ids") for chat_id in chat_ids
-                )
+                chat_ids = frozenset(_check_identifier(chat_id, "chat_ids") for chat_id in chat_ids)
             except TypeError:
                 raise InvalidRecord("chat_ids", "must be a list of chat ids") from None
         return cls(

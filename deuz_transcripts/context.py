@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from .base import BaseTranscriptIndex
 from .errors import InvalidRecord
@@ -84,7 +84,10 @@ class TranscriptContextSource:
                 if key in offered or len(offered) >= limit:
                     continue
                 hit_message = TranscriptMessage(hit.chat_id, hit.message_id, hit.index, hit.message)
-                lines = [message_line(m) for m in sorted([*(hit.around or ()), hit_message], key=lambda m: m.index)]
+                lines = [
+                    message_line(m)
+                    for m in sorted([*(hit.around or ()), hit_message], key=lambda m: m.index)
+                ]
                 offered[key] = TranscriptCandidate(
                     text="\n".join(line for line in lines if line),
                     match="search",

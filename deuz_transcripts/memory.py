@@ -132,9 +132,12 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
             for term in message.terms or ():
                 key = stored_term(term)
                 postings = self._postings.get(key)
-                if postings is not None and postings.pop(chat_id, None) is not None:
-                    if not postings:
-                        del self._postings[key]
+                if (
+                    postings is not None
+                    and postings.pop(chat_id, None) is not None
+                    and not postings
+                ):
+                    del self._postings[key]
 
     # reading
 

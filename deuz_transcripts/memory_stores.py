@@ -6,7 +6,13 @@ import copy
 import threading
 from collections.abc import Mapping
 
-from .base import BaseChatStore, BaseConditionalChatStore, BaseTranscriptIndex, check_chat_id, check_record
+from .base import (
+    BaseChatStore,
+    BaseConditionalChatStore,
+    BaseTranscriptIndex,
+    check_chat_id,
+    check_record,
+)
 from .errors import ChatDeleted, InvalidRecord, RevisionConflict
 from .records import ChatRecord, encode_message, scope_matches, validate_scope, with_filled_ids
 
@@ -58,7 +64,9 @@ class InMemoryConditionalChatStore(BaseConditionalChatStore):
     def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
         scope = validate_scope(scope)
         with self._lock:
-            found = [copy.deepcopy(r) for r, _ in self._chats.values() if scope_matches(r.scope, scope)]
+            found = [
+                copy.deepcopy(r) for r, _ in self._chats.values() if scope_matches(r.scope, scope)
+            ]
         return _newest_first(found)
 
     def delete_chat(self, chat_id: str) -> None:
@@ -95,7 +103,9 @@ class InMemoryChatStore(BaseChatStore):
     def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
         scope = validate_scope(scope)
         with self._lock:
-            found = [copy.deepcopy(r) for r in self._chats.values() if scope_matches(r.scope, scope)]
+            found = [
+                copy.deepcopy(r) for r in self._chats.values() if scope_matches(r.scope, scope)
+            ]
         return _newest_first(found)
 
     def delete_chat(self, chat_id: str) -> None:

@@ -88,4 +88,3 @@ def sort_key(raw: float, updated_at: datetime, chat_id: str, index: int) -> tupl
     """Best first; ties: newer chat, then chat id (code points), then lower index."""
     micros = (updated_at - _EPOCH) // _ONE_MICROSECOND
     return (-raw, -micros, chat_id, index)
-

@@ -6,7 +6,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import InvalidRecord
@@ -26,6 +26,9 @@ __all__ = [
 
 #: Chat ids, message ids, roles, scope keys and scope values are at most this long.
 MAX_ID_LENGTH = 255
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MILLISECOND = timedelta(milliseconds=1)
 
 Scope = Mapping[str, str]
 Message = Mapping[str, Any]
@@ -50,7 +53,9 @@ def _check_identifier(value: Any, field_name: str, *, allow_empty: bool = False)
 def validate_scope(scope: Any, field_name: str = "scope") -> dict[str, str]:
     """A scope is a mapping of non-empty str keys to str values; returns a copy."""
     if not isinstance(scope, Mapping):
-        raise InvalidRecord(field_name, f"must be a mapping of str to str, not {type(scope).__name__}")
+        raise InvalidRecord(
+            field_name, f"must be a mapping of str to str, not {type(scope).__name__}"
+        )
     return {
         _check_identifier(key, f"{field_name} key"): _check_identifier(
             value, f"{field_name}[{key!r}]", allow_empty=True
@@ -75,7 +80,7 @@ def _to_datetime(value: Any) -> datetime:
         if not math.isfinite(value):
             raise InvalidRecord("updated_at", "must be a finite number of milliseconds")
         try:
-            return datetime.fromtimestamp(value / 1000, tz=UTC)
+            return _EPOCH + timedelta(milliseconds=value)  # exact for int ms
         except (OverflowError, OSError, ValueError):
             raise InvalidRecord("updated_at", "is out of range") from None
     raise InvalidRecord(
@@ -137,9 +142,7 @@ class ChatRecord:
                 )
             for position, message_id in enumerate(self.message_ids):
                 if message_id is not None:
-                    _check_identifier(
-                        message_id, f"message_ids[{position}]", allow_empty=True
-                    )
+                    _check_identifier(message_id, f"message_ids[{position}]", allow_empty=True)
         self.updated_at = _to_datetime(self.updated_at)
 
     @classmethod
@@ -168,7 +171,7 @@ class ChatRecord:
             "scope": dict(self.scope),
             "messages": self.messages,
             "messageIds": self.message_ids,
-            "updatedAt": int(self.updated_at.timestamp() * 1000),
+            "updatedAt": (self.updated_at - _EPOCH) // _ONE_MILLISECOND,
         }
 
 

@@ -212,21 +212,21 @@ def highlight_spans(
     start = end = -1
     for position, char in enumerate(text):
         folded = fold(char)
-        if folded and _TERM_RE.fullmatch(folded):
-            if not word:
-                start = position
-            word.append(folded)
-            end = position + 1
+        if not folded:
+            if word:  # a mark or zero-width character inside a word
+                end = position + 1
             continue
-        if not folded and word:  # a mark or zero-width character inside a word
-            end = position + 1
-            continue
-        if word:
-            _add_span(spans, "".join(word), start, end, wanted, substring)
-            word = []
-        if folded:  # e.g. "½" folds to "1⁄2": may start a word of its own
-            for piece in iter_terms(folded):
-                _add_span(spans, piece, position, position + 1, wanted, substring)
+        # Folding is per character, so the words are those of the concatenated folded
+        # text: e.g. "3½" folds to "31⁄2", whose first word "31" ends inside the "½".
+        for folded_char in folded:
+            if _TERM_RE.fullmatch(folded_char):
+                if not word:
+                    start = position
+                word.append(folded_char)
+                end = position + 1
+            elif word:
+                _add_span(spans, "".join(word), start, end, wanted, substring)
+                word = []
     if word:
         _add_span(spans, "".join(word), start, end, wanted, substring)
     return spans

@@ -1,0 +1,55 @@
+"""Search backends, one module per engine, picked by ``connection.vendor``."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
+
+from ..conf import SQLITE_BACKENDS, conf
+from .base import SearchBackend
+
+__all__ = ["SearchBackend", "backend_name_for", "get_backend"]
+
+
+def backend_name_for(alias: str) -> str:
+    """``postgresql``, ``sqlite-fts5`` or ``sqlite-like`` for a database alias."""
+    vendor = connections[alias].vendor
+    if vendor == "postgresql":
+        return "postgresql"
+    if vendor != "sqlite":
+        raise ImproperlyConfigured(
+            f"deuz_transcripts supports PostgreSQL and SQLite; database {alias!r} is {vendor}."
+        )
+    from .sqlite import fts5_available, fts_table_exists
+
+    choice = conf.SQLITE_BACKEND
+    if choice not in SQLITE_BACKENDS:
+        raise ImproperlyConfigured(
+            f"DEUZ_TRANSCRIPTS['SQLITE_BACKEND'] must be one of {SQLITE_BACKENDS}, not {choice!r}."
+        )
+    if choice == "like":
+        return "sqlite-like"
+    if fts5_available(alias) and fts_table_exists(alias):
+        return "sqlite-fts5"
+    if choice == "fts5":
+        raise ImproperlyConfigured(
+            f"SQLITE_BACKEND is 'fts5' but database {alias!r} has no FTS5 "
+            "(library without FTS5, or migrated without it: migrate deuz_transcripts zero, "
+            "then migrate again on a build with FTS5)."
+        )
+    return "sqlite-like"
+
+
+def get_backend(alias: str) -> SearchBackend:
+    name = backend_name_for(alias)
+    if name == "postgresql":
+        from .postgresql import PostgresBackend
+
+        return PostgresBackend(alias)
+    if name == "sqlite-fts5":
+        from .sqlite_fts5 import SQLiteFts5Backend
+
+        return SQLiteFts5Backend(alias)
+    from .sqlite_like import SQLiteLikeBackend
+
+    return SQLiteLikeBackend(alias)

@@ -1,0 +1,62 @@
+"""What the two SQLite backends share: the write lock and the FTS5 probe."""
+
+from __future__ import annotations
+
+from django.db import connections
+from django.db.backends.utils import CursorWrapper
+
+from ..models import Tombstone
+from .base import SearchBackend, table
+
+__all__ = ["FTS_TABLE", "SQLiteBackend", "fts5_available", "fts_table_exists"]
+
+FTS_TABLE = "deuz_transcripts_fts"
+
+_probed: dict[tuple[str, str], bool] = {}
+_tables: set[tuple[str, str]] = set()
+
+
+def _key(alias: str) -> tuple[str, str]:
+    return alias, str(connections[alias].settings_dict.get("NAME"))
+
+
+def fts5_available(alias: str) -> bool:
+    """Whether this SQLite library has FTS5; probed once per database."""
+    key = _key(alias)
+    if key not in _probed:
+        with connections[alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM pragma_compile_options WHERE compile_options = 'ENABLE_FTS5'"
+            )
+            _probed[key] = cursor.fetchone() is not None
+    return _probed[key]
+
+
+def fts_table_exists(alias: str) -> bool:
+    """Whether migrations created the FTS5 table; a found table is remembered."""
+    key = _key(alias)
+    if key in _tables:
+        return True
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = %s", [FTS_TABLE]
+        )
+        found = cursor.fetchone() is not None
+    if found:
+        _tables.add(key)
+    return found
+
+
+def forget_probes() -> None:
+    """Forget what was probed: after migrations change the table, or in tests."""
+    _probed.clear()
+    _tables.clear()
+
+
+class SQLiteBackend(SearchBackend):
+    def lock_chat(self, cursor: CursorWrapper, chat_id: str) -> None:
+        # A write statement takes SQLite's RESERVED lock now, not at the first real
+        # write, so a deferred transaction cannot fail to upgrade after reading.
+        cursor.execute(
+            f"UPDATE {table(Tombstone)} SET chat_id = chat_id WHERE chat_id = %s", [chat_id]
+        )

@@ -1,0 +1,126 @@
+"""SQLite FTS5: a contentless table of Python's terms plus scope and chat tokens.
+
+The FTS5 body of a message is its stored terms and one token per scope field
+and per chat, all separated by spaces, tokenized by the ``ascii`` tokenizer: it
+splits on ASCII punctuation only and our terms hold letters and digits only, so
+FTS5 sees exactly Python's terms. Scope tokens (private-use prefix, never in a
+term) let FTS5 intersect the scope inside its own index instead of joining.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+
+from django.db.backends.utils import CursorWrapper
+
+from ..models import Chat, Message
+from ..ranking import RankPlan
+from ..text import stored_term
+from .base import ChatFilter, StoredRow, mask_sql, order_sql, table
+from .sqlite import FTS_TABLE, SQLiteBackend
+
+__all__ = ["SQLiteFts5Backend", "fts_body"]
+
+_SCOPE_PREFIX = "\ue000"
+_CHAT_PREFIX = "\ue002"
+
+
+def _token(prefix: str, *parts: str) -> str:
+    digest = hashlib.blake2b("\x00".join(parts).encode("utf-8"), digest_size=12).hexdigest()
+    return prefix + digest
+
+
+def scope_tokens(scope: Mapping[str, str]) -> list[str]:
+    return [_token(_SCOPE_PREFIX, key, value) for key, value in sorted(scope.items())]
+
+
+def chat_token(chat_id: str) -> str:
+    return _token(_CHAT_PREFIX, chat_id)
+
+
+def fts_body(search_text: str, scope: Mapping[str, str], chat_id: str) -> str:
+    terms = [stored_term(term) for term in search_text.split(" ") if term]
+    return " ".join([*terms, *scope_tokens(scope), chat_token(chat_id)])
+
+
+def _phrase(token: str) -> str:
+    return '"' + token.replace('"', '""') + '"'
+
+
+def _any(tokens: Iterable[str]) -> str:
+    return "(" + " OR ".join(_phrase(token) for token in tokens) + ")"
+
+
+def match_expression(chats: ChatFilter, terms: Sequence[str]) -> str:
+    """``scope AND (chats) AND (t1 OR t2 ...)``; every token quoted, so never syntax."""
+    parts = [_phrase(token) for token in scope_tokens(chats.scope)]
+    if chats.chat_ids is not None:
+        parts.append(_any(chat_token(chat_id) for chat_id in sorted(chats.chat_ids)))
+    parts.append(_any(stored_term(term) for term in terms))
+    return " AND ".join(parts)
+
+
+class SQLiteFts5Backend(SQLiteBackend):
+    name = "sqlite-fts5"
+
+    def write_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
+        cursor.executemany(
+            f"INSERT INTO {FTS_TABLE} (rowid, body) VALUES (%s, %s)",
+            [
+                (row.pk, fts_body(row.search_text, chat.scope, chat.chat_id))
+                for row in rows
+                if row.search_text
+            ],
+        )
+
+    def delete_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
+        cursor.executemany(
+            f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, body) VALUES ('delete', %s, %s)",
+            [
+                (row.pk, fts_body(row.search_text, chat.scope, chat.chat_id))
+                for row in rows
+                if row.search_text
+            ],
+        )
+
+    def _masked(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[str]]:
+        """``rowid`` and mask of the matching rows; each term's rowids are read once."""
+        conditions = [
+            f"rowid IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)" for _ in terms
+        ]
+        params = [match_expression(chats, [term]) for term in terms]
+        if len(terms) == 1:
+            conditions, params = ["1"], []
+        return (
+            f"SELECT rowid AS id, {mask_sql(conditions)} AS mask FROM {FTS_TABLE} "
+            f"WHERE {FTS_TABLE} MATCH %s",
+            [*params, match_expression(chats, terms)],
+        )
+
+    def histogram(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> dict[int, int]:
+        masked, params = self._masked(chats, terms)
+        cursor.execute(f"SELECT mask, count(*) FROM ({masked}) GROUP BY mask", params)
+        return dict(cursor.fetchall())
+
+    def page(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        plan: RankPlan,
+        offset: int,
+        limit: int,
+    ) -> list[tuple[int, int]]:
+        masked, params = self._masked(chats, terms)
+        where, raw, raw_params = order_sql(plan, "h.mask")
+        cursor.execute(
+            f"WITH h AS MATERIALIZED ({masked}) "
+            f"SELECT h.id, h.mask FROM h JOIN {table(Message)} m ON m.id = h.id "
+            f"JOIN {table(Chat)} c ON c.id = m.chat_id WHERE {where} "
+            f"ORDER BY {raw} DESC, c.updated_at DESC, c.chat_id, m.position LIMIT %s OFFSET %s",
+            [*params, *raw_params, limit, offset],
+        )
+        return [(pk, mask) for pk, mask in cursor.fetchall()]

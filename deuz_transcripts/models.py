@@ -1,0 +1,110 @@
+"""Chats, their messages and tombstones; search data is added per database vendor.
+
+The vendor-specific search storage (a ``tsvector`` column with a GIN index on
+PostgreSQL, an FTS5 table on SQLite) is created by the ``CreateSearchStorage``
+migration operation and is invisible to the ORM: only the backends' SQL reads it.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from .records import MAX_ID_LENGTH
+
+__all__ = ["Chat", "ChatScope", "LegacyChat", "Message", "Tombstone"]
+
+
+class Chat(models.Model):
+    """A chat known to the index; ``revision`` 0 means indexed only (never written by a store)."""
+
+    chat_id = models.CharField(_("chat id"), max_length=MAX_ID_LENGTH, unique=True)
+    scope = models.JSONField(_("scope"), default=dict)
+    revision = models.PositiveIntegerField(_("revision"), default=0)
+    updated_at = models.DateTimeField(_("updated at"))
+    is_indexed = models.BooleanField(_("searchable"), default=True)
+    indexed_count = models.PositiveIntegerField(_("indexed messages"), default=0)
+    message_count = models.PositiveIntegerField(_("messages"), default=0)
+
+    class Meta:
+        verbose_name = _("chat")
+        verbose_name_plural = _("chats")
+        permissions = [("search_transcripts", _("Can search chat transcripts"))]
+        indexes = [models.Index(fields=["-updated_at"], name="deuz_chat_updated")]
+
+    def __str__(self) -> str:
+        return self.chat_id
+
+
+class ChatScope(models.Model):
+    """One field of a chat's scope, so any scope key is matched through a btree index."""
+
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="scope_fields")
+    key = models.CharField(max_length=MAX_ID_LENGTH)
+    value = models.CharField(max_length=MAX_ID_LENGTH)
+
+    class Meta:
+        verbose_name = _("scope field")
+        constraints = [
+            models.UniqueConstraint(fields=["chat", "key"], name="deuz_scope_one_value_per_key")
+        ]
+        indexes = [models.Index(fields=["key", "value", "chat"], name="deuz_scope_lookup")]
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}"
+
+
+class Message(models.Model):
+    """One message as given (``payload`` is its JSON text) plus what search needs."""
+
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="messages")
+    position = models.PositiveIntegerField(_("index"))
+    message_id = models.CharField(_("message id"), max_length=MAX_ID_LENGTH)
+    role = models.CharField(_("role"), max_length=MAX_ID_LENGTH)
+    payload = models.TextField(_("message JSON"))
+    digest = models.CharField(max_length=32)
+    # Position among the chat's non-system messages; NULL for system messages.
+    visible_position = models.PositiveIntegerField(null=True)
+    # The message's distinct terms, space separated (SQLite: LIKE haystack, FTS5 delete key).
+    search_text = models.TextField(null=True)  # noqa: DJ001  NULL: not kept (PostgreSQL)
+    has_terms = models.BooleanField(default=False)
+
+    class Meta:
+        verbose_name = _("message")
+        constraints = [
+            models.UniqueConstraint(fields=["chat", "position"], name="deuz_message_position"),
+            models.UniqueConstraint(fields=["chat", "message_id"], name="deuz_message_id"),
+        ]
+        indexes = [models.Index(fields=["chat", "visible_position"], name="deuz_message_visible")]
+
+    def __str__(self) -> str:
+        return self.message_id
+
+
+class Tombstone(models.Model):
+    """A deleted chat: its id only, never its content."""
+
+    chat_id = models.CharField(_("chat id"), max_length=MAX_ID_LENGTH, unique=True)
+    deleted_at = models.DateTimeField(_("deleted at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("tombstone")
+
+    def __str__(self) -> str:
+        return self.chat_id
+
+
+class LegacyChat(models.Model):
+    """The legacy ``deuz_chats`` table of ``DjangoChatStore`` (no revisions)."""
+
+    chat_id = models.CharField(_("chat id"), max_length=MAX_ID_LENGTH, unique=True)
+    scope = models.JSONField(_("scope"), default=dict)
+    payload = models.TextField(_("record JSON"))
+    updated_at = models.DateTimeField(_("updated at"))
+
+    class Meta:
+        db_table = "deuz_chats"
+        verbose_name = _("legacy chat")
+
+    def __str__(self) -> str:
+        return self.chat_id

@@ -1,0 +1,187 @@
+"""The SQL stores: conditional (revisioned) chats with their index, and the legacy table."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import OperationalError, connections, transaction
+from django.db.models import Prefetch, TextField
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
+
+from .base import BaseChatStore, BaseConditionalChatStore, check_chat_id, check_record
+from .conf import conf
+from .errors import ChatDeleted, InvalidRecord, RevisionConflict, TranscriptError
+from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
+from .records import ChatRecord, decode_message, encode_message, validate_scope, with_filled_ids
+from .sql_index import DjangoTranscriptIndex, database_errors, from_db_datetime, to_db_datetime
+
+__all__ = ["DjangoChatStore", "DjangoConditionalChatStore", "DjangoTranscriptIndex"]
+
+T = TypeVar("T")
+
+
+class _SqlRunner:
+    using: str
+
+    async def _run(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        return await sync_to_async(method, thread_sensitive=True)(*args, **kwargs)
+
+    def _retrying(self, write: Callable[[], T]) -> T:
+        """Retry a whole write when SQLite reports a lock, unless inside the caller's transaction."""
+        attempts = 1 if connections[self.using].in_atomic_block else conf.LOCK_RETRIES
+        for attempt in range(attempts):
+            try:
+                with database_errors():
+                    return write()
+            except TranscriptError as exc:
+                locked = isinstance(exc.__cause__, OperationalError) and "locked" in str(
+                    exc.__cause__
+                )
+                if not locked or attempt == attempts - 1:
+                    raise
+                time.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")
+
+
+def _record_from_rows(chat: Chat, messages: list[Message]) -> ChatRecord:
+    return ChatRecord(
+        chat_id=chat.chat_id,
+        scope=dict(chat.scope),
+        messages=[decode_message(m.payload) for m in messages],
+        message_ids=[m.message_id for m in messages],
+        updated_at=from_db_datetime(chat.updated_at),
+    )
+
+
+class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
+    """Revisioned chats; ``transcript`` is updated in the same transaction as each write."""
+
+    transcript: DjangoTranscriptIndex
+
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+        self.transcript = DjangoTranscriptIndex(using)
+
+    def write_chat(self, record: ChatRecord, *, expected_revision: int) -> int:
+        record = with_filled_ids(check_record(record))
+        if isinstance(expected_revision, bool) or not isinstance(expected_revision, int):
+            raise InvalidRecord("expected_revision", "must be an integer")
+        return self._retrying(lambda: self._write(record, expected_revision))
+
+    def _write(self, record: ChatRecord, expected_revision: int) -> int:
+        with transaction.atomic(using=self.using):
+            with connections[self.using].cursor() as cursor:
+                self.transcript.backend.lock_chat(cursor, record.chat_id)
+            if Tombstone.objects.using(self.using).filter(chat_id=record.chat_id).exists():
+                raise ChatDeleted(record.chat_id)
+            chats = Chat.objects.using(self.using).filter(chat_id=record.chat_id)
+            current = chats.values_list("revision", flat=True).first() or 0
+            if current != expected_revision:
+                raise RevisionConflict(record.chat_id, expected_revision, current)
+            self.transcript.index(record)
+            if not chats.update(revision=current + 1):
+                raise TranscriptError(f"the index did not store chat {record.chat_id!r}")
+            return current + 1
+
+    def load_chat(self, chat_id: str) -> tuple[ChatRecord, int] | None:
+        chat_id = check_chat_id(chat_id)
+        with database_errors():
+            chat = Chat.objects.using(self.using).filter(chat_id=chat_id, revision__gt=0).first()
+            if chat is None:
+                return None
+            messages = list(chat.messages.using(self.using).order_by("position"))
+        return _record_from_rows(chat, messages), chat.revision
+
+    def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
+        scope = validate_scope(scope)
+        chats = Chat.objects.using(self.using).filter(revision__gt=0)
+        for key, value in scope.items():
+            chats = chats.filter(
+                pk__in=ChatScope.objects.using(self.using)
+                .filter(key=key, value=value)
+                .values("chat_id")
+            )
+        ordered = Message.objects.using(self.using).order_by("position")
+        with database_errors():
+            found = chats.order_by("-updated_at", "chat_id").prefetch_related(
+                Prefetch("messages", queryset=ordered, to_attr="ordered_messages")
+            )
+            return [_record_from_rows(chat, chat.ordered_messages) for chat in found]
+
+    def delete_chat(self, chat_id: str) -> None:
+        """Tombstone; the messages, search rows and any legacy copy are deleted now."""
+        chat_id = check_chat_id(chat_id)
+
+        def delete() -> None:
+            with transaction.atomic(using=self.using):
+                self.transcript.purge(chat_id)
+                Tombstone.objects.using(self.using).get_or_create(chat_id=chat_id)
+                LegacyChat.objects.using(self.using).filter(chat_id=chat_id).delete()
+
+        self._retrying(delete)
+
+    def is_deleted(self, chat_id: str) -> bool:
+        return Tombstone.objects.using(self.using).filter(chat_id=chat_id).exists()
+
+
+class DjangoChatStore(_SqlRunner, BaseChatStore):
+    """The legacy store on the ``deuz_chats`` table: last write wins, ids kept as given."""
+
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+
+    def save_chat(self, record: ChatRecord) -> None:
+        record = check_record(record)
+        messages = ",".join(
+            encode_message(message, f"messages[{i}]") for i, message in enumerate(record.messages)
+        )
+        payload = f'{{"messages":[{messages}],"message_ids":{json.dumps(record.message_ids)}}}'
+        self._retrying(
+            lambda: LegacyChat.objects.using(self.using).update_or_create(
+                chat_id=record.chat_id,
+                defaults={
+                    "scope": record.scope,
+                    "payload": payload,
+                    "updated_at": to_db_datetime(record.updated_at),
+                },
+            )
+        )
+
+    @staticmethod
+    def _record(row: LegacyChat) -> ChatRecord:
+        data = json.loads(row.payload)
+        return ChatRecord(
+            chat_id=row.chat_id,
+            scope=dict(row.scope),
+            messages=data["messages"],
+            message_ids=data.get("message_ids"),
+            updated_at=from_db_datetime(row.updated_at),
+        )
+
+    def load_chat(self, chat_id: str) -> ChatRecord | None:
+        chat_id = check_chat_id(chat_id)
+        with database_errors():
+            row = LegacyChat.objects.using(self.using).filter(chat_id=chat_id).first()
+        return None if row is None else self._record(row)
+
+    def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
+        scope = validate_scope(scope)
+        rows = LegacyChat.objects.using(self.using).all()
+        for position, (key, value) in enumerate(scope.items()):
+            alias = f"_scope_{position}"
+            rows = rows.alias(**{alias: Cast(KeyTextTransform(key, "scope"), TextField())}).filter(
+                **{alias: value}
+            )
+        with database_errors():
+            return [self._record(row) for row in rows.order_by("-updated_at", "chat_id")]
+
+    def delete_chat(self, chat_id: str) -> None:
+        chat_id = check_chat_id(chat_id)
+        self._retrying(
+            lambda: LegacyChat.objects.using(self.using).filter(chat_id=chat_id).delete()
+        )
