@@ -72,6 +72,18 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "NAME": env("TEST_DATABASE_NAME", default="test_deuz_transcripts"),
     }
 
+# A second database of the same engine: the suite proves that every store and index
+# honours ``using=`` and nothing assumes "default".
+DATABASES["other"] = {
+    **DATABASES["default"],
+    "NAME": str(BASE_DIR / "other.sqlite3")
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+    else DATABASES["default"]["NAME"],
+    "TEST": {"NAME": env("OTHER_TEST_DATABASE_NAME", default="test_deuz_transcripts_other")}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+    else {},
+}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -1,0 +1,191 @@
+"""Differential tests: the database's backend and the in-memory index against the oracle.
+
+Run on SQLite this checks FTS5 (and the LIKE fallback against substring matching);
+run on PostgreSQL it checks the tsvector backend. Together with the memory index
+checked on both runs, every backend finds the same hits in the same order.
+"""
+
+from __future__ import annotations
+
+import string
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection, transaction
+from django.test import override_settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
+from deuz_transcripts.stores import DjangoTranscriptIndex
+
+from tests import oracle
+
+pytestmark = pytest.mark.django_db
+
+# Words that fold, split and collide in interesting ways, plus random letters.
+TRICKY = [
+    "izmir",
+    "İzmir",
+    "IZMIR",
+    "Izmír",
+    "ılık",
+    "straße",
+    "STRASSE",
+    "ﬁle",
+    "file",
+    "σοφός",
+    "ΣΟΦΟΣ",
+    "東京",
+    "東京都",
+    "09:40",
+    "0940",
+    "a\u200bb",
+    "ab",
+    "Việt",
+    "naïve",
+    "NAIVE",
+    "co-op",
+    "e\u0301",
+    "Ǆemal",
+    "dzemal",
+    "x" * 300,
+    "x" * 301,
+    "deploy",
+    "deploys",
+    "ＦＵＬＬ",
+    "full",
+    "🙂ok",
+    "ok",
+    "NEAR",
+    "AND",
+    "OR",
+    "*",
+    '"',
+]
+WORDS = st.one_of(
+    st.sampled_from(TRICKY),
+    st.text(alphabet=string.ascii_lowercase[:6] + "éİıß", min_size=1, max_size=4),
+)
+TEXT = st.lists(WORDS, min_size=0, max_size=6).map(" ".join)
+ROLES = st.sampled_from(["user", "assistant", "assistant", "tool", "system"])
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> dict:
+    role = draw(ROLES)
+    shape = draw(st.sampled_from(["string", "parts", "tool", "odd"]))
+    if shape == "string":
+        return {"role": role, "content": draw(TEXT)}
+    if shape == "parts":
+        parts = draw(
+            st.lists(
+                st.one_of(
+                    TEXT.map(lambda t: {"type": "text", "text": t}),
+                    TEXT.map(lambda t: {"type": "reasoning", "text": t}),
+                    TEXT.map(lambda t: {"type": "image", "image": t}),
+                ),
+                max_size=3,
+            )
+        )
+        return {"role": role, "content": parts}
+    if shape == "tool":
+        output = draw(st.one_of(TEXT, TEXT.map(lambda t: {"type": "json", "value": {"text": t}})))
+        return {
+            "role": "tool",
+            "content": [
+                {"type": "tool-result", "toolCallId": "c", "toolName": "t", "output": output}
+            ],
+        }
+    return {"role": role, "content": draw(st.one_of(st.none(), st.integers()))}
+
+
+BASE = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+@st.composite
+def corpora(draw: st.DrawFn) -> list[ChatRecord]:
+    count = draw(st.integers(min_value=1, max_value=5))
+    records = []
+    for number in range(count):
+        records.append(
+            ChatRecord(
+                chat_id=draw(st.sampled_from(["a", "B", "c", "é", "chat-10", "chat-9"]))
+                + f"-{number}",
+                scope={
+                    "userId": draw(st.sampled_from(["ada", "bob", "Ada", "ada "])),
+                    **draw(st.sampled_from([{}, {"agentId": "x"}, {"agentId": "y"}])),
+                },
+                messages=draw(st.lists(messages(), min_size=0, max_size=6)),
+                updated_at=BASE + timedelta(minutes=draw(st.integers(0, 2))),
+            )
+        )
+    return records
+
+
+SEARCHES = st.fixed_dictionaries(
+    {
+        "scope": st.sampled_from([{}, {"userId": "ada"}, {"userId": "ada", "agentId": "x"}]),
+        "query": st.one_of(TEXT, st.lists(WORDS, min_size=1, max_size=40).map(" ".join)),
+        "around": st.sampled_from([None, 0, 1, 2]),
+        "limit": st.sampled_from([1, 3, 20]),
+        "offset": st.sampled_from([0, 0, 1, 4]),
+    }
+)
+
+
+def summary(hits: list) -> list[tuple]:
+    return [
+        (
+            h.chat_id,
+            h.message_id,
+            h.index,
+            None if h.around is None else tuple(m.message_id for m in h.around),
+        )
+        for h in hits
+    ]
+
+
+def assert_same(got: list, expected: list[oracle.OracleHit]) -> None:
+    assert summary(got) == [(h.chat_id, h.message_id, h.index, h.around) for h in expected]
+    for hit, want in zip(got, expected, strict=True):
+        assert hit.score == pytest.approx(want.score, abs=1e-9)
+
+
+class Rollback(Exception):
+    """Raised to undo one hypothesis example's writes."""
+
+
+def check_corpus(records: list[ChatRecord], searches: list[dict], *, substring: bool) -> None:
+    memory = InMemoryTranscriptIndex()
+    sql = DjangoTranscriptIndex()
+    try:
+        with transaction.atomic():
+            unique = {r.chat_id: r for r in records}.values()
+            for record in unique:
+                memory.index(record)
+                sql.index(record)
+            for search in searches:
+                expected = oracle.search(unique, **search, substring=substring)
+                assert_same(sql.search(**search), expected)
+                if not substring:
+                    assert_same(memory.search(**search), expected)
+            raise Rollback
+    except Rollback:
+        pass
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=corpora(), searches=st.lists(SEARCHES, min_size=1, max_size=4))
+def test_database_backend_matches_the_oracle(records, searches):
+    check_corpus(records, searches, substring=False)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=corpora(), searches=st.lists(SEARCHES, min_size=1, max_size=4))
+def test_like_fallback_matches_substrings(records, searches):
+    if connection.vendor != "sqlite":
+        pytest.skip("the LIKE fallback is SQLite's")
+    with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"}):
+        assert DjangoTranscriptIndex().backend_name == "sqlite-like"
+        check_corpus(records, searches, substring=True)

@@ -1,0 +1,71 @@
+"""Migrations run forward and back on this vendor, and on SQLite without FTS5."""
+
+from __future__ import annotations
+
+import pytest
+from django.core import checks
+from django.core.management import call_command
+from django.db import connection
+
+from deuz_transcripts import ChatRecord
+from deuz_transcripts.backends import sqlite as sqlite_backend
+from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def tables() -> set[str]:
+    with connection.cursor() as cursor:
+        return set(connection.introspection.table_names(cursor))
+
+
+def has_vector_column() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM information_schema.columns "
+            "WHERE table_name = 'deuz_transcripts_message' AND column_name = 'search_vector'"
+        )
+        return cursor.fetchone() is not None
+
+
+def test_migrations_go_back_and_forth():
+    call_command("migrate", "deuz_transcripts", "zero", verbosity=0)
+    assert "deuz_transcripts_message" not in tables()
+    assert sqlite_backend.FTS_TABLE not in tables()
+    call_command("migrate", "deuz_transcripts", verbosity=0)
+    assert "deuz_transcripts_message" in tables()
+    if connection.vendor == "postgresql":
+        assert has_vector_column()
+    else:
+        assert sqlite_backend.FTS_TABLE in tables()
+    store = DjangoConditionalChatStore()
+    store.write_chat(
+        ChatRecord("c1", {"userId": "ada"}, [{"role": "user", "content": "hi"}]),
+        expected_revision=0,
+    )
+    assert len(store.transcript.search({"userId": "ada"}, "hi")) == 1
+
+
+def test_sqlite_without_fts5_migrates_and_falls_back(monkeypatch):
+    if connection.vendor != "sqlite":
+        pytest.skip("FTS5 is an SQLite matter")
+    call_command("migrate", "deuz_transcripts", "zero", verbosity=0)
+    monkeypatch.setattr(sqlite_backend, "fts5_available", lambda alias: False)
+    try:
+        call_command("migrate", "deuz_transcripts", verbosity=0)
+        assert sqlite_backend.FTS_TABLE not in tables()
+        index = DjangoTranscriptIndex()
+        assert index.backend_name == "sqlite-like"
+        assert "deuz_transcripts.W001" in [m.id for m in checks.run_checks()]
+        store = DjangoConditionalChatStore()
+        store.write_chat(
+            ChatRecord("c1", {"userId": "ada"}, [{"role": "user", "content": "deploys"}]),
+            expected_revision=0,
+        )
+        assert len(store.transcript.search({"userId": "ada"}, "deploy")) == 1  # substring
+    finally:
+        monkeypatch.undo()
+        call_command("migrate", "deuz_transcripts", "zero", verbosity=0)
+        call_command("migrate", "deuz_transcripts", verbosity=0)
+    assert sqlite_backend.FTS_TABLE in tables()
+    assert DjangoTranscriptIndex().backend_name == "sqlite-fts5"

@@ -1,0 +1,241 @@
+"""What only the SQL side has: backend choice, stored form, rollback, engine limits, using=."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection, connections
+from django.test import override_settings
+
+from deuz_transcripts import ChatDeleted, ChatRecord, InvalidRecord, TranscriptError
+from deuz_transcripts.backends import backend_name_for
+from deuz_transcripts.backends.sqlite import FTS_TABLE
+from deuz_transcripts.models import Chat, ChatScope, Message, Tombstone
+from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
+from deuz_transcripts.text import stored_term
+
+pytestmark = pytest.mark.django_db
+ADA = {"userId": "ada"}
+WHEN = datetime(2025, 3, 1, tzinfo=UTC)
+
+
+def record(chat_id: str = "chat-1", *texts: str, scope: dict | None = None) -> ChatRecord:
+    return ChatRecord(
+        chat_id=chat_id,
+        scope=ADA if scope is None else scope,
+        messages=[{"role": "user", "content": text} for text in texts or ("hello world",)],
+        updated_at=WHEN,
+    )
+
+
+def raw_matches(term: str, using: str = "default") -> int:
+    """Rows of the backend's own search storage holding ``term``, bypassing chats."""
+    backend = DjangoTranscriptIndex(using).backend_name
+    with connections[using].cursor() as cursor:
+        if backend == "postgresql":
+            cursor.execute(
+                "SELECT count(*) FROM deuz_transcripts_message WHERE search_vector @@ %s::tsquery",
+                [f"'{stored_term(term)}'"],
+            )
+        elif backend == "sqlite-fts5":
+            cursor.execute(
+                f"SELECT count(*) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s",
+                [f'"{stored_term(term)}"'],
+            )
+        else:
+            cursor.execute(
+                "SELECT count(*) FROM deuz_transcripts_message WHERE instr(search_text, %s) > 0",
+                [term],
+            )
+        return cursor.fetchone()[0]
+
+
+def test_backend_follows_the_vendor_and_the_setting():
+    name = DjangoTranscriptIndex().backend_name
+    if connection.vendor == "postgresql":
+        assert name == "postgresql"
+    else:
+        assert name == "sqlite-fts5"
+        with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"}):
+            assert DjangoTranscriptIndex().backend_name == "sqlite-like"
+        with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "fts5"}):
+            assert DjangoTranscriptIndex().backend_name == "sqlite-fts5"
+
+
+def test_unsupported_vendor_is_a_clear_configuration_error(monkeypatch):
+    monkeypatch.setattr(connections["default"], "vendor", "mysql")
+    with pytest.raises(ImproperlyConfigured, match="PostgreSQL and SQLite"):
+        backend_name_for("default")
+
+
+def test_bad_sqlite_backend_setting_is_reported():
+    with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "elastic"}):
+        ids = [message.id for message in checks.run_checks()]
+    assert "deuz_transcripts.E002" in ids
+
+
+def test_system_check_warns_only_for_the_like_fallback():
+    ids = [message.id for message in checks.run_checks()]
+    assert "deuz_transcripts.W001" not in ids
+    if connection.vendor == "sqlite":
+        with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"}):
+            ids = [message.id for message in checks.run_checks()]
+        assert "deuz_transcripts.W001" in ids
+
+
+class Boom(Exception):
+    pass
+
+
+def test_failed_indexing_leaves_no_chat_message_or_search_row(monkeypatch):
+    store = DjangoConditionalChatStore()
+    original = store.transcript.index
+
+    def index_then_fail(chat: ChatRecord) -> None:
+        original(chat)  # rows written inside the transaction...
+        raise Boom("index failed")  # ...then the write must roll them all back
+
+    monkeypatch.setattr(store.transcript, "index", index_then_fail)
+    with pytest.raises(Boom):
+        store.write_chat(record("c1", "quokka sighting"), expected_revision=0)
+    assert not Chat.objects.exists()
+    assert not Message.objects.exists()
+    assert not ChatScope.objects.exists()
+    assert raw_matches("quokka") == 0
+
+
+def test_tombstoned_chat_is_never_reindexed():
+    store = DjangoConditionalChatStore()
+    store.write_chat(record("c1", "secret plans"), expected_revision=0)
+    store.delete_chat("c1")
+    store.transcript.index(record("c1", "secret plans"))  # a backfill replaying old data
+    assert store.transcript.search(ADA, "secret") == []
+    assert not Message.objects.exists()
+    assert raw_matches("secret") == 0
+    assert Tombstone.objects.filter(chat_id="c1").exists()
+    with pytest.raises(ChatDeleted):
+        store.write_chat(record("c1", "again"), expected_revision=0)
+
+
+def test_appending_a_message_keeps_the_other_rows():
+    store = DjangoConditionalChatStore()
+    first = record("c1", *(f"message number {i}" for i in range(50)))
+    store.write_chat(first, expected_revision=0)
+    before = dict(Message.objects.values_list("position", "pk"))
+    longer = record("c1", *(f"message number {i}" for i in range(50)), "the appended one")
+    store.write_chat(longer, expected_revision=1)
+    after = dict(Message.objects.values_list("position", "pk"))
+    assert {p: after[p] for p in before} == before  # no row rewritten
+    assert len(after) == 51
+    assert [h.index for h in store.transcript.search(ADA, "appended")] == [50]
+
+
+def test_changing_the_scope_moves_every_message():
+    store = DjangoConditionalChatStore()
+    store.write_chat(record("c1", "alpha", "beta"), expected_revision=0)
+    store.write_chat(record("c1", "alpha", "beta", scope={"userId": "bob"}), expected_revision=1)
+    assert store.transcript.search(ADA, "alpha beta") == []
+    assert len(store.transcript.search({"userId": "bob"}, "alpha beta")) == 2
+    assert raw_matches("alpha") == 1
+
+
+def test_nul_and_lone_surrogates_round_trip_exactly():
+    store = DjangoConditionalChatStore()
+    messages = [
+        {"role": "user", "content": "nul\x00inside and \ud800 surrogate"},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "x\x00y"}],
+            "extra": {"a": None},
+        },
+    ]
+    chat = ChatRecord("c1", ADA, messages, ["m\u00e9-1", "m-2"], WHEN)
+    store.write_chat(chat, expected_revision=0)
+    loaded, revision = store.load_chat("c1")
+    assert revision == 1
+    assert loaded.messages == messages
+    assert [h.message_id for h in store.transcript.search(ADA, "surrogate")] == ["m\u00e9-1"]
+    assert [h.message_id for h in store.transcript.search(ADA, "inside")] == ["m\u00e9-1"]
+
+
+def test_nul_in_ids_and_scope_is_an_invalid_record():
+    store = DjangoConditionalChatStore()
+    with pytest.raises(InvalidRecord, match="chat_id"):
+        store.write_chat(record("c\x001"), expected_revision=0)
+    with pytest.raises(InvalidRecord, match="scope"):
+        store.write_chat(record("c1", scope={"userId": "a\x00"}), expected_revision=0)
+    assert not Chat.objects.exists()
+
+
+def test_huge_message_and_huge_term():
+    store = DjangoConditionalChatStore()
+    long_term = "ab" * 2_500  # 5,000 characters: past PostgreSQL's lexeme limit
+    dump = "early " + "lorem ipsum " * 900_000 + " lateword"  # ~10 MB
+    store.write_chat(record("c1", dump, f"x {long_term} y"), expected_revision=0)
+    assert [h.index for h in store.transcript.search(ADA, "early")] == [0]
+    assert store.transcript.search(ADA, "lateword") == []  # past the 256 KiB cut
+    assert [h.index for h in store.transcript.search(ADA, long_term)] == [1]
+    assert store.transcript.search(ADA, long_term[:-1]) == []  # whole terms only
+    loaded, _ = store.load_chat("c1")
+    assert loaded.messages[0]["content"] == dump
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        "NEAR(",
+        "*",
+        ":*",
+        "!",
+        "'",
+        "\\",
+        "%",
+        "_",
+        "-- x",
+        "/* x */",
+        "\x00",
+        "a OR b",
+        "a' OR '1'='1",
+        "hello:* & !world",
+        'hello" OR "x',
+        "^hello",
+        "hello*",
+    ],
+)
+def test_hostile_queries_are_just_text(query):
+    store = DjangoConditionalChatStore()
+    store.write_chat(record("c1", "hello world", "a b 1"), expected_revision=0)
+    hits = store.transcript.search(ADA, query)
+    terms = {"hello", "world", "a", "b", "1", "x", "or"}
+    for hit in hits:  # only real words can match
+        assert terms & set(hit.message["content"].split())
+
+
+def test_database_errors_surface_as_transcript_errors(monkeypatch):
+    store = DjangoConditionalChatStore()
+    store.write_chat(record("c1", "hello"), expected_revision=0)
+
+    monkeypatch.setattr(
+        "deuz_transcripts.backends.base.ChatFilter.total_sql",
+        lambda self: ("SELECT no_such_column FROM deuz_transcripts_chat", []),
+    )
+    with pytest.raises(TranscriptError):
+        store.transcript.search(ADA, "hello")
+
+
+@pytest.mark.django_db(databases=["default", "other"])
+def test_every_store_honours_using():
+    other = DjangoConditionalChatStore(using="other")
+    other.write_chat(record("c1", "only elsewhere"), expected_revision=0)
+    assert DjangoConditionalChatStore().load_chat("c1") is None
+    assert DjangoTranscriptIndex().search(ADA, "elsewhere") == []
+    assert [h.chat_id for h in other.transcript.search(ADA, "elsewhere")] == ["c1"]
+    assert raw_matches("elsewhere", using="other") == 1
+    assert raw_matches("elsewhere") == 0
+    other.delete_chat("c1")
+    assert Tombstone.objects.using("other").count() == 1
+    assert not Tombstone.objects.exists()
