@@ -34,7 +34,12 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-bench: venv
+# The bench extras (peers: django-watson, modelsearch, tantivy) are installed once, on demand.
+$(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
+	$(BIN)/pip install -e '.[dev,bench]'
+	touch $@
+
+bench: venv $(VENV)/.bench-installed
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:

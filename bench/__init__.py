@@ -1,0 +1,1 @@
+"""The deuz_transcripts benchmark: ``python -m bench --help``; results in ``bench/RESULTS.md``."""

@@ -1,0 +1,103 @@
+"""``python -m bench --db sqlite|postgres --messages N --users N --json PATH``.
+
+Sets up a database of its own (PostgreSQL ``deuz_bench``, or a SQLite file under
+``bench/out/``), loads a deterministic corpus through the public store API, times
+search, writes, size and growth against baselines of the same run, prints a table
+and writes JSON. See ``bench/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--users", type=int, default=1_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path, default=None, help="where to write the JSON results")
+    parser.add_argument("--quick", action="store_true", help="few queries, short budgets")
+    parser.add_argument("--no-peers", action="store_true", help="skip watson/modelsearch/tantivy")
+    parser.add_argument(
+        "--peer-cap",
+        type=int,
+        default=200_000,
+        help="peers index at most this many messages (the measured users always included)",
+    )
+    parser.add_argument("--pg-name", default="deuz_bench", help="PostgreSQL database (recreated)")
+    parser.add_argument("--sqlite-path", type=Path, default=None)
+    parser.add_argument(
+        "--budget", type=float, default=None, help="seconds per engine and query class"
+    )
+    return parser.parse_args(argv)
+
+
+def prepare_database(args: argparse.Namespace) -> str:
+    """Create a fresh database for this run; returns the ``BENCH_DB`` value."""
+    if args.db == "postgres":
+        import psycopg
+
+        with psycopg.connect(
+            host=os.environ.get("BENCH_PG_HOST", "127.0.0.1"),
+            port=os.environ.get("BENCH_PG_PORT", "5432"),
+            user=os.environ.get("BENCH_PG_USER", "postgres"),
+            dbname="postgres",
+            autocommit=True,
+        ) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{args.pg_name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{args.pg_name}"')
+        return f"postgres:{args.pg_name}"
+    path = args.sqlite_path or OUT / f"bench-{args.messages}.sqlite3"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return f"sqlite:{path}"
+
+
+def setup_django(args: argparse.Namespace) -> dict[str, str]:
+    """Configure Django in-process with the peers that are installed; migrate."""
+    from .peers import available_peers
+
+    peers, skipped = ([], {}) if args.no_peers else available_peers(args.db)
+    if args.no_peers:
+        skipped = dict.fromkeys(("watson", "modelsearch", "tantivy"), "--no-peers")
+    os.environ["BENCH_DB"] = prepare_database(args)
+    os.environ["BENCH_PEERS"] = ",".join(peers)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", run_syncdb=True, verbosity=0)
+    return skipped
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.time()
+    skipped = setup_django(args)
+    from .run import Run
+
+    run = Run(args, skipped)
+    results: dict[str, Any] = run.execute()
+    results["meta"]["wall_seconds"] = round(time.time() - started, 1)
+    from .report import print_table, write_json
+
+    print_table(results, sys.stdout)
+    if args.json:
+        write_json(results, args.json)
+        print(f"\nJSON written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

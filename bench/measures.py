@@ -1,0 +1,254 @@
+"""Timed measures: search engines under test and their baselines, each a ``(scope, q) -> ids``.
+
+Every figure is reported as a ratio against a baseline timed in the same run, in
+interleaved order, because the machine is shared and absolute times drift.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from django.db.models import Q
+
+from deuz_transcripts.backends.base import ChatFilter
+from deuz_transcripts.stores import DjangoConditionalChatStore
+from deuz_transcripts.text import query_terms, stored_term
+
+from .corpus import BIG_USER, LOG_WORDS, SMALL_USER, Corpus
+
+__all__ = ["Engine", "query_classes", "run_cell", "summarize"]
+
+Engine = Callable[[str | None, str], Sequence[Any]]
+
+
+def summarize(samples_ms: list[float]) -> dict[str, float]:
+    """p50/p95/p99 in ms (nearest rank), and the sample count."""
+    if not samples_ms:
+        return {"n": 0}
+    ordered = sorted(samples_ms)
+
+    def rank(p: float) -> float:
+        return ordered[min(len(ordered) - 1, max(0, round(p * len(ordered) + 0.5) - 1))]
+
+    return {
+        "n": len(ordered),
+        "p50": round(statistics.median(ordered), 3),
+        "p95": round(rank(0.95), 3),
+        "p99": round(rank(0.99), 3),
+    }
+
+
+def run_cell(
+    engines: dict[str, Engine],
+    user: str | None,
+    queries: list[str],
+    *,
+    rounds: int,
+    budget_s: float,
+    seed: int,
+) -> dict[str, dict[str, Any]]:
+    """Time every engine on the same queries, engines shuffled per query (noise is shared).
+
+    Stops an engine once it has spent ``budget_s`` (after at least 3 samples), so a slow
+    baseline (``icontains`` over 1M rows) cannot eat the run.
+    """
+    rng = random.Random(seed)
+    samples: dict[str, list[float]] = {name: [] for name in engines}
+    spent: dict[str, float] = dict.fromkeys(engines, 0.0)
+    hits: dict[str, int] = dict.fromkeys(engines, 0)
+    errors: dict[str, str] = {}
+    for _ in range(rounds):
+        for query in queries:
+            names = list(engines)
+            rng.shuffle(names)
+            for name in names:
+                if name in errors or (spent[name] > budget_s and len(samples[name]) >= 3):
+                    continue
+                start = time.perf_counter()
+                try:
+                    found = engines[name](user, query)
+                except Exception as exc:  # a peer that cannot run this query is recorded
+                    errors[name] = f"{type(exc).__name__}: {exc}"[:300]
+                    continue
+                elapsed = time.perf_counter() - start
+                spent[name] += elapsed
+                samples[name].append(elapsed * 1000)
+                hits[name] = max(hits[name], len(found))
+    result: dict[str, dict[str, Any]] = {}
+    for name in engines:
+        cell: dict[str, Any] = summarize(samples[name])
+        cell["max_hits"] = hits[name]
+        if name in errors:
+            cell["error"] = errors[name]
+        result[name] = cell
+    return result
+
+
+# query classes
+
+
+def query_classes(corpus: Corpus, user: str, per_class: int, seed: int) -> dict[str, list[str]]:
+    """Queries of 1, 2, 5 and 32 terms: rare, common and mixed words of the user's own text.
+
+    ``2-dump`` pairs a word found in every log dump with a common word, so 30-300 KiB
+    tool results are among the matches; the other classes use prose words only.
+    """
+    rng = random.Random(f"{seed}:{user}:queries")
+    counts = corpus.word_counts[BIG_USER if user is None else user]
+    ranked = [w for w, _ in counts.most_common() if w not in LOG_WORDS]
+    common = ranked[:30]
+    rare_pool = [w for w in ranked if counts[w] <= 2] or ranked[-50:]
+    rare = rng.sample(rare_pool, min(len(rare_pool), 200))
+
+    def pick(pool: list[str], k: int) -> list[str]:
+        return [rng.choice(pool) for _ in range(k)]
+
+    def mixed(k: int) -> str:
+        n_common = max(1, k // 4)
+        return " ".join(pick(common, n_common) + pick(rare, k - n_common))
+
+    dump_words = [w for w in LOG_WORDS if corpus.dump_words[w]] or LOG_WORDS
+    return {
+        "1-rare": [rng.choice(rare) for _ in range(per_class)],
+        "1-common": [rng.choice(common) for _ in range(per_class)],
+        "2-common": [" ".join(pick(common, 2)) for _ in range(per_class)],
+        "2-mixed": [mixed(2) for _ in range(per_class)],
+        "5-mixed": [mixed(5) for _ in range(per_class)],
+        "32-mixed": [mixed(32) for _ in range(per_class)],
+        "2-dump": [f"{rng.choice(dump_words)} {rng.choice(common)}" for _ in range(per_class)],
+    }
+
+
+# engines of deuz_transcripts and its SQL baselines
+
+
+def _scope(user: str | None) -> dict[str, str]:
+    return {} if user is None else {"userId": user}
+
+
+@dataclass
+class SqlEngines:
+    """The public API and the SQL baselines for one database."""
+
+    store: DjangoConditionalChatStore
+
+    @property
+    def vendor(self) -> str:
+        return connection.vendor
+
+    def deuz(self, user: str | None, q: str) -> list[Any]:
+        return self.store.transcript.search(_scope(user), q, limit=20, around=1)
+
+    def replayed(self) -> Engine:
+        """The same SQL statements the public API ran for this query, run raw.
+
+        Statements are captured once per (user, query) and replayed through a plain
+        cursor: the difference to ``deuz`` is the Python cost of the API.
+        """
+        captured: dict[tuple[str | None, str], list[tuple[str, Any]]] = {}
+
+        def capture(user: str | None, q: str) -> list[tuple[str, Any]]:
+            statements: list[tuple[str, Any]] = []
+
+            def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+                statements.append((sql, params))
+                return execute(sql, params, many, context)
+
+            with connection.execute_wrapper(wrapper):
+                self.deuz(user, q)
+            return statements
+
+        def run(user: str | None, q: str) -> list[Any]:
+            key = (user, q)
+            if key not in captured:
+                captured[key] = capture(user, q)
+            rows: list[Any] = []
+            with connection.cursor() as cursor:
+                for sql, params in captured[key]:
+                    cursor.execute(sql, params)
+                    rows = cursor.fetchall()
+            return rows
+
+        return run
+
+    def _filter(self, user: str | None) -> tuple[str, list[Any]]:
+        return ChatFilter(_scope(user), None).chat_pks_sql()
+
+    def raw_lower_bound(self, user: str | None, q: str) -> list[Any]:
+        """The bare index lookup: 20 matching ids of the scope, unranked."""
+        terms = query_terms(q)
+        with connection.cursor() as cursor:
+            if self.vendor == "postgresql":
+                pks, params = self._filter(user)
+                cursor.execute(
+                    "SELECT m.id FROM deuz_transcripts_message m "
+                    f"WHERE m.chat_id IN ({pks}) AND m.search_vector @@ %s::tsquery LIMIT 20",
+                    [*params, _tsquery(terms)],
+                )
+            else:
+                from deuz_transcripts.backends.sqlite_fts5 import match_expression
+
+                cursor.execute(
+                    "SELECT rowid FROM deuz_transcripts_fts WHERE deuz_transcripts_fts MATCH %s "
+                    "LIMIT 20",
+                    [match_expression(ChatFilter(_scope(user), None), terms)],
+                )
+            return cursor.fetchall()
+
+    def engine_rank(self, user: str | None, q: str) -> list[Any]:
+        """The engine's own ranking, top 20: ``ts_rank`` (PostgreSQL) or ``bm25`` (FTS5)."""
+        terms = query_terms(q)
+        with connection.cursor() as cursor:
+            if self.vendor == "postgresql":
+                pks, params = self._filter(user)
+                cursor.execute(
+                    "SELECT m.id FROM deuz_transcripts_message m "
+                    f"WHERE m.chat_id IN ({pks}) AND m.search_vector @@ %s::tsquery "
+                    "ORDER BY ts_rank(m.search_vector, %s::tsquery) DESC LIMIT 20",
+                    [*params, _tsquery(terms), _tsquery(terms)],
+                )
+            else:
+                from deuz_transcripts.backends.sqlite_fts5 import match_expression
+
+                cursor.execute(
+                    "SELECT rowid FROM deuz_transcripts_fts WHERE deuz_transcripts_fts MATCH %s "
+                    "ORDER BY rank LIMIT 20",
+                    [match_expression(ChatFilter(_scope(user), None), terms)],
+                )
+            return cursor.fetchall()
+
+    def btree_fetch(self, user: str | None, q: str) -> list[Any]:
+        """20 of the user's message rows through btrees only (the scope's floor cost)."""
+        from deuz_transcripts.models import Message
+
+        rows = Message.objects.all()
+        if user is not None:
+            rows = rows.filter(chat__scope_fields__key="userId", chat__scope_fields__value=user)
+        return list(rows.values_list("id", "chat_id", "position", "payload")[:20])
+
+    def icontains(self, user: str | None, q: str) -> list[Any]:
+        """What people write today: OR of ``payload__icontains``, newest chats first."""
+        from deuz_transcripts.models import Message
+
+        words = list(dict.fromkeys(q.split()))[:32]
+        rows = Message.objects.filter(
+            Q.create([("payload__icontains", w) for w in words], connector=Q.OR)
+        )
+        if user is not None:
+            rows = rows.filter(chat__scope_fields__key="userId", chat__scope_fields__value=user)
+        rows = rows.order_by("-chat__updated_at", "position")
+        return list(rows.values_list("id", "payload")[:20])
+
+
+def _tsquery(terms: Sequence[str]) -> str:
+    return " | ".join("'" + stored_term(t).replace("'", "''") + "'" for t in terms)
+
+
+def users_measured() -> dict[str, str | None]:
+    return {"small": SMALL_USER, "big": BIG_USER, "unscoped": None}

@@ -1,0 +1,267 @@
+"""One benchmark run: load the corpus, then every measure, each bounded in time."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.db import connection
+
+from deuz_transcripts.records import ChatRecord
+from deuz_transcripts.stores import DjangoConditionalChatStore
+from deuz_transcripts.text import MAX_INDEXED_BYTES, cut_utf8
+
+from . import measures, peers, writes
+from .corpus import BIG_USER, SMALL_USER, Corpus
+from .models import PeerDoc
+
+GROWTH_POINTS = (10_000, 100_000, 1_000_000)
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def analyze() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace, skipped: dict[str, str]) -> None:
+        self.args = args
+        self.quick = args.quick
+        self.budget = args.budget or (0.15 if args.quick else 3.0)
+        self.per_class = 2 if args.quick else 12
+        self.rounds = 1 if args.quick else 2
+        self.store = DjangoConditionalChatStore()
+        self.sql = measures.SqlEngines(self.store)
+        self.corpus = Corpus(args.messages, args.users, args.seed)
+        self.peer_status: dict[str, Any] = {
+            name: {"status": "skipped", "reason": reason} for name, reason in skipped.items()
+        }
+        self.tantivy: peers.TantivyPeer | None = None
+        self.results: dict[str, Any] = {"meta": self.meta(), "peers": self.peer_status}
+
+    def meta(self) -> dict[str, Any]:
+        return _meta(self.args)
+
+    def execute(self) -> dict[str, Any]:
+        self.results["meta"]["backend"] = self.store.transcript.backend_name
+        self.load()
+        analyze()
+        self.build_peers()
+        log("search measures")
+        self.results["search"] = self.search_measures()
+        if connection.vendor == "postgresql":
+            self.results["pending_list"] = writes.pending_list(self.sql, self.corpus, self.budget)
+        log("write measures")
+        self.results["write"] = writes.write_cost(self.store, self.args.seed, self.quick)
+        self.results["append"] = writes.append_cost(self.store, self.args.seed, self.quick)
+        self.results["size"] = writes.size(self.results["load"]["indexed_bytes"])
+        self.results["backfill"] = writes.backfill(self.args, self.quick)
+        from .report import evaluate_targets
+
+        self.results["targets"] = evaluate_targets(self.results)
+        return self.results
+
+    # loading
+
+    def peer_subset(self) -> set[str]:
+        """Users whose messages the peers index: all, or the measured ones plus others up to a cap."""
+        sizes = self.corpus.user_sizes
+        chosen = {BIG_USER, SMALL_USER}
+        total = sizes[BIG_USER] + sizes[SMALL_USER]
+        for user, size in sizes.items():
+            if user not in chosen and total + size <= self.args.peer_cap:
+                chosen.add(user)
+                total += size
+        return chosen
+
+    def load(self) -> None:
+        """Every chat through ``write_chat``; growth checkpoints on the way."""
+        args = self.args
+        want_peers = [n for n in ("watson", "modelsearch") if n not in self.peer_status]
+        if "tantivy" not in self.peer_status:
+            self.tantivy = peers.TantivyPeer(Path(__file__).parent / "out" / "tantivy")
+        subset = self.peer_subset() if (want_peers or self.tantivy) else set()
+        points = [p for p in GROWTH_POINTS if p < args.messages] + [args.messages]
+        growth: list[dict[str, Any]] = []
+        written = indexed_bytes = text_bytes = chats = 0
+        write_s = 0.0
+        docs: list[PeerDoc] = []
+        seq = 0
+        log(f"loading {args.messages} messages over {args.users} users")
+        start = time.perf_counter()
+        for chat in self.corpus.chats():
+            record = ChatRecord(chat.chat_id, chat.scope, chat.messages, None, chat.updated_at_ms)
+            t0 = time.perf_counter()
+            self.store.write_chat(record, expected_revision=0)
+            write_s += time.perf_counter() - t0
+            chats += 1
+            written += len(chat.messages)
+            for text in chat.indexed:
+                if text is None:
+                    continue
+                capped = cut_utf8(text, MAX_INDEXED_BYTES)
+                size = len(capped.encode("utf-8"))
+                indexed_bytes += size
+                seq += 1
+                if chat.user in subset:
+                    if want_peers:
+                        docs.append(PeerDoc(message_pk=seq, user=chat.user, text=capped))
+                    if self.tantivy:
+                        self.tantivy.add(seq, chat.user, capped)
+            text_bytes += sum(
+                len(m.get("content", "")) if isinstance(m.get("content"), str) else 0
+                for m in chat.messages
+            )
+            if len(docs) >= 2000:
+                PeerDoc.objects.bulk_create(docs)
+                docs = []
+            if points and written >= points[0]:
+                points.pop(0)
+                log(
+                    f"{written} messages written ({written / write_s:.0f} msg/s); growth checkpoint"
+                )
+                analyze()
+                growth.append(self.growth_point(written))
+        if docs:
+            PeerDoc.objects.bulk_create(docs)
+        self.results["load"] = {
+            "how": "every chat through DjangoConditionalChatStore.write_chat(expected_revision=0)",
+            "messages": written,
+            "chats": chats,
+            "users": len(self.corpus.user_sizes),
+            "big_user_messages": self.corpus.user_sizes[BIG_USER],
+            "small_user_messages": self.corpus.user_sizes[SMALL_USER],
+            "indexed_bytes": indexed_bytes,
+            "write_chat_seconds": round(write_s, 2),
+            "write_chat_msgs_per_s": round(written / write_s, 1),
+            "write_chat_indexed_mb_per_s": round(indexed_bytes / write_s / 1e6, 2),
+            "wall_seconds": round(time.perf_counter() - start, 1),
+            "peer_subset_users": len(subset),
+        }
+        self.results["growth"] = growth
+
+    def growth_point(self, written: int) -> dict[str, Any]:
+        """Small-user search p95 vs its btree fetch, at this corpus size."""
+        engines = {"deuz": self.sql.deuz, "btree_fetch": self.sql.btree_fetch}
+        queries = [
+            q
+            for qs in measures.query_classes(self.corpus, SMALL_USER, 2, self.args.seed).values()
+            for q in qs
+        ]
+        cell = measures.run_cell(
+            engines, SMALL_USER, queries, rounds=self.rounds, budget_s=self.budget * 2, seed=written
+        )
+        return {"messages": written, **{name: value for name, value in cell.items()}}
+
+    # peers
+
+    def build_peers(self) -> None:
+        builders = {"watson": peers.build_watson, "modelsearch": peers.build_modelsearch}
+        for name, build in builders.items():
+            if name in self.peer_status:
+                continue
+            log(f"building peer {name}")
+            try:
+                self.peer_status[name] = build()
+            except Exception as exc:
+                self.peer_status[name] = {
+                    "status": "failed",
+                    "reason": f"{type(exc).__name__}: {exc}"[:500],
+                }
+        if self.tantivy is not None:
+            try:
+                self.peer_status["tantivy"] = self.tantivy.commit()
+            except Exception as exc:
+                self.peer_status["tantivy"] = {"status": "failed", "reason": repr(exc)[:500]}
+                self.tantivy = None
+        subset = self.results["load"]["peer_subset_users"]
+        for status in self.peer_status.values():
+            if status.get("status") == "ok":
+                status["users_indexed"] = subset
+
+    def engines(self, user: str | None) -> dict[str, measures.Engine]:
+        sql = self.sql
+        engines: dict[str, measures.Engine] = {
+            "deuz": sql.deuz,
+            "deuz_sql_raw": sql.replayed(),
+            "raw_lower_bound": sql.raw_lower_bound,
+            "engine_rank": sql.engine_rank,
+            "icontains": sql.icontains,
+        }
+        if user is not None:
+            engines["btree_fetch"] = sql.btree_fetch
+        if self.peer_status.get("watson", {}).get("status") == "ok":
+            engines["watson"] = peers.watson_search
+        if self.peer_status.get("modelsearch", {}).get("status") == "ok":
+            engines["modelsearch"] = peers.modelsearch_search
+        if self.tantivy is not None:
+            engines["tantivy"] = self.tantivy.search
+        return engines
+
+    def search_measures(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for label, user in measures.users_measured().items():
+            classes = measures.query_classes(self.corpus, user, self.per_class, self.args.seed)
+            engines = self.engines(user)
+            out[label] = {"user": user, "classes": {}}
+            for name, queries in classes.items():
+                log(f"search {label} {name}")
+                out[label]["classes"][name] = {
+                    "queries": queries[:3],
+                    "engines": measures.run_cell(
+                        engines,
+                        user,
+                        queries,
+                        rounds=self.rounds,
+                        budget_s=self.budget,
+                        seed=hash((label, name)) & 0xFFFF,
+                    ),
+                }
+        return out
+
+
+def _meta(args: argparse.Namespace) -> dict[str, Any]:
+    import os
+
+    import django
+
+    info: dict[str, Any] = {
+        "command": "python -m bench " + " ".join(sys.argv[1:]),
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "python": platform.python_version(),
+        "django": django.get_version(),
+        "platform": platform.platform(),
+        "nproc": os.cpu_count(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    try:
+        import psutil
+
+        info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
+        info["load_avg"] = os.getloadavg()
+    except ImportError:
+        pass
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SHOW server_version")
+            info["database"] = "PostgreSQL " + cursor.fetchone()[0]
+        else:
+            cursor.execute("SELECT sqlite_version()")
+            info["database"] = "SQLite " + cursor.fetchone()[0]
+    for package in ("watson", "modelsearch", "tantivy"):
+        try:
+            from importlib.metadata import version
+
+            dist = {"watson": "django-watson"}.get(package, package)
+            info[f"{package}_version"] = version(dist)
+        except Exception:
+            info[f"{package}_version"] = None
+    return info

@@ -1,0 +1,294 @@
+"""Write cost, appends, search during writes, size of search data, and the backfill command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from django.db import connection, transaction
+
+from deuz_transcripts.models import Chat, ChatScope, LegacyChat, Message
+from deuz_transcripts.records import ChatRecord
+from deuz_transcripts.stores import DjangoConditionalChatStore
+
+from . import measures
+from .corpus import BIG_USER, Corpus, CorpusChat
+
+__all__ = ["append_cost", "backfill", "pending_list", "size", "write_cost"]
+
+
+def _record(chat: CorpusChat, chat_id: str, user: str) -> ChatRecord:
+    return ChatRecord(chat_id, {"userId": user}, chat.messages, None, chat.updated_at_ms)
+
+
+def plain_write(chat: CorpusChat, chat_id: str, user: str) -> None:
+    """The same chat and message rows, in one transaction, without any search data."""
+    with transaction.atomic():
+        row = Chat.objects.create(
+            chat_id=chat_id,
+            scope={"userId": user},
+            revision=1,
+            updated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            is_indexed=False,
+            message_count=len(chat.messages),
+        )
+        ChatScope.objects.create(chat=row, key="userId", value=user)
+        Message.objects.bulk_create(
+            Message(
+                chat=row,
+                position=i,
+                message_id=f"{chat_id}:{i}",
+                role=m["role"],
+                payload=json.dumps(m, ensure_ascii=False, separators=(",", ":")),
+                digest="",
+            )
+            for i, m in enumerate(chat.messages)
+        )
+
+
+def write_cost(store: DjangoConditionalChatStore, seed: int, quick: bool) -> dict[str, Any]:
+    """``write_chat`` (rows + search data) against the same rows written plain, interleaved."""
+    corpus = Corpus(500 if quick else 20_000, 20, seed + 100)
+    timing = {"write_chat": 0.0, "plain": 0.0}
+    count = 0
+    for n, chat in enumerate(corpus.chats()):
+        order = ["write_chat", "plain"] if n % 2 == 0 else ["plain", "write_chat"]
+        for kind in order:
+            start = time.perf_counter()
+            if kind == "plain":
+                plain_write(chat, f"pb-{chat.chat_id}", "plainbench")
+            else:
+                store.write_chat(_record(chat, f"wb-{chat.chat_id}", "wbench"), expected_revision=0)
+            timing[kind] += time.perf_counter() - start
+        count += len(chat.messages)
+    Chat.objects.filter(chat_id__startswith="pb-").delete()
+    for chat_id in Chat.objects.filter(chat_id__startswith="wb-").values_list("chat_id", flat=True):
+        store.delete_chat(chat_id)
+    return {
+        "messages": count,
+        "write_chat_msgs_per_s": round(count / timing["write_chat"], 1),
+        "plain_msgs_per_s": round(count / timing["plain"], 1),
+        "overhead_ratio": round(timing["write_chat"] / timing["plain"], 2),
+    }
+
+
+def append_cost(store: DjangoConditionalChatStore, seed: int, quick: bool) -> dict[str, Any]:
+    """Appending one message to a 1,000-message chat against appending to a 10-message chat."""
+    corpus = Corpus(3_000, 5, seed + 200)
+    pool: list[dict[str, Any]] = []
+    for chat in corpus.chats():
+        pool.extend(m for m in chat.messages if m["role"] != "system")
+        if len(pool) >= 1_100:
+            break
+    appends = 3 if quick else 40
+    long_msgs, short_msgs = pool[:1000], pool[1000:1010]
+    extra = pool[1010 : 1010 + appends]
+    start = time.perf_counter()
+    store.write_chat(
+        ChatRecord("append-long", {"userId": "append"}, long_msgs), expected_revision=0
+    )
+    full_write_ms = (time.perf_counter() - start) * 1000
+    store.write_chat(
+        ChatRecord("append-short", {"userId": "append"}, short_msgs), expected_revision=0
+    )
+    before = set(Message.objects.filter(chat__chat_id="append-long").values_list("pk", flat=True))
+    samples: dict[str, list[float]] = {"long": [], "short": []}
+    for i in range(appends):
+        for kind, base in (("long", long_msgs), ("short", short_msgs)):
+            record = ChatRecord(f"append-{kind}", {"userId": "append"}, base + extra[: i + 1])
+            start = time.perf_counter()
+            store.write_chat(record, expected_revision=i + 1)
+            samples[kind].append((time.perf_counter() - start) * 1000)
+    after = set(Message.objects.filter(chat__chat_id="append-long").values_list("pk", flat=True))
+    store.delete_chat("append-long")
+    store.delete_chat("append-short")
+    long_s, short_s = measures.summarize(samples["long"]), measures.summarize(samples["short"])
+    return {
+        "appends": appends,
+        "full_1000_write_ms": round(full_write_ms, 1),
+        "append_to_1000_ms": long_s,
+        "append_to_10_ms": short_s,
+        "ratio_p50": round(long_s["p50"] / short_s["p50"], 2),
+        "existing_rows_kept": before <= after,
+        "rows_rewritten": len(before - after),
+    }
+
+
+def pending_list(sql: measures.SqlEngines, corpus: Corpus, budget: float) -> dict[str, Any]:
+    """Big-user common-term search while writes fill GIN's pending list, then after a clean."""
+    queries = measures.query_classes(corpus, BIG_USER, 10, 7)["1-common"]
+    store = sql.store
+    during: list[float] = []
+    extra = Corpus(3_000, 5, 99)
+    chats = list(extra.chats())[:60]
+    for i, chat in enumerate(chats):
+        store.write_chat(_record(chat, f"pl-{chat.chat_id}", BIG_USER), expected_revision=0)
+        start = time.perf_counter()
+        sql.deuz(BIG_USER, queries[i % len(queries)])
+        during.append((time.perf_counter() - start) * 1000)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT gin_clean_pending_list('deuz_message_vector'::regclass)")
+        cleaned = cursor.fetchone()[0]
+    after = measures.run_cell(
+        {"deuz": sql.deuz}, BIG_USER, queries, rounds=3, budget_s=budget, seed=3
+    )["deuz"]
+    for chat in chats:
+        store.delete_chat(f"pl-{chat.chat_id}")
+    return {
+        "writes": len(chats),
+        "during_writes": measures.summarize(during),
+        "max_during_ms": round(max(during), 2),
+        "pending_pages_cleaned": cleaned,
+        "after_clean": after,
+    }
+
+
+def size(indexed_bytes: int) -> dict[str, Any]:
+    """Bytes of search data per byte of indexed text (the first 256 KiB of each message)."""
+    out: dict[str, Any] = {"indexed_text_bytes": indexed_bytes}
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT pg_relation_size('deuz_message_vector'), "
+                "(SELECT coalesce(sum(pg_column_size(search_vector)), 0) "
+                " FROM deuz_transcripts_message), "
+                "pg_total_relation_size('deuz_transcripts_message')"
+            )
+            gin, column, total = cursor.fetchone()
+            out |= {
+                "gin_index_bytes": gin,
+                "tsvector_column_bytes": int(column),
+                "message_table_total_bytes": total,
+            }
+            search_bytes = gin + int(column)
+        else:
+            try:
+                cursor.execute(
+                    "SELECT name, sum(pgsize) FROM dbstat "
+                    "WHERE name LIKE 'deuz_transcripts_fts%' GROUP BY name"
+                )
+                tables = {name: int(n) for name, n in cursor.fetchall()}
+                out["method"] = "dbstat"
+            except Exception:
+                tables = {}
+                out["method"] = "dbstat unavailable"
+            cursor.execute(
+                "SELECT coalesce(sum(length(CAST(search_text AS BLOB))), 0) "
+                "FROM deuz_transcripts_message"
+            )
+            text = int(cursor.fetchone()[0])
+            out |= {"fts5_shadow_tables": tables, "search_text_column_bytes": text}
+            search_bytes = sum(tables.values()) + text
+    out["search_bytes"] = search_bytes
+    out["ratio"] = round(search_bytes / indexed_bytes, 3) if indexed_bytes else None
+    return out
+
+
+def backfill(args: argparse.Namespace, quick: bool) -> dict[str, Any]:
+    """``manage.py backfill_transcripts`` over legacy rows, if the command exists."""
+    from django.core.management import get_commands
+
+    if "backfill_transcripts" not in get_commands():
+        return {
+            "status": "not available",
+            "reason": "deuz_transcripts has no backfill_transcripts command yet",
+        }
+    count = min(args.messages, 20_000 if quick else 1_000_000)
+    legacy = Corpus(count, max(5, args.users // 10), args.seed + 300)
+    rows: list[LegacyChat] = []
+    written = 0
+    for chat in legacy.chats():
+        ids = [f"lg-{chat.chat_id}:{i}" for i in range(len(chat.messages))]
+        payload = json.dumps({"messages": chat.messages, "message_ids": ids}, ensure_ascii=False)
+        rows.append(
+            LegacyChat(
+                chat_id=f"lg-{chat.chat_id}",
+                scope=chat.scope,
+                payload=payload,
+                updated_at="2025-02-01T00:00:00Z",
+            )
+        )
+        written += len(chat.messages)
+        if len(rows) >= 500:
+            LegacyChat.objects.bulk_create(rows)
+            rows = []
+    LegacyChat.objects.bulk_create(rows)
+    plain = _plain_bulk(legacy)
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="bench.settings")
+    start = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as output:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "django", "backfill_transcripts"],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        peak = _peak_rss(proc)
+        elapsed = time.perf_counter() - start
+        output.seek(0)
+        text = output.read()
+    return {
+        "status": "ok" if proc.returncode == 0 else f"exit {proc.returncode}",
+        "legacy_messages": written,
+        "seconds": round(elapsed, 1),
+        "msgs_per_s": round(written / elapsed, 1),
+        "peak_rss_mb": round(peak / 2**20, 1) if peak else None,
+        "plain_bulk_create_msgs_per_s": plain,
+        "summary": text[-800:],
+    }
+
+
+def _plain_bulk(legacy: Corpus) -> float:
+    """``bulk_create`` of the same messages without search data, then deleted again."""
+    start = time.perf_counter()
+    count = 0
+    with transaction.atomic():
+        for chat in legacy.chats():
+            row = Chat.objects.create(
+                chat_id=f"bp-{chat.chat_id}",
+                scope=chat.scope,
+                revision=1,
+                updated_at="2025-02-01T00:00:00Z",
+                is_indexed=False,
+            )
+            Message.objects.bulk_create(
+                Message(
+                    chat=row,
+                    position=i,
+                    message_id=f"{i}",
+                    role=m["role"],
+                    payload=json.dumps(m, ensure_ascii=False),
+                    digest="",
+                )
+                for i, m in enumerate(chat.messages)
+            )
+            count += len(chat.messages)
+    elapsed = time.perf_counter() - start
+    Chat.objects.filter(chat_id__startswith="bp-").delete()
+    return round(count / elapsed, 1)
+
+
+def _peak_rss(proc: subprocess.Popen[str]) -> int:
+    """Poll the process's RSS every 0.1 s until it exits."""
+    peak = 0
+    try:
+        import psutil
+
+        handle = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                peak = max(peak, handle.memory_info().rss)
+            except psutil.Error:
+                break
+            time.sleep(0.1)
+    except ImportError:
+        pass
+    proc.wait()
+    return peak
