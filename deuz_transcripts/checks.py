@@ -45,7 +45,7 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
 
 @register(Tags.compatibility)
 def check_search_backends(**kwargs: Any) -> list[CheckMessage]:
-    """Warns when SQLite searches by LIKE; only SQLite databases are probed (a local file)."""
+    """Warns when SQLite searches by LIKE; the FTS5 probe never queries a configured database."""
     from .backends import backend_name_for
 
     messages: list[CheckMessage] = []
@@ -63,7 +63,7 @@ def check_search_backends(**kwargs: Any) -> list[CheckMessage]:
         if connection.vendor != "sqlite":
             continue
         try:
-            name = backend_name_for(alias)
+            name = backend_name_for(alias, inspect_database=False)
         except Exception as exc:  # an ImproperlyConfigured reason, shown as a check
             messages.append(Error(str(exc), id="deuz_transcripts.E005"))
             continue

@@ -33,7 +33,7 @@ def _sqlite_forward(schema_editor: Any) -> None:
     from .backends.sqlite import FTS_TABLE, forget_probes, fts5_available
 
     forget_probes()
-    if fts5_available(schema_editor.connection.alias):
+    if fts5_available():
         schema_editor.execute(
             f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(body, content='', "
             "tokenize='ascii', detail=none, columnsize=0)"

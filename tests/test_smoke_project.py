@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from django.core.management import call_command
 
 
+@pytest.mark.django_db(databases=["default", "other"])  # Django 6's checks may query them
 def test_system_checks_pass():
     call_command("check")
 

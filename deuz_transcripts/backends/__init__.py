@@ -11,8 +11,12 @@ from .base import SearchBackend
 __all__ = ["SearchBackend", "backend_name_for", "get_backend"]
 
 
-def backend_name_for(alias: str) -> str:
-    """``postgresql``, ``sqlite-fts5`` or ``sqlite-like`` for a database alias."""
+def backend_name_for(alias: str, *, inspect_database: bool = True) -> str:
+    """``postgresql``, ``sqlite-fts5`` or ``sqlite-like`` for a database alias.
+
+    ``inspect_database=False`` skips looking for the FTS5 table (system checks must
+    not query databases).
+    """
     vendor = connections[alias].vendor
     if vendor == "postgresql":
         return "postgresql"
@@ -29,7 +33,7 @@ def backend_name_for(alias: str) -> str:
         )
     if choice == "like":
         return "sqlite-like"
-    if fts5_available(alias) and fts_table_exists(alias):
+    if fts5_available() and (not inspect_database or fts_table_exists(alias)):
         return "sqlite-fts5"
     if choice == "fts5":
         raise ImproperlyConfigured(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+from functools import cache
+
 from django.db import connections
 from django.db.backends.utils import CursorWrapper
 
@@ -12,7 +15,6 @@ __all__ = ["FTS_TABLE", "SQLiteBackend", "fts5_available", "fts_table_exists"]
 
 FTS_TABLE = "deuz_transcripts_fts"
 
-_probed: dict[tuple[str, str], bool] = {}
 _tables: set[tuple[str, str]] = set()
 
 
@@ -20,16 +22,20 @@ def _key(alias: str) -> tuple[str, str]:
     return alias, str(connections[alias].settings_dict.get("NAME"))
 
 
-def fts5_available(alias: str) -> bool:
-    """Whether this SQLite library has FTS5; probed once per database."""
-    key = _key(alias)
-    if key not in _probed:
-        with connections[alias].cursor() as cursor:
-            cursor.execute(
-                "SELECT 1 FROM pragma_compile_options WHERE compile_options = 'ENABLE_FTS5'"
-            )
-            _probed[key] = cursor.fetchone() is not None
-    return _probed[key]
+@cache
+def fts5_available() -> bool:
+    """Whether the SQLite library (the ``sqlite3`` module Django uses) has FTS5; probed once.
+
+    It asks a private in-memory database, so checks never touch a configured one.
+    """
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("CREATE VIRTUAL TABLE deuz_probe USING fts5(body)")
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 def fts_table_exists(alias: str) -> bool:
@@ -48,8 +54,7 @@ def fts_table_exists(alias: str) -> bool:
 
 
 def forget_probes() -> None:
-    """Forget what was probed: after migrations change the table, or in tests."""
-    _probed.clear()
+    """Forget which FTS5 tables were seen: after migrations change them."""
     _tables.clear()
 
 
