@@ -1,0 +1,185 @@
+"""Admin for chats (read-only, deleted through the store) and tombstones, plus the search view.
+
+Chat content is never added or edited here: the stores own it. Deleting a chat
+calls ``DjangoConditionalChatStore.delete_chat`` so a tombstone is left and no
+search row survives, which a plain row delete would not guarantee.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.contrib import admin
+from django.db import router
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
+from django.utils.translation import gettext_lazy as _
+
+from .admin_views import MESSAGES_PER_PAGE, can_search, message_page, search_view
+from .models import Chat, Tombstone
+from .sql_index import DjangoTranscriptIndex
+from .stores import DjangoConditionalChatStore
+
+__all__ = ["CHANGELIST_SEARCH_CAP", "ChatAdmin", "TombstoneAdmin"]
+
+#: The changelist's search box shows the chats of at most this many best hits.
+CHANGELIST_SEARCH_CAP = 500
+
+
+class SourceFilter(admin.SimpleListFilter):
+    """Chats a store wrote (revision > 0) versus chats only indexed (e.g. by a backfill)."""
+
+    title = _("source")
+    parameter_name = "source"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("stored", _("written by a store")), ("indexed", _("indexed only"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Chat]) -> QuerySet[Chat]:
+        if self.value() == "stored":
+            return queryset.filter(revision__gt=0)
+        if self.value() == "indexed":
+            return queryset.filter(revision=0)
+        return queryset
+
+
+@admin.register(Chat)
+class ChatAdmin(admin.ModelAdmin):
+    list_display = [
+        "chat_id",
+        "scope_display",
+        "message_count",
+        "indexed_count",
+        "revision",
+        "updated_at",
+        "is_indexed",
+    ]
+    list_filter = [SourceFilter, "is_indexed"]
+    search_fields = ["chat_id"]  # shows the box; get_search_results does the work
+    search_help_text = _(
+        "Words of the messages (superusers: through the search index, best "
+        f"{CHANGELIST_SEARCH_CAP} hits) or an exact chat id."
+    )
+    ordering = ["-updated_at", "chat_id"]
+    fields = [
+        "chat_id",
+        "scope_display",
+        "revision",
+        "updated_at",
+        "is_indexed",
+        "message_count",
+        "indexed_count",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description=_("scope"))
+    def scope_display(self, chat: Chat) -> str:
+        return ", ".join(f"{key}={value}" for key, value in sorted(chat.scope.items())) or "—"
+
+    # permissions: read-only, the search permission can read
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Chat | None = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Chat | None = None) -> bool:
+        """Staff who may search may read the chats that search links to."""
+        return super().has_view_permission(request, obj) or can_search(request)
+
+    # the search view
+
+    def get_urls(self) -> list[URLPattern]:
+        search = path(
+            "search/",
+            self.admin_site.admin_view(self.transcript_search_view),
+            name="deuz_transcripts_search",
+        )
+        return [search, *super().get_urls()]
+
+    def transcript_search_view(self, request: HttpRequest) -> HttpResponse:
+        return search_view(self, request)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Chat], search_term: str
+    ) -> tuple[QuerySet[Chat], bool]:
+        """An exact chat id, or (superusers) the chats of the index's best hits; no LIKE scans."""
+        term = search_term.replace("\x00", "").strip()
+        if not term:
+            return queryset, False
+        match = Q(chat_id=term[:255])
+        if request.user.is_superuser:
+            index = DjangoTranscriptIndex(router.db_for_read(Chat))
+            hits = index.search({}, term, limit=CHANGELIST_SEARCH_CAP)
+            match |= Q(chat_id__in={hit.chat_id for hit in hits})
+        return queryset.filter(match), False
+
+    # the read-only detail page
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Chat | None = None,
+    ) -> HttpResponse:
+        if obj is not None:
+            page, rows = message_page(request, obj, obj._state.db or router.db_for_read(Chat))
+            context.update(
+                message_rows=rows,
+                message_page=page,
+                messages_per_page=MESSAGES_PER_PAGE,
+                scope_query=",".join(f"{k}={v}" for k, v in sorted(obj.scope.items())),
+            )
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    # deletion goes through the store
+
+    def _store(self, chat: Chat | None = None) -> DjangoConditionalChatStore:
+        return DjangoConditionalChatStore(router.db_for_write(Chat, instance=chat))
+
+    def delete_model(self, request: HttpRequest, obj: Chat) -> None:
+        self._store(obj).delete_chat(obj.chat_id)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Chat]) -> None:
+        store = self._store()
+        for chat_id in list(queryset.values_list("chat_id", flat=True)):
+            store.delete_chat(chat_id)
+
+    def get_deleted_objects(
+        self, objs: Iterable[Chat], request: HttpRequest
+    ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
+        """Summarise instead of listing every message row of every chat."""
+        chats = list(objs)
+        messages = sum(chat.message_count for chat in chats)
+        listed = [
+            _("%(chat)s (%(n)d messages; a tombstone is kept)")
+            % {"chat": chat.chat_id, "n": chat.message_count}
+            for chat in chats
+        ]
+        counts = {str(Chat._meta.verbose_name_plural): len(chats), str(_("messages")): messages}
+        return listed, counts, set(), []
+
+
+@admin.register(Tombstone)
+class TombstoneAdmin(admin.ModelAdmin):
+    """Deleted chat ids: read-only, since removing one would let the chat be written again."""
+
+    list_display = ["chat_id", "deleted_at"]
+    search_fields = ["=chat_id"]
+    ordering = ["-deleted_at"]
+    readonly_fields = ["chat_id", "deleted_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Tombstone | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Tombstone | None = None) -> bool:
+        return False

@@ -1,0 +1,270 @@
+"""The admin transcript search view and the chat page's message list.
+
+Both only read: search goes through ``DjangoTranscriptIndex`` (so it works the
+same on every backend) and text is escaped piece by piece before highlighting.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
+from django.db import router
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+
+from .conf import conf
+from .errors import InvalidRecord
+from .forms import TranscriptSearchForm
+from .highlight import highlighted_excerpt, render_spans
+from .models import Chat, Message
+from .records import TranscriptHit, TranscriptMessage, decode_message
+from .sql_index import DjangoTranscriptIndex
+from .text import indexed_text, is_system
+
+if TYPE_CHECKING:
+    from django.contrib.admin import ModelAdmin
+
+__all__ = [
+    "SEARCH_PERMISSION",
+    "MessageRow",
+    "can_search",
+    "message_page",
+    "search_view",
+]
+
+SEARCH_PERMISSION = "deuz_transcripts.search_transcripts"
+#: Messages shown per page on a chat's admin page.
+MESSAGES_PER_PAGE = 200
+
+
+def can_search(request: HttpRequest) -> bool:
+    user = request.user
+    return bool(user.is_active and user.is_staff and user.has_perm(SEARCH_PERMISSION))
+
+
+@dataclass(frozen=True)
+class ContextLine:
+    """One around message as shown under a hit."""
+
+    index: int
+    message_id: str
+    role: str
+    html: SafeString
+
+
+@dataclass(frozen=True)
+class HitRow:
+    hit: TranscriptHit
+    role: str
+    html: SafeString
+    before: list[ContextLine]
+    after: list[ContextLine]
+    chat_url: str | None
+
+
+def _role(message: Any) -> str:
+    role = message.get("role") if isinstance(message, dict) else None
+    return role if isinstance(role, str) else "?"
+
+
+def _context_line(item: TranscriptMessage, terms: list[str], substring: bool) -> ContextLine:
+    text = indexed_text(item.message) or ""
+    html = highlighted_excerpt(text, terms, substring=substring, limit=400, windows=1)
+    return ContextLine(item.index, item.message_id, _role(item.message), html)
+
+
+def _chat_urls(database: str, chat_ids: set[str]) -> dict[str, int]:
+    return dict(
+        Chat.objects.using(database).filter(chat_id__in=chat_ids).values_list("chat_id", "pk")
+    )
+
+
+def _hit_rows(
+    database: str, hits: list[TranscriptHit], terms: list[str], substring: bool
+) -> list[HitRow]:
+    pks = _chat_urls(database, {hit.chat_id for hit in hits})
+    rows = []
+    for hit in hits:
+        pk = pks.get(hit.chat_id)
+        url = None
+        if pk is not None:
+            url = reverse("admin:deuz_transcripts_chat_change", args=[pk])
+            page = hit.index // MESSAGES_PER_PAGE + 1
+            url += (f"?messages={page}" if page > 1 else "") + f"#message-{hit.index}"
+        around = hit.around or []
+        rows.append(
+            HitRow(
+                hit=hit,
+                role=_role(hit.message),
+                html=highlighted_excerpt(
+                    indexed_text(hit.message) or "", terms, substring=substring
+                ),
+                before=[_context_line(m, terms, substring) for m in around if m.index < hit.index],
+                after=[_context_line(m, terms, substring) for m in around if m.index > hit.index],
+                chat_url=url,
+            )
+        )
+    return rows
+
+
+def _page_url(request: HttpRequest, form: TranscriptSearchForm, page: int) -> str:
+    params = {
+        "q": form.data.get("q", ""),
+        "scope": form.data.get("scope", ""),
+        "around": form.cleaned_data["around"],
+        "page": page,
+    }
+    return f"{request.path}?{urlencode(params)}"
+
+
+def search_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
+    """GET ``q``, ``scope``, ``around``, ``page``; staff with the search permission only."""
+    if not can_search(request):
+        raise PermissionDenied
+    database = router.db_for_read(Chat)
+    index = DjangoTranscriptIndex(database)
+    backend = index.backend
+    submitted = any(name in request.GET for name in ("q", "scope", "around", "page"))
+    form = TranscriptSearchForm(request.GET if submitted else None, user=request.user)
+    context: dict[str, Any] = {
+        **model_admin.admin_site.each_context(request),
+        "title": _("Search transcripts"),
+        "opts": model_admin.model._meta,
+        "form": form,
+        "backend_name": backend.name,
+        "substring_matching": backend.substring_matching,
+        "submitted": submitted,
+        "rows": [],
+        "notice": "",
+    }
+    if submitted and form.is_valid():
+        context.update(_search(request, form, index, database, backend.substring_matching))
+    request.current_app = model_admin.admin_site.name
+    return TemplateResponse(request, "admin/deuz_transcripts/search.html", context)
+
+
+def _search(
+    request: HttpRequest,
+    form: TranscriptSearchForm,
+    index: DjangoTranscriptIndex,
+    database: str,
+    substring: bool,
+) -> dict[str, Any]:
+    data = form.cleaned_data
+    if not (data["q"] or "").strip():
+        return {"notice": _("Enter a query to search the transcripts.")}
+    terms = form.terms
+    if not terms:
+        return {"notice": _("The query has no words to search for (letters or digits).")}
+    size = conf.ADMIN_PAGE_SIZE
+    page = data["page"]
+    try:
+        hits = index.search(
+            data["scope"],
+            data["q"],
+            around=data["around"] or None,
+            limit=size + 1,
+            offset=(page - 1) * size,
+        )
+    except InvalidRecord as exc:
+        form.add_error(None, str(exc))
+        return {}
+    has_next = len(hits) > size
+    hits = hits[:size]
+    result: dict[str, Any] = {
+        "rows": _hit_rows(database, hits, terms, substring),
+        "page": page,
+        "first_number": (page - 1) * size + 1,
+        "previous_url": _page_url(request, form, page - 1) if page > 1 else None,
+        "next_url": _page_url(request, form, page + 1) if has_next else None,
+        "terms": terms,
+    }
+    if not hits:
+        result["notice"] = (
+            _("No more hits: this page is past the last one.")
+            if page > 1
+            else _("No message matches this query in this scope.")
+        )
+    return result
+
+
+# The chat page
+
+
+@dataclass(frozen=True)
+class PartRow:
+    kind: str
+    indexed: bool
+    reason: str
+    html: SafeString
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    index: int
+    message_id: str
+    role: str
+    indexed: bool
+    reason: str
+    parts: list[PartRow]
+
+
+def _json_html(value: Any, limit: int = 4_000) -> SafeString:
+    shown = json.dumps(value, ensure_ascii=False, indent=1)
+    return render_spans(shown if len(shown) <= limit else shown[:limit] + "…", [])
+
+
+def _part_row(role: str, part: Any) -> PartRow:
+    kind = str(part.get("type", "?")) if isinstance(part, dict) else type(part).__name__
+    text = indexed_text({"role": role, "content": [part]})
+    if text:
+        return PartRow(kind, True, "", render_spans(text, []))
+    reasons = {
+        "reasoning": _("reasoning"),
+        "thinking": _("reasoning"),
+        "redacted_thinking": _("reasoning"),
+        "tool-call": _("tool input"),
+        "tool_use": _("tool input"),
+        "image": _("image"),
+        "image_url": _("image"),
+        "file": _("file"),
+        "tool-result": _("structured tool result"),
+        "tool_result": _("structured tool result"),
+    }
+    return PartRow(kind, False, reasons.get(kind, _("not searchable")), _json_html(part))
+
+
+def message_row(row: Message) -> MessageRow:
+    """How a stored message is shown: what search sees, and what it does not."""
+    message = decode_message(row.payload)
+    role = _role(message)
+    if is_system(message):
+        content = message.get("content")
+        html = render_spans(content, []) if isinstance(content, str) else _json_html(content)
+        parts = [PartRow("system", False, _("system message"), html)]
+        return MessageRow(row.position, row.message_id, role, False, _("system message"), parts)
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        parts = [PartRow("text", True, "", render_spans(content, []))]
+    elif isinstance(content, list):
+        parts = [_part_row(role, part) for part in content]
+    else:
+        parts = [PartRow("?", False, _("content of an unknown shape"), _json_html(content))]
+    reason = "" if row.has_terms else _("no searchable words")
+    return MessageRow(row.position, row.message_id, role, row.has_terms, reason, parts)
+
+
+def message_page(request: HttpRequest, chat: Chat, database: str) -> tuple[Page, list[MessageRow]]:
+    """One page (``?messages=N``) of the chat's messages in order."""
+    rows = Message.objects.using(database).filter(chat=chat).order_by("position")
+    paginator = Paginator(rows, MESSAGES_PER_PAGE)
+    page = paginator.get_page(request.GET.get("messages"))
+    return page, [message_row(row) for row in page.object_list]

@@ -1,0 +1,222 @@
+"""Backfill: index legacy ``deuz_chats`` rows and re-index stored chats, one chat at a time.
+
+Rows are walked by primary-key ranges (``pk > last ORDER BY pk LIMIT n``), never
+OFFSET and never all at once, so memory stays constant and rows added during a
+run are still seen. Each chat is checked and written in its own transaction: a
+killed run loses at most the chat in flight, and a rerun converges because a
+chat already in its indexed form is recognised as unchanged and not written.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connections, transaction
+from django.db.models import QuerySet
+
+from .indexing import index_chat
+from .memory import prepare_messages
+from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
+from .records import ChatRecord, decode_message, with_filled_ids
+from .sql_index import DjangoTranscriptIndex, from_db_datetime, message_digest
+from .stores import DjangoChatStore
+
+__all__ = [
+    "SOURCES",
+    "Backfill",
+    "BackfillStats",
+    "Outcome",
+    "chat_is_current",
+    "pk_batches",
+    "record_from_rows",
+]
+
+SOURCES = ("legacy", "stored", "all")
+
+
+class Outcome(enum.Enum):
+    INDEXED = "indexed"
+    UNCHANGED = "unchanged"
+    TOMBSTONED = "skipped (tombstoned)"
+    SKIPPED = "skipped"
+
+
+@dataclass
+class BackfillStats:
+    """Counts of one run; ``skipped`` holds chats left alone on purpose (see ``Outcome``)."""
+
+    indexed: int = 0
+    unchanged: int = 0
+    tombstoned: int = 0
+    skipped: int = 0
+    failed: int = 0
+    failed_ids: list[str] = field(default_factory=list)
+
+    def add(self, outcome: Outcome) -> None:
+        name = {Outcome.TOMBSTONED: "tombstoned"}.get(outcome, outcome.value)
+        setattr(self, name, getattr(self, name) + 1)
+
+    @property
+    def total(self) -> int:
+        return self.indexed + self.unchanged + self.tombstoned + self.skipped + self.failed
+
+
+def pk_batches(queryset: QuerySet[Any], batch_size: int) -> Iterator[list[tuple[int, str]]]:
+    """``(pk, chat_id)`` pairs in pk order, ``batch_size`` at a time, by key ranges."""
+    last: int | None = None
+    while True:
+        page = queryset if last is None else queryset.filter(pk__gt=last)
+        batch = list(page.order_by("pk").values_list("pk", "chat_id")[:batch_size])
+        if not batch:
+            return
+        yield batch
+        last = batch[-1][0]
+
+
+def record_from_rows(chat: Chat, rows: Sequence[Message]) -> ChatRecord:
+    """The chat as a store would load it, from its own message rows."""
+    return ChatRecord(
+        chat_id=chat.chat_id,
+        scope=dict(chat.scope),
+        messages=[decode_message(row.payload) for row in rows],
+        message_ids=[row.message_id for row in rows],
+        updated_at=from_db_datetime(chat.updated_at),
+    )
+
+
+def chat_is_current(using: str, chat: Chat | None, record: ChatRecord) -> bool:
+    """Whether indexing ``record`` would change nothing: same fields, same row digests."""
+    if chat is None or not chat.is_indexed:
+        return False
+    prepared = prepare_messages(with_filled_ids(record))
+    if (
+        chat.scope != record.scope
+        or from_db_datetime(chat.updated_at) != record.updated_at
+        or chat.message_count != len(prepared)
+        or chat.indexed_count != sum(1 for message in prepared if message.terms)
+    ):
+        return False
+    stored = list(
+        Message.objects.using(using)
+        .filter(chat=chat)
+        .order_by("position")
+        .values_list("position", "digest")
+    )
+    expected = [(message.index, message_digest(message)) for message in prepared]
+    if stored != expected:
+        return False
+    scope_rows = ChatScope.objects.using(using).filter(chat=chat).values_list("key", "value")
+    return dict(scope_rows) == chat.scope
+
+
+Progress = Callable[[str, int, int], None]
+Failure = Callable[[str, BaseException], None]
+
+
+class Backfill:
+    """One backfill run over database ``using``; ``dry_run`` counts without writing."""
+
+    def __init__(
+        self,
+        using: str = "default",
+        *,
+        batch_size: int = 500,
+        chat_ids: Iterable[str] | None = None,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+        on_failure: Failure | None = None,
+    ) -> None:
+        self.using = using
+        self.batch_size = batch_size
+        self.chat_ids = None if chat_ids is None else sorted(set(chat_ids))
+        self.dry_run = dry_run
+        self.index = DjangoTranscriptIndex(using)
+        self.progress = progress or (lambda label, done, total: None)
+        self.on_failure = on_failure or (lambda chat_id, exc: None)
+
+    def _rows(self, model: type[Chat] | type[LegacyChat]) -> QuerySet[Any]:
+        rows = model.objects.using(self.using).all()
+        return rows if self.chat_ids is None else rows.filter(chat_id__in=self.chat_ids)
+
+    def run(self, source: str = "all") -> BackfillStats:
+        if source not in SOURCES:
+            raise ValueError(f"source must be one of {SOURCES}, not {source!r}")
+        stats = BackfillStats()
+        if source in ("legacy", "all"):
+            self._walk("legacy", self._rows(LegacyChat), self.legacy_chat, stats)
+        if source in ("stored", "all"):
+            self._walk("stored", self._rows(Chat), self.stored_chat, stats)
+        return stats
+
+    def _walk(
+        self,
+        label: str,
+        rows: QuerySet[Any],
+        handle: Callable[[int, str], Outcome],
+        stats: BackfillStats,
+    ) -> None:
+        total = rows.count()
+        done = 0
+        self.progress(label, done, total)
+        for batch in pk_batches(rows, self.batch_size):
+            for pk, chat_id in batch:
+                try:
+                    stats.add(handle(pk, chat_id))
+                except Exception as exc:  # reported, and the run goes on
+                    stats.failed += 1
+                    stats.failed_ids.append(chat_id)
+                    self.on_failure(chat_id, exc)
+                done += 1
+                self.progress(label, done, max(total, done))
+
+    @contextmanager
+    def _chat_transaction(self, chat_id: str) -> Iterator[None]:
+        """One transaction per chat, holding the chat's write lock before anything is read,
+        so a store writing the same chat concurrently is never overwritten with older rows."""
+        if self.dry_run:
+            yield
+            return
+        with transaction.atomic(using=self.using):
+            with connections[self.using].cursor() as cursor:
+                self.index.backend.lock_chat(cursor, chat_id)
+            yield
+
+    def legacy_chat(self, pk: int, chat_id: str) -> Outcome:
+        """Index one ``deuz_chats`` row with ``index_chat``'s id filling."""
+        with self._chat_transaction(chat_id):
+            if Tombstone.objects.using(self.using).filter(chat_id=chat_id).exists():
+                return Outcome.TOMBSTONED
+            record = DjangoChatStore(self.using).load_chat(chat_id)
+            if record is None:
+                return Outcome.SKIPPED  # deleted since the batch was read
+            chat = Chat.objects.using(self.using).filter(chat_id=chat_id).first()
+            if chat is not None and chat.revision > 0:
+                return Outcome.SKIPPED  # a store owns this chat: its copy wins
+            record = with_filled_ids(record)
+            if chat_is_current(self.using, chat, record):
+                return Outcome.UNCHANGED
+            if not self.dry_run:
+                index_chat(self.index, record)
+            return Outcome.INDEXED
+
+    def stored_chat(self, pk: int, chat_id: str) -> Outcome:
+        """Re-index one chat from its own rows (e.g. after the stored form changed)."""
+        with self._chat_transaction(chat_id):
+            chat = Chat.objects.using(self.using).filter(pk=pk).first()
+            if chat is None:
+                return Outcome.SKIPPED
+            if Tombstone.objects.using(self.using).filter(chat_id=chat.chat_id).exists():
+                return Outcome.TOMBSTONED
+            if not chat.is_indexed:
+                return Outcome.SKIPPED  # taken out of search on purpose: stays out
+            rows = list(Message.objects.using(self.using).filter(chat=chat).order_by("position"))
+            record = record_from_rows(chat, rows)
+            if chat_is_current(self.using, chat, record):
+                return Outcome.UNCHANGED
+            if not self.dry_run:
+                self.index.index(record)
+            return Outcome.INDEXED

@@ -1,0 +1,123 @@
+"""The admin search form: every parameter is validated here, so bad input is a form error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from .records import MAX_ID_LENGTH
+from .text import query_terms
+
+__all__ = ["MAX_AROUND", "MAX_PAGE", "MAX_QUERY_LENGTH", "TranscriptSearchForm", "parse_scope"]
+
+#: Longer queries are refused; a query only ever uses its first 32 distinct terms.
+MAX_QUERY_LENGTH = 1_000
+MAX_AROUND = 10
+#: Deep pages are refused: nobody reads page 10,001, and the offset stays cheap.
+MAX_PAGE = 10_000
+_MAX_SCOPE_LENGTH = 4_000
+
+
+def parse_scope(text: str) -> dict[str, str]:
+    """``"userId=ada,agentId=x"`` -> ``{"userId": "ada", "agentId": "x"}``; ``ValueError`` if malformed.
+
+    Pairs are separated by commas, key and value by the first ``=``; spaces around
+    keys and values are dropped. A value cannot hold a comma. Empty input is ``{}``.
+    """
+    scope: dict[str, str] = {}
+    if not text.strip():
+        return scope
+    for pair in text.split(","):
+        if not pair.strip():
+            raise ValueError(_("Remove the empty pair (two commas in a row, or a trailing comma)."))
+        key, sep, value = pair.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise ValueError(_("Write each scope field as key=value, e.g. userId=ada."))
+        if key in scope:
+            raise ValueError(_("The scope key %(key)s is given twice.") % {"key": key})
+        if len(key) > MAX_ID_LENGTH or len(value) > MAX_ID_LENGTH:
+            raise ValueError(
+                _("Scope keys and values are at most %(n)d characters.") % {"n": MAX_ID_LENGTH}
+            )
+        scope[key] = value
+    return scope
+
+
+class TranscriptSearchForm(forms.Form):
+    """GET form of the admin search view; ``user`` decides whether an empty scope is allowed."""
+
+    q = forms.CharField(
+        label=_("Query"),
+        required=False,
+        max_length=MAX_QUERY_LENGTH,
+        widget=forms.TextInput(attrs={"size": 40, "autofocus": True}),
+        help_text=_("Words to find; case and accents are ignored."),
+    )
+    scope = forms.CharField(
+        label=_("Scope"),
+        required=False,
+        max_length=_MAX_SCOPE_LENGTH,
+        widget=forms.TextInput(attrs={"size": 40, "placeholder": "userId=ada"}),
+    )
+    around = forms.IntegerField(
+        label=_("Around"),
+        required=False,
+        min_value=0,
+        max_value=MAX_AROUND,
+        initial=0,
+        widget=forms.NumberInput(attrs={"style": "width: 4em"}),
+        help_text=_("Messages of context shown on each side of a hit (0 to 10)."),
+    )
+    page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, initial=1)
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.fields["page"].widget = forms.HiddenInput()
+        if getattr(user, "is_superuser", False):
+            help_text = _(
+                "key=value pairs separated by commas, e.g. userId=ada,agentId=x. "
+                "Leave empty to search every chat (superusers only)."
+            )
+        else:
+            help_text = _(
+                "Required: key=value pairs separated by commas, e.g. userId=ada,agentId=x. "
+                "Only superusers may search every chat with an empty scope."
+            )
+        self.fields["scope"].help_text = help_text
+
+    def clean_scope(self) -> dict[str, str]:
+        try:
+            return parse_scope(self.cleaned_data.get("scope") or "")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc), code="invalid_scope") from None
+
+    def clean_around(self) -> int:
+        around = self.cleaned_data.get("around")
+        return 0 if around is None else around
+
+    def clean_page(self) -> int:
+        page = self.cleaned_data.get("page")
+        return 1 if page is None else page
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        query = cleaned.get("q") or ""
+        superuser = getattr(self.user, "is_superuser", False)
+        if "scope" in cleaned and query.strip() and not cleaned["scope"] and not superuser:
+            self.add_error(
+                "scope",
+                forms.ValidationError(
+                    _("Enter a scope such as userId=ada: only superusers may search every chat."),
+                    code="scope_required",
+                ),
+            )
+        return cleaned
+
+    @property
+    def terms(self) -> list[str]:
+        """The query's terms as the index uses them (``[]``: nothing to search)."""
+        return query_terms(self.cleaned_data.get("q") or "") if self.is_valid() else []

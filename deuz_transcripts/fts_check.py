@@ -1,0 +1,225 @@
+"""Checks and repairs of the SQLite FTS5 table against the message rows.
+
+The FTS5 table is contentless: it cannot be scanned by rowid, and a row can
+only be deleted by giving exactly the tokens it holds. So the chat's token
+(every FTS row carries one) finds a chat's rows, an AND query of all of a row's
+tokens proves they are there, and an ``fts5vocab`` table (created in the
+connection's ``temp`` schema, never in the database) lists what a row really
+holds when it has to be deleted or counted.
+
+The invariant checked: an FTS row exists exactly for each message with terms
+of a searchable chat, and holds ``fts_body(search_text, scope, chat_id)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections
+
+from .backends.sqlite import FTS_TABLE
+from .backends.sqlite_fts5 import chat_token, fts_body
+from .models import Chat, Message
+
+if TYPE_CHECKING:
+    from .verify import Problem
+
+__all__ = ["FtsChecker"]
+
+VOCAB_TABLE = "deuz_fts_vocab"
+_AND_CHUNK = 200  # tokens per AND query
+_IN_CHUNK = 500  # rowids per vocabulary scan
+
+
+def _quote(token: str) -> str:
+    return '"' + token.replace('"', '""') + '"'
+
+
+def _problem(
+    chat_id: str, kind: str, detail: str, rowids: Sequence[int], source: str = "fts"
+) -> Problem:
+    from .verify import Problem
+
+    return Problem(chat_id, kind, detail, source, tuple(rowids))
+
+
+class FtsChecker:
+    def __init__(self, using: str) -> None:
+        self.using = using
+
+    def _cursor(self) -> Any:
+        return connections[self.using].cursor()
+
+    def chat_rowids(self, chat: Chat) -> list[int]:
+        with self._cursor() as cursor:
+            cursor.execute(
+                f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s",
+                [_quote(chat_token(chat.chat_id))],
+            )
+            return sorted(row[0] for row in cursor.fetchall())
+
+    def _holds_all(self, rowid: int, tokens: Sequence[str]) -> bool:
+        with self._cursor() as cursor:
+            for start in range(0, len(tokens), _AND_CHUNK):
+                expression = " AND ".join(_quote(t) for t in tokens[start : start + _AND_CHUNK])
+                cursor.execute(
+                    f"SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s AND rowid = %s",
+                    [expression, rowid],
+                )
+                if cursor.fetchone() is None:
+                    return False
+        return True
+
+    @staticmethod
+    def expected_body(chat: Chat, row: Message) -> str | None:
+        if not (chat.is_indexed and row.has_terms and row.search_text):
+            return None
+        return fts_body(row.search_text, chat.scope, chat.chat_id)
+
+    def check_chat(self, chat: Chat, rows: Sequence[Message]) -> list[Problem]:
+        """The chat's FTS rows against its message rows (``rows`` unused when not searchable)."""
+        expected = {}
+        for row in rows:
+            body = self.expected_body(chat, row)
+            if body is not None:
+                expected[row.pk] = body
+        found = set(self.chat_rowids(chat))
+        problems = []
+        missing = sorted(set(expected) - found)
+        if missing:
+            problems.append(
+                _problem(chat.chat_id, "missing", f"{len(missing)} FTS row(s) missing", missing)
+            )
+        extra = sorted(found - set(expected))
+        if extra:
+            what = "not searchable" if not chat.is_indexed else "no message with terms"
+            problems.append(
+                _problem(chat.chat_id, "orphaned", f"{len(extra)} FTS row(s) of {what}", extra)
+            )
+        partial = [
+            pk
+            for pk in sorted(found & set(expected))
+            if not self._holds_all(pk, expected[pk].split(" "))
+        ]
+        if partial:
+            problems.append(
+                _problem(chat.chat_id, "stale", f"{len(partial)} FTS row(s) lack tokens", partial)
+            )
+        return problems
+
+    # the vocabulary: what rows really hold
+
+    def _vocab(self) -> str:
+        with self._cursor() as cursor:
+            cursor.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{VOCAB_TABLE} "
+                f"USING fts5vocab(main, {FTS_TABLE}, instance)"
+            )
+        return f"temp.{VOCAB_TABLE}"
+
+    def actual_tokens(self, rowids: Sequence[int]) -> dict[int, list[str]]:
+        """The tokens FTS holds for each rowid; one scan of the vocabulary per 500 rowids."""
+        vocab = self._vocab()
+        held: dict[int, list[str]] = {}
+        with self._cursor() as cursor:
+            for start in range(0, len(rowids), _IN_CHUNK):
+                chunk = list(rowids[start : start + _IN_CHUNK])
+                cursor.execute(
+                    f"SELECT doc, term FROM {vocab} WHERE doc IN ({', '.join(['%s'] * len(chunk))})",
+                    chunk,
+                )
+                for doc, term in cursor.fetchall():
+                    held.setdefault(doc, []).append(term)
+        return held
+
+    def sweep(self, batch_size: int) -> Iterator[Problem]:
+        """Walk FTS rows and messages together in rowid order: rows no message owns, and
+        rows holding more tokens than their message should (leftovers of a bad delete)."""
+        vocab = self._vocab()
+        with self._cursor() as cursor:
+            cursor.execute(f"SELECT doc, count(*) FROM {vocab} GROUP BY doc ORDER BY doc")
+            messages = self._messages(batch_size)
+            current = next(messages, None)
+            while rows := cursor.fetchmany(batch_size):
+                for doc, count in rows:
+                    while current is not None and current[0] < doc:
+                        current = next(messages, None)
+                    if current is None or current[0] != doc:
+                        yield _problem(
+                            "?", "orphaned", f"FTS row {doc} has no message", [doc], "sweep"
+                        )
+                        continue
+                    _, chat_id, want = current
+                    if count > want:
+                        yield _problem(
+                            chat_id,
+                            "stale",
+                            f"FTS row {doc} holds {count - want} extra token(s)",
+                            [doc],
+                            "sweep",
+                        )
+
+    def _messages(self, batch_size: int) -> Iterator[tuple[int, str, int]]:
+        """``(pk, chat_id, expected token count)`` of every message, by pk ranges."""
+        last = 0
+        fields = (
+            "pk",
+            "has_terms",
+            "search_text",
+            "chat__is_indexed",
+            "chat__chat_id",
+            "chat__scope",
+        )
+        while True:
+            batch = list(
+                Message.objects.using(self.using)
+                .filter(pk__gt=last)
+                .order_by("pk")
+                .values_list(*fields)[:batch_size]
+            )
+            if not batch:
+                return
+            for pk, has_terms, text, indexed, chat_id, scope in batch:
+                want = 0
+                if indexed and has_terms and text:
+                    want = len(text.split(" ")) + len(scope) + 1
+                yield pk, chat_id, want
+            last = batch[-1][0]
+
+    # repair
+
+    def fix_rowids(self, rowids: Sequence[int]) -> int:
+        """Make each FTS row hold exactly what its message row says; returns rows changed."""
+        if not rowids:
+            return 0
+        held = self.actual_tokens(rowids)
+        rows = (
+            Message.objects.using(self.using)
+            .select_related("chat")
+            .only(
+                "pk", "has_terms", "search_text", "chat__chat_id", "chat__scope", "chat__is_indexed"
+            )
+            .in_bulk(list(rowids))
+        )
+        changed = 0
+        with self._cursor() as cursor:
+            for rowid in rowids:
+                row = rows.get(rowid)
+                want = None if row is None else self.expected_body(row.chat, row)
+                have = held.get(rowid, [])
+                if want is not None and sorted(set(want.split(" "))) == sorted(set(have)):
+                    continue
+                if not have and want is None:
+                    continue
+                if have:
+                    cursor.execute(
+                        f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, body) VALUES ('delete', %s, %s)",
+                        [rowid, " ".join(have)],
+                    )
+                if want is not None:
+                    cursor.execute(
+                        f"INSERT INTO {FTS_TABLE} (rowid, body) VALUES (%s, %s)", [rowid, want]
+                    )
+                changed += 1
+        return changed

@@ -1,0 +1,144 @@
+"""``manage.py backfill_transcripts``: index legacy rows, re-index stored chats, verify, fix."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from ...backfill import SOURCES, Backfill, BackfillStats
+from ...records import MAX_ID_LENGTH
+from ...verify import Problem, Verifier
+
+_BAR_WIDTH = 30
+
+
+class Progress:
+    """A bar redrawn in place on a terminal; otherwise one line per ``every`` chats."""
+
+    def __init__(self, stream: OutputWrapper, every: int) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.every = max(1, every)
+        self._drawn = 0.0
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        if self.tty:
+            now = time.monotonic()
+            if done < total and done and now - self._drawn < 0.1:
+                return
+            self._drawn = now
+            filled = _BAR_WIDTH * done // total if total else _BAR_WIDTH
+            percent = 100 * done // total if total else 100
+            bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
+            end = "\n" if done >= total else ""
+            self.stream.write(f"\r{label:>6} [{bar}] {done}/{total} {percent:3d}%", ending=end)
+            self.stream.flush()
+        elif done == 0 or done == total or done % self.every == 0:
+            self.stream.write(f"{label}: {done}/{total} chats")
+
+
+class Command(BaseCommand):
+    help = (
+        "Index legacy deuz_chats rows (filling message ids as index_chat does) and re-index "
+        "stored chats, in batches by primary key; idempotent and resumable, never indexes a "
+        "tombstoned chat. --verify reports chats whose search rows are missing, stale or "
+        "orphaned; --fix repairs them."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--source", choices=SOURCES, default="all", help="What to index (default: all)."
+        )
+        parser.add_argument(
+            "--batch-size", type=int, default=500, help="Chats read per query (default 500)."
+        )
+        parser.add_argument(
+            "--chat-id",
+            action="append",
+            dest="chat_ids",
+            metavar="ID",
+            help="Only this chat (repeatable).",
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Count what would be done; write nothing."
+        )
+        parser.add_argument(
+            "--verify",
+            action="store_true",
+            help="Report chats whose search rows are missing, stale or orphaned; change "
+            "nothing; exit status 1 if any.",
+        )
+        parser.add_argument("--fix", action="store_true", help="Repair what --verify finds.")
+        parser.add_argument("--database", default=DEFAULT_DB_ALIAS)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["batch_size"] < 1:
+            raise CommandError("--batch-size must be a positive integer")
+        if options["fix"] and (options["dry_run"] or options["verify"]):
+            raise CommandError("--fix repairs what --verify finds; use it alone")
+        if options["database"] not in connections:
+            raise CommandError(f"unknown database {options['database']!r}")
+        for chat_id in options["chat_ids"] or ():
+            if not chat_id or len(chat_id) > MAX_ID_LENGTH or "\x00" in chat_id:
+                raise CommandError(f"--chat-id {chat_id!r} is not a valid chat id")
+        if options["verify"] or options["fix"]:
+            self._verify(options)
+        else:
+            self._backfill(options)
+
+    def _backfill(self, options: dict[str, Any]) -> None:
+        progress = Progress(self.stderr, options["batch_size"])
+
+        def failed(chat_id: str, exc: BaseException) -> None:
+            if progress.tty:
+                self.stderr.write("")
+            self.stderr.write(f"failed: chat {chat_id!r}: {type(exc).__name__}: {exc}")
+
+        backfill = Backfill(
+            options["database"],
+            batch_size=options["batch_size"],
+            chat_ids=options["chat_ids"],
+            dry_run=options["dry_run"],
+            progress=progress,
+            on_failure=failed,
+        )
+        stats = backfill.run(options["source"])
+        self.stdout.write(self._summary(stats, options["dry_run"]))
+        if stats.failed:
+            shown = ", ".join(repr(chat_id) for chat_id in stats.failed_ids[:10])
+            more = " ..." if stats.failed > 10 else ""
+            raise CommandError(f"{stats.failed} chat(s) failed to index: {shown}{more}")
+
+    @staticmethod
+    def _summary(stats: BackfillStats, dry_run: bool) -> str:
+        verb = "would index" if dry_run else "indexed"
+        return (
+            f"{'Dry run' if dry_run else 'Backfill'}: {stats.indexed} {verb}, "
+            f"{stats.unchanged} unchanged, {stats.tombstoned} skipped (tombstoned), "
+            f"{stats.skipped} skipped (other), {stats.failed} failed."
+        )
+
+    def _verify(self, options: dict[str, Any]) -> None:
+        verifier = Verifier(
+            options["database"], batch_size=options["batch_size"], chat_ids=options["chat_ids"]
+        )
+
+        def report(problem: Problem) -> None:
+            self.stdout.write(str(problem))
+
+        result = verifier.run(options["source"], fix=options["fix"], report=report)
+        if not result.found:
+            self.stdout.write(f"Verify ({verifier.backend_name}): no problems found.")
+            return
+        summary = f"Verify ({verifier.backend_name}): {result.found} problem(s) in {len(result.chats)} chat(s)"
+        if not options["fix"]:
+            self.stdout.write(summary + "; run with --fix to repair.")
+            raise CommandError(f"search data of {len(result.chats)} chat(s) needs repair")
+        for problem in result.remaining:
+            self.stderr.write(f"not fixed: {problem}")
+        self.stdout.write(f"{summary}; {len(result.remaining)} left after fixing.")
+        if result.remaining:
+            raise CommandError(f"{len(result.remaining)} problem(s) could not be fixed")

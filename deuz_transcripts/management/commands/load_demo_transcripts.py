@@ -1,0 +1,99 @@
+"""``manage.py load_demo_transcripts``: demo chats, legacy rows and two demo users."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DEFAULT_DB_ALIAS, transaction
+
+from ...errors import ChatDeleted, RevisionConflict
+from ...models import Chat
+
+#: Chats also written to the legacy ``deuz_chats`` table (not indexed until a backfill).
+LEGACY_CHATS = 12
+
+
+class Command(BaseCommand):
+    help = (
+        "Load a few hundred realistic demo chats (several users and languages, tool logs, "
+        "reasoning, system prompts) through the conditional store, a few legacy deuz_chats "
+        "rows, a demo superuser and a 'support' user who may only search."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--chats", type=int, default=300, help="How many chats (default 300).")
+        parser.add_argument("--seed", type=int, default=2024, help="Random seed (default 2024).")
+        parser.add_argument(
+            "--if-empty", action="store_true", help="Do nothing when any chat exists already."
+        )
+        parser.add_argument("--database", default=DEFAULT_DB_ALIAS)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["chats"] < 1:
+            raise CommandError("--chats must be at least 1")
+        database = options["database"]
+        if options["if_empty"] and Chat.objects.using(database).exists():
+            self.stdout.write("Chats exist already; demo data not loaded (--if-empty).")
+            return
+        try:
+            from ...demo import demo_chats
+        except ImportError as exc:  # factory-boy / Faker are dev dependencies
+            raise CommandError(
+                f"the demo needs factory-boy and Faker ({exc}); pip install 'deuz-transcripts[dev]'"
+            ) from None
+        from ...stores import DjangoChatStore, DjangoConditionalChatStore
+
+        store = DjangoConditionalChatStore(database)
+        legacy = DjangoChatStore(database)
+        written = skipped = 0
+        chats = enumerate(demo_chats(options["chats"], options["seed"]))
+        done = False
+        while not done:
+            with transaction.atomic(using=database):  # one commit per 50 chats: fast on SQLite
+                for number, record in chats:
+                    try:
+                        store.write_chat(record, expected_revision=0)
+                        written += 1
+                    except (RevisionConflict, ChatDeleted):
+                        skipped += 1
+                    if 0 < number <= LEGACY_CHATS:
+                        record.chat_id = record.chat_id.replace("demo-", "legacy-", 1)
+                        legacy.save_chat(record)
+                    if number % 50 == 49:
+                        break
+                else:
+                    done = True
+        self.stdout.write(
+            f"Demo chats: {written} written, {skipped} already there; "
+            f"{min(LEGACY_CHATS, options['chats'] - 1)} legacy rows in deuz_chats "
+            "(run `manage.py backfill_transcripts` to index them)."
+        )
+        self._users(database)
+
+    def _users(self, database: str) -> None:
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.models import Permission
+
+        user_model = get_user_model()
+        name = os.environ.get("DEUZ_DEMO_ADMIN_USER", "admin")
+        password = os.environ.get("DEUZ_DEMO_ADMIN_PASSWORD", "admin")
+        users = user_model._default_manager.db_manager(database)
+        if not users.filter(username=name).exists():
+            users.create_superuser(username=name, email="", password=password)
+            self.stdout.write(f"Superuser: {name} / {password}")
+        else:
+            self.stdout.write(f"Superuser {name} exists already (password unchanged).")
+        if not users.filter(username="support").exists():
+            support = users.create_user(username="support", password="support", is_staff=True)
+            support.user_permissions.add(
+                Permission.objects.db_manager(database).get(
+                    content_type__app_label="deuz_transcripts", codename="search_transcripts"
+                )
+            )
+            self.stdout.write("Staff user with only the search permission: support / support")
+        self.stdout.write(
+            "Open http://127.0.0.1:8000/admin/deuz_transcripts/chat/search/"
+            "?q=izmir&scope=userId%3Dada&around=1"
+        )

@@ -1,0 +1,122 @@
+"""``manage.py search_transcripts``: the index's search from a shell, as a table or JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from ...errors import InvalidRecord
+from ...forms import parse_scope
+from ...records import TranscriptHit, TranscriptMessage
+from ...text import indexed_text
+
+_TEXT_WIDTH = 100
+
+
+def _message_json(item: TranscriptMessage | TranscriptHit) -> dict[str, Any]:
+    return {
+        "chatId": item.chat_id,
+        "messageId": item.message_id,
+        "index": item.index,
+        "message": item.message,
+    }
+
+
+def _hit_json(hit: TranscriptHit) -> dict[str, Any]:
+    data = {**_message_json(hit), "score": hit.score}
+    if hit.around is not None:
+        data["around"] = [_message_json(item) for item in hit.around]
+    return data
+
+
+def _one_line(message: Any, width: int = _TEXT_WIDTH) -> str:
+    text = " ".join((indexed_text(message) or "").split()) or "(no searchable text)"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class Command(BaseCommand):
+    help = "Search chat transcripts: best hits first, with score, chat, message and text."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("query", help="Words to find (case and accents are ignored).")
+        parser.add_argument(
+            "--scope",
+            default=None,
+            help="Fields the chats must have: key=value pairs separated by commas, "
+            "e.g. userId=ada,agentId=x. Required unless --all-scopes.",
+        )
+        parser.add_argument(
+            "--all-scopes", action="store_true", help="Search every chat (no scope filter)."
+        )
+        parser.add_argument("--around", type=int, default=None, help="Context messages per side.")
+        parser.add_argument("--limit", type=int, default=20, help="Hits to show (default 20).")
+        parser.add_argument("--json", action="store_true", help="Print one JSON document.")
+        parser.add_argument("--database", default=DEFAULT_DB_ALIAS)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        scope = self._scope(options)
+        if options["limit"] < 1 or options["limit"] > 1000:
+            raise CommandError("--limit must be between 1 and 1000")
+        if options["around"] is not None and not 0 <= options["around"] <= 100:
+            raise CommandError("--around must be between 0 and 100")
+        if options["database"] not in connections:
+            raise CommandError(f"unknown database {options['database']!r}")
+        if "\x00" in options["query"]:
+            raise CommandError("the query must not contain NUL characters")
+        from ...stores import DjangoTranscriptIndex
+
+        index = DjangoTranscriptIndex(options["database"])
+        try:
+            hits = index.search(
+                scope, options["query"], around=options["around"], limit=options["limit"]
+            )
+        except InvalidRecord as exc:
+            raise CommandError(str(exc)) from None
+        if options["json"]:
+            document = {
+                "backend": index.backend_name,
+                "scope": scope,
+                "query": options["query"],
+                "hits": [_hit_json(hit) for hit in hits],
+            }
+            self.stdout.write(json.dumps(document, ensure_ascii=False, indent=2))
+            return
+        self._table(hits, index.backend_name)
+
+    @staticmethod
+    def _scope(options: dict[str, Any]) -> dict[str, str]:
+        if options["all_scopes"]:
+            if options["scope"] is not None:
+                raise CommandError("give either --scope or --all-scopes, not both")
+            return {}
+        if options["scope"] is None:
+            raise CommandError("--scope is required (e.g. --scope userId=ada), or --all-scopes")
+        try:
+            scope = parse_scope(options["scope"])
+        except ValueError as exc:
+            raise CommandError(f"--scope: {exc}") from None
+        if not scope:
+            raise CommandError("--scope is empty; use --all-scopes to search every chat")
+        return scope
+
+    def _table(self, hits: list[TranscriptHit], backend: str) -> None:
+        if not hits:
+            self.stdout.write(f"No hits ({backend}).")
+            return
+        self.stdout.write(f"{len(hits)} hit(s) ({backend}), best first:")
+        self.stdout.write(f"{'score':>6}  {'chat':<24} {'#':>4}  {'role':<9} text")
+        for hit in hits:
+            role = str(hit.message.get("role", "?"))
+            self.stdout.write(
+                f"{hit.score:6.3f}  {hit.chat_id:<24} {hit.index:>4}  {role:<9} "
+                f"{_one_line(hit.message)}"
+            )
+            for item in hit.around or ():
+                mark = "<" if item.index < hit.index else ">"
+                self.stdout.write(
+                    f"{'':6}  {'':<24} {item.index:>4}{mark} "
+                    f"{item.message.get('role', '?')!s:<9} {_one_line(item.message, 80)}"
+                )
