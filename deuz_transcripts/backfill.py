@@ -149,7 +149,11 @@ class Backfill:
         if source in ("legacy", "all"):
             self._walk("legacy", self._rows(LegacyChat), self.legacy_chat, stats)
         if source in ("stored", "all"):
-            self._walk("stored", self._rows(Chat), self.stored_chat, stats)
+            chats = self._rows(Chat)
+            if source == "all":  # indexed-only copies of legacy rows were just handled
+                legacy_ids = LegacyChat.objects.using(self.using).values("chat_id")
+                chats = chats.exclude(revision=0, chat_id__in=legacy_ids)
+            self._walk("stored", chats, self.stored_chat, stats)
         return stats
 
     def _walk(

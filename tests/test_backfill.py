@@ -1,0 +1,339 @@
+"""Backfill and verify: idempotent, resumable, tombstone-safe, batched by key ranges; repairs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from deuz_transcripts import ChatRecord, sql_index
+from deuz_transcripts.backfill import Backfill
+from deuz_transcripts.models import Chat, ChatScope, LegacyChat, Message, Tombstone
+from deuz_transcripts.stores import (
+    DjangoChatStore,
+    DjangoConditionalChatStore,
+    DjangoTranscriptIndex,
+)
+from deuz_transcripts.verify import Verifier
+
+pytestmark = pytest.mark.django_db
+
+BASE = datetime(2025, 2, 1, 8, 0, tzinfo=UTC)
+
+
+def record(chat_id: str, text: str, user: str = "ada", n: int = 0, **kwargs: Any) -> ChatRecord:
+    return ChatRecord(
+        chat_id=chat_id,
+        scope={"userId": user},
+        messages=[
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": text},
+            {"role": "assistant", "content": [{"type": "text", "text": f"noted: {text}"}]},
+        ],
+        updated_at=BASE + timedelta(minutes=n),
+        **kwargs,
+    )
+
+
+def legacy(*records: ChatRecord) -> None:
+    for item in records:
+        DjangoChatStore().save_chat(item)
+
+
+def stored(*records: ChatRecord) -> None:
+    for item in records:
+        DjangoConditionalChatStore().write_chat(item, expected_revision=0)
+
+
+def found(query: str, scope: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    hits = DjangoTranscriptIndex().search(scope or {}, query, limit=100)
+    return sorted((hit.chat_id, hit.message_id) for hit in hits)
+
+
+def snapshot() -> tuple[list[Any], list[Any], list[Any]]:
+    """Every row search depends on, primary keys included (a rewrite changes them)."""
+    chats = list(Chat.objects.order_by("pk").values_list())
+    messages = list(Message.objects.order_by("pk").values_list())
+    scopes = list(ChatScope.objects.order_by("pk").values_list())
+    return chats, messages, scopes
+
+
+def problems(**kwargs: Any) -> list[str]:
+    return sorted(str(problem) for problem in Verifier(**kwargs).problems())
+
+
+# backfill
+
+
+def test_legacy_rows_are_indexed_with_filled_ids_then_unchanged() -> None:
+    legacy(
+        record("a", "deploy alpha", message_ids=[None, "", "a:1"]),
+        record("b", "deploy beta", n=1),
+    )
+    stats = Backfill().run()
+    assert (stats.indexed, stats.unchanged, stats.failed) == (2, 0, 0)
+    # index_chat's rule: "a:1" is taken by message 2, so message 1 becomes "a:1:1"
+    assert found("deploy") == [("a", "a:1"), ("a", "a:1:1"), ("b", "b:1"), ("b", "b:2")]
+    before = snapshot()
+    again = Backfill().run()
+    assert (again.indexed, again.unchanged) == (0, 2)
+    assert snapshot() == before
+    assert problems() == []
+
+
+def test_tombstoned_chats_are_never_indexed() -> None:
+    stored(record("gone", "secret plan"))
+    legacy(record("gone", "secret plan"), record("kept", "public plan"))
+    DjangoConditionalChatStore().delete_chat("gone")  # also drops the legacy copy
+    LegacyChat.objects.create(chat_id="gone", scope={}, payload='{"messages": []}', updated_at=BASE)
+    stats = Backfill().run()
+    assert (stats.indexed, stats.tombstoned) == (1, 1)
+    assert found("secret") == [] and found("plan") == [("kept", "kept:1"), ("kept", "kept:2")]
+
+
+def test_a_store_owned_chat_is_not_overwritten_by_its_legacy_copy() -> None:
+    stored(record("x", "new words"))
+    legacy(record("x", "old words"))
+    stats = Backfill().run("legacy")
+    assert (stats.indexed, stats.skipped) == (0, 1)
+    assert found("old") == [] and found("new") == [("x", "x:1"), ("x", "x:2")]
+
+
+def test_stored_chats_are_reindexed_when_the_stored_form_changes(monkeypatch: Any) -> None:
+    stored(*(record(f"s{n}", f"word{n} common", n=n) for n in range(4)))
+    assert Backfill().run("stored").unchanged == 4
+    monkeypatch.setattr(sql_index, "STORED_FORM_VERSION", sql_index.STORED_FORM_VERSION + 1)
+    assert {problem.kind for problem in Verifier().problems()} == {"stale"}
+    stats = Backfill().run("stored")
+    assert (stats.indexed, stats.unchanged) == (4, 0)
+    assert Backfill().run("stored").unchanged == 4
+    assert len(found("common")) == 8 and problems() == []
+    assert Chat.objects.filter(revision=1).count() == 4  # revisions belong to the store
+
+
+def test_removed_chats_stay_out_of_search() -> None:
+    stored(record("r", "hidden words"))
+    DjangoTranscriptIndex().remove("r")
+    stats = Backfill().run()
+    assert (stats.indexed, stats.skipped) == (0, 1)
+    assert found("hidden") == []
+
+
+def test_chat_id_selects_chats() -> None:
+    legacy(record("one", "alpha"), record("two", "alpha"))
+    stats = Backfill(chat_ids=["two"]).run()
+    assert stats.indexed == 1
+    assert {chat_id for chat_id, _ in found("alpha")} == {"two"}
+
+
+def test_dry_run_writes_nothing() -> None:
+    legacy(record("one", "alpha"))
+    stored(record("two", "beta"))
+    before = snapshot()
+    stats = Backfill(dry_run=True).run()
+    assert (stats.indexed, stats.unchanged) == (1, 1)
+    assert snapshot() == before
+
+
+def test_rows_are_read_by_key_ranges_never_offset() -> None:
+    legacy(*(record(f"c{n}", "alpha", n=n) for n in range(5)))
+    with CaptureQueriesContext(connection) as queries:
+        stats = Backfill(batch_size=2).run("legacy")
+    assert stats.indexed == 5
+    batches = [q["sql"] for q in queries if "deuz_chats" in q["sql"] and "LIMIT 2" in q["sql"]]
+    assert len(batches) == 4  # 2 + 2 + 1 + the empty batch that ends the walk
+    assert all("OFFSET" not in sql.upper() for sql in batches)
+    assert sum('"id" >' in sql for sql in batches) == 3
+
+
+def test_a_failing_chat_is_reported_and_the_run_goes_on() -> None:
+    legacy(record("good", "alpha"), record("bad", "alpha", n=1), record("late", "alpha", n=2))
+    LegacyChat.objects.filter(chat_id="bad").update(payload="{not json")
+    failures: list[str] = []
+    stats = Backfill(on_failure=lambda chat_id, exc: failures.append(chat_id)).run()
+    assert (stats.indexed, stats.failed, stats.failed_ids) == (2, 1, ["bad"])
+    assert failures == ["bad"]
+    assert {chat_id for chat_id, _ in found("alpha")} == {"good", "late"}
+
+
+class Killed(BaseException):
+    """Stands for the process dying: not an ``Exception``, so the run does not catch it."""
+
+
+def test_an_interrupted_run_resumes_to_the_same_state(monkeypatch: Any) -> None:
+    legacy(*(record(f"c{n}", f"alpha w{n}", n=n) for n in range(6)))
+    calls = {"n": 0}
+
+    def dying_write_rows(self: Any, cursor: Any, chat: Any, rows: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 4:  # dies mid-chat, after its message rows were inserted
+            raise Killed
+        return original_write_rows(self, cursor, chat, rows)
+
+    backend = DjangoTranscriptIndex().backend
+    original_write_rows = type(backend).write_rows
+    monkeypatch.setattr(type(backend), "write_rows", dying_write_rows)
+    with pytest.raises(Killed):
+        Backfill(batch_size=2).run()
+    monkeypatch.setattr(type(backend), "write_rows", original_write_rows)
+    assert set(Chat.objects.values_list("chat_id", flat=True)) == {"c0", "c1", "c2"}
+    assert not Message.objects.filter(chat__chat_id="c3").exists()  # rolled back whole
+    stats = Backfill(batch_size=2).run()
+    assert (stats.indexed, stats.unchanged, stats.failed) == (3, 3, 0)
+    assert len(found("alpha")) == 12 and problems() == []
+    assert Backfill().run().unchanged == 6
+
+
+# verify and fix
+
+
+def fix_all() -> None:
+    result = Verifier().run(fix=True)
+    assert result.found > 0 and result.remaining == []
+
+
+def test_verify_finds_missing_legacy_chats_and_fix_indexes_them() -> None:
+    legacy(record("l", "alpha"))
+    assert problems() == ["missing: l: legacy chat not indexed"]
+    fix_all()
+    assert found("alpha") == [("l", "l:1"), ("l", "l:2")] and problems() == []
+
+
+def test_verify_finds_a_changed_legacy_row() -> None:
+    legacy(record("l", "alpha"))
+    Backfill().run()
+    legacy(record("l", "beta"))
+    assert problems() == ["stale: l: legacy chat changed since indexed"]
+    fix_all()
+    assert found("alpha") == [] and len(found("beta")) == 2
+
+
+def test_verify_finds_wrong_counts_and_scope_rows() -> None:
+    stored(record("s", "alpha"), record("t", "beta", n=1))
+    Chat.objects.filter(chat_id="s").update(indexed_count=9)
+    ChatScope.objects.filter(chat__chat_id="t").delete()
+    found_problems = problems()
+    assert len(found_problems) == 2
+    assert "indexed_count 9 != 2" in found_problems[0]
+    assert "scope lookup rows" in found_problems[1]
+    fix_all()
+    assert problems() == [] and len(found("beta", {"userId": "ada"})) == 2
+
+
+def test_verify_finds_rows_of_a_tombstoned_chat() -> None:
+    DjangoTranscriptIndex().index(record("z", "zombie words"))
+    Tombstone.objects.create(chat_id="z")  # as if the index ran before this check existed
+    assert problems() == ["orphaned: z: rows of a deleted (tombstoned) chat"]
+    fix_all()
+    assert not Chat.objects.filter(chat_id="z").exists() and problems() == []
+
+
+def test_verify_changes_nothing() -> None:
+    stored(record("s", "alpha"))
+    Message.objects.update(digest="0" * 32)
+    before = snapshot()
+    assert problems()
+    assert snapshot() == before
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="the LIKE fallback is SQLite's")
+def test_like_fallback_search_text_is_verified_and_fixed(settings: Any) -> None:
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "SQLITE_BACKEND": "like"}
+    stored(record("s", "alpha"))
+    Message.objects.filter(message_id="s:1").update(search_text="zzz")
+    assert found("zz") == [("s", "s:1")]
+    assert problems() == ["stale: s: 1 message row(s) out of date (first index 1)"]
+    fix_all()
+    assert found("zz") == [] and len(found("alph")) == 2 and problems() == []
+
+
+def _backend() -> str:
+    return DjangoTranscriptIndex().backend_name
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL vectors")
+def test_verify_finds_missing_and_wrong_vectors_on_postgresql() -> None:
+    stored(record("s", "alpha beta"), record("t", "gamma", n=1))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE deuz_transcripts_message SET search_vector = NULL WHERE message_id = 's:1'"
+        )
+        cursor.execute(
+            "UPDATE deuz_transcripts_message SET search_vector = 'wrong'::tsvector "
+            "WHERE message_id = 't:1'"
+        )
+    assert problems() == [
+        "missing: s: 1 row(s) without a vector",
+        "stale: t: 1 row(s) with a wrong vector",
+    ]
+    assert found("alpha") == [("s", "s:2")]
+    fix_all()
+    assert found("alpha") == [("s", "s:1"), ("s", "s:2")] and problems() == []
+
+
+fts5_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite FTS5 table checks")
+
+
+def _fts(sql: str, params: list[Any]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _body(message_id: str) -> tuple[int, str]:
+    from deuz_transcripts.backends.sqlite_fts5 import fts_body
+
+    row = Message.objects.select_related("chat").get(message_id=message_id)
+    return row.pk, fts_body(row.search_text, row.chat.scope, row.chat.chat_id)
+
+
+@fts5_only
+def test_verify_and_fix_fts_rows() -> None:
+    if _backend() != "sqlite-fts5":
+        pytest.skip("FTS5 not in use")
+    stored(record("s", "alpha beta"), record("t", "gamma", n=1), record("u", "delta", n=2))
+    table = "deuz_transcripts_fts"
+    pk, body = _body("s:1")  # a missing row
+    _fts(f"INSERT INTO {table} ({table}, rowid, body) VALUES ('delete', %s, %s)", [pk, body])
+    pk, body = _body("t:1")  # a row with a leftover token
+    _fts(f"INSERT INTO {table} ({table}, rowid, body) VALUES ('delete', %s, %s)", [pk, body])
+    _fts(f"INSERT INTO {table} (rowid, body) VALUES (%s, %s)", [pk, body + " leftover"])
+    _fts(f"INSERT INTO {table} (rowid, body) VALUES (%s, %s)", [987654, "orphan words"])
+    pk, body = _body("u:1")  # a row missing a term
+    _fts(f"INSERT INTO {table} ({table}, rowid, body) VALUES ('delete', %s, %s)", [pk, body])
+    _fts(f"INSERT INTO {table} (rowid, body) VALUES (%s, %s)", [pk, body.replace("delta", "")])
+    assert found("leftover") == [("t", "t:1")] and found("delta") == [("u", "u:2")]
+    assert problems() == [
+        "missing: s: 1 FTS row(s) missing",
+        "orphaned: ?: FTS row 987654 has no message",
+        f"stale: t: FTS row {_body('t:1')[0]} holds 1 extra token(s)",
+        "stale: u: 1 FTS row(s) lack tokens",
+    ]
+    fix_all()
+    assert problems() == []
+    assert found("leftover") == [] and found("orphan") == []
+    assert found("alpha") == [("s", "s:1"), ("s", "s:2")]
+    assert found("delta") == [("u", "u:1"), ("u", "u:2")]
+
+
+@fts5_only
+def test_fix_rewrites_rows_whose_terms_changed_without_a_version_bump() -> None:
+    if _backend() != "sqlite-fts5":
+        pytest.skip("FTS5 not in use")
+    stored(record("s", "alpha"))
+    pk, body = _body("s:1")
+    _fts(
+        "INSERT INTO deuz_transcripts_fts (deuz_transcripts_fts, rowid, body) "
+        "VALUES ('delete', %s, %s)",
+        [pk, body],
+    )
+    _fts(
+        "INSERT INTO deuz_transcripts_fts (rowid, body) VALUES (%s, %s)",
+        [pk, body.replace("alpha", "old")],
+    )
+    Message.objects.filter(pk=pk).update(search_text="old")
+    assert problems() == ["stale: s: 1 message row(s) out of date (first index 1)"]
+    fix_all()
+    assert problems() == [] and found("old") == [] and len(found("alpha")) == 2
