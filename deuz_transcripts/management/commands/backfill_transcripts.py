@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+from django.core.management.base import CommandError, CommandParser, OutputWrapper
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from ...backfill import SOURCES, Backfill, BackfillStats
 from ...records import MAX_ID_LENGTH
 from ...verify import Problem, Verifier
+from ..oneline import OneLineErrors
 
 _BAR_WIDTH = 30
 
@@ -40,7 +41,7 @@ class Progress:
             self.stream.write(f"{label}: {done}/{total} chats")
 
 
-class Command(BaseCommand):
+class Command(OneLineErrors):
     help = (
         "Index legacy deuz_chats rows (filling message ids as index_chat does) and re-index "
         "stored chats, in batches by primary key; idempotent and resumable, never indexes a "

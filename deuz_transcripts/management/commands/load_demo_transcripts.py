@@ -5,17 +5,18 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, transaction
 
 from ...errors import ChatDeleted, RevisionConflict
 from ...models import Chat
+from ..oneline import OneLineErrors
 
 #: Chats also written to the legacy ``deuz_chats`` table (not indexed until a backfill).
 LEGACY_CHATS = 12
 
 
-class Command(BaseCommand):
+class Command(OneLineErrors):
     help = (
         "Load a few hundred realistic demo chats (several users and languages, tool logs, "
         "reasoning, system prompts) through the conditional store, a few legacy deuz_chats "

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from ...errors import InvalidRecord
 from ...forms import parse_scope
 from ...records import TranscriptHit, TranscriptMessage
 from ...text import indexed_text
+from ..oneline import OneLineErrors
 
 _TEXT_WIDTH = 100
 
@@ -37,7 +38,7 @@ def _one_line(message: Any, width: int = _TEXT_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-class Command(BaseCommand):
+class Command(OneLineErrors):
     help = "Search chat transcripts: best hits first, with score, chat, message and text."
 
     def add_arguments(self, parser: CommandParser) -> None:

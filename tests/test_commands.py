@@ -1,0 +1,292 @@
+"""The management commands: backfill_transcripts, search_transcripts, load_demo_transcripts."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
+
+from deuz_transcripts import ChatRecord
+from deuz_transcripts.models import Chat, LegacyChat, Tombstone
+from deuz_transcripts.stores import (
+    DjangoChatStore,
+    DjangoConditionalChatStore,
+    DjangoTranscriptIndex,
+)
+
+pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def run(name: str, *args: str, stderr: io.StringIO | None = None) -> tuple[str, str]:
+    out, err = io.StringIO(), stderr if stderr is not None else io.StringIO()
+    call_command(name, *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def record(chat_id: str, text: str, user: str = "ada", n: int = 0) -> ChatRecord:
+    return ChatRecord(
+        chat_id=chat_id,
+        scope={"userId": user},
+        messages=[
+            {"role": "system", "content": "system words"},
+            {"role": "user", "content": text},
+            {"role": "assistant", "content": "Sure."},
+        ],
+        updated_at=BASE + timedelta(minutes=n),
+    )
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+# backfill_transcripts
+
+
+def test_backfill_prints_progress_lines_and_a_summary() -> None:
+    for n in range(5):
+        DjangoChatStore().save_chat(record(f"l{n}", "alpha", n=n))
+    DjangoConditionalChatStore().write_chat(record("s", "beta"), expected_revision=0)
+    DjangoConditionalChatStore().delete_chat("l4")
+    DjangoChatStore().save_chat(record("l4", "alpha"))  # a legacy copy of a deleted chat
+    out, err = run("backfill_transcripts", "--batch-size", "2")
+    assert out.strip() == (
+        "Backfill: 4 indexed, 1 unchanged, 1 skipped (tombstoned), 0 skipped (other), 0 failed."
+    )
+    assert err.splitlines() == [
+        "legacy: 0/5 chats",
+        "legacy: 2/5 chats",
+        "legacy: 4/5 chats",
+        "legacy: 5/5 chats",
+        "stored: 0/1 chats",
+        "stored: 1/1 chats",
+    ]
+    out, _ = run("backfill_transcripts")
+    assert out.startswith("Backfill: 0 indexed, 5 unchanged, 1 skipped (tombstoned)")
+
+
+def test_backfill_draws_a_bar_on_a_terminal() -> None:
+    DjangoChatStore().save_chat(record("l", "alpha"))
+    _, err = run("backfill_transcripts", "--source", "legacy", stderr=Tty())
+    assert "\rlegacy [##############################] 1/1 100%" in err
+    assert err.endswith("\n")
+
+
+def test_backfill_reports_a_failing_chat_and_exits_non_zero() -> None:
+    for chat_id in ("a", "b", "c"):
+        DjangoChatStore().save_chat(record(chat_id, "alpha"))
+    LegacyChat.objects.filter(chat_id="b").update(payload="[broken")
+    err = io.StringIO()
+    with pytest.raises(CommandError, match=r"1 chat\(s\) failed to index: 'b'"):
+        call_command("backfill_transcripts", stdout=io.StringIO(), stderr=err)
+    assert "failed: chat 'b': JSONDecodeError" in err.getvalue()
+    assert set(Chat.objects.values_list("chat_id", flat=True)) == {"a", "c"}
+
+
+def test_backfill_dry_run_and_chat_id() -> None:
+    DjangoChatStore().save_chat(record("a", "alpha"))
+    DjangoChatStore().save_chat(record("b", "alpha"))
+    out, _ = run("backfill_transcripts", "--dry-run")
+    assert out.startswith("Dry run: 2 would index, 0 unchanged")
+    assert not Chat.objects.exists()
+    run("backfill_transcripts", "--chat-id", "b", "--chat-id", "zzz")
+    assert list(Chat.objects.values_list("chat_id", flat=True)) == ["b"]
+
+
+def test_verify_reports_without_changing_and_fix_repairs() -> None:
+    DjangoChatStore().save_chat(record("a", "alpha"))
+    DjangoConditionalChatStore().write_chat(record("s", "beta"), expected_revision=0)
+    Chat.objects.filter(chat_id="s").update(message_count=7)
+    out = io.StringIO()
+    with pytest.raises(CommandError, match=r"search data of 2 chat\(s\) needs repair"):
+        call_command("backfill_transcripts", "--verify", stdout=out, stderr=io.StringIO())
+    lines = out.getvalue().splitlines()
+    assert lines[:2] == [
+        "missing: a: legacy chat not indexed",
+        "stale: s: message_count 7 != 3",
+    ]
+    assert "2 problem(s) in 2 chat(s); run with --fix to repair." in lines[-1]
+    assert not Chat.objects.filter(chat_id="a").exists()
+    out, _ = run("backfill_transcripts", "--fix")
+    assert out.splitlines()[-1].endswith("2 problem(s) in 2 chat(s); 0 left after fixing.")
+    out, _ = run("backfill_transcripts", "--verify")
+    assert out.strip().endswith("no problems found.")
+    assert Chat.objects.get(chat_id="s").message_count == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--batch-size", "0"], "--batch-size must be a positive integer"),
+        (["--source", "everything"], "invalid choice"),
+        (["--fix", "--dry-run"], "use it alone"),
+        (["--chat-id", ""], "not a valid chat id"),
+        (["--database", "nope"], "unknown database"),
+    ],
+)
+def test_backfill_bad_arguments(args: list[str], message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        call_command("backfill_transcripts", *args, stdout=io.StringIO(), stderr=io.StringIO())
+
+
+# search_transcripts
+
+
+def _chats() -> None:
+    store = DjangoConditionalChatStore()
+    store.write_chat(record("trip", "Book the flight to İzmir."), expected_revision=0)
+    store.write_chat(record("bob-trip", "izmir again", user="bob", n=1), expected_revision=0)
+
+
+def test_search_prints_a_table() -> None:
+    _chats()
+    out, _ = run("search_transcripts", "--scope", "userId=ada", "IZMIR", "--around", "1")
+    lines = out.splitlines()
+    assert lines[0].startswith("1 hit(s) (")
+    assert lines[2].split() == [
+        "1.000",
+        "trip",
+        "1",
+        "user",
+        "Book",
+        "the",
+        "flight",
+        "to",
+        "İzmir.",
+    ]
+    assert lines[3].split()[:2] == ["2>", "assistant"]
+    assert len(lines) == 4  # the system message is never context
+
+
+def test_search_json_is_one_document() -> None:
+    _chats()
+    out, _ = run("search_transcripts", "--all-scopes", "izmir", "--json", "--limit", "5")
+    document = json.loads(out)
+    assert document["scope"] == {} and document["backend"] == DjangoTranscriptIndex().backend_name
+    assert [hit["chatId"] for hit in document["hits"]] == ["bob-trip", "trip"]
+    assert document["hits"][0]["message"] == {"role": "user", "content": "izmir again"}
+    assert "around" not in document["hits"][0]
+    out, _ = run("search_transcripts", "--scope", "userId=ada", "izmir", "--json", "--around", "1")
+    hit = json.loads(out)["hits"][0]
+    assert [item["messageId"] for item in hit["around"]] == ["trip:2"]
+    assert hit["score"] == 1.0
+
+
+def test_search_without_hits() -> None:
+    out, _ = run("search_transcripts", "--scope", "userId=ada", "nothing")
+    assert out.startswith("No hits")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["izmir"], "--scope is required"),
+        (["izmir", "--scope", "userId=ada", "--all-scopes"], "not both"),
+        (["izmir", "--scope", "userId"], "key=value"),
+        (["izmir", "--scope", ""], "use --all-scopes"),
+        (["izmir", "--scope", "userId=ada", "--limit", "0"], "--limit"),
+        (["izmir", "--scope", "userId=ada", "--around", "-1"], "--around"),
+        (["izmir", "--scope", "userId=ada", "--around", "x"], "invalid int"),
+        (["iz\x00mir", "--scope", "userId=ada"], "NUL"),
+        ([], "arguments are required: query"),
+    ],
+)
+def test_search_bad_arguments(args: list[str], message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        call_command("search_transcripts", *args, stdout=io.StringIO())
+
+
+def test_bad_arguments_on_the_command_line_are_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}"}
+    for args, status in [
+        (["backfill_transcripts", "--batch-size", "0"], 1),
+        (["backfill_transcripts", "--source", "bogus"], 2),
+        (["search_transcripts", "izmir"], 1),
+        (["search_transcripts", "--scope", "a=b", "izmir", "--limit", "x"], 2),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == status, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "error" in done.stderr.lower()
+
+
+# load_demo_transcripts
+
+
+def test_demo_loader(monkeypatch: Any) -> None:
+    monkeypatch.setenv("DEUZ_DEMO_ADMIN_USER", "boss")
+    monkeypatch.setenv("DEUZ_DEMO_ADMIN_PASSWORD", "s3cret-pass")
+    out, _ = run("load_demo_transcripts", "--chats", "24", "--seed", "7")
+    assert "Superuser: boss / s3cret-pass" in out and "support / support" in out
+    assert Chat.objects.filter(revision=1).count() == 24
+    assert LegacyChat.objects.count() == 12
+    users = get_user_model().objects
+    assert users.get(username="boss").is_superuser
+    support = users.get(username="support")
+    assert support.is_staff and not support.is_superuser
+    assert support.has_perm("deuz_transcripts.search_transcripts")
+    assert not support.has_perm("deuz_transcripts.delete_chat")
+    hits = DjangoTranscriptIndex().search({"userId": "ada"}, "izmir", around=1)
+    assert hits[0].message == {"role": "user", "content": "Book the flight to İzmir."}
+    assert len(hits[0].around) == 2
+    # several languages, long tool logs, reasoning parts, system prompts
+    records = DjangoConditionalChatStore().list_chats({})
+    text = json.dumps([r.messages for r in records], ensure_ascii=False)
+    letters = {"mehmet": "şğı", "lena": "äöüß", "camille": "éèàç", "minh": "ơưđạờ", "eleni": "αεοτ"}
+    for user, sample in {**letters, "yuki": "のをにす"}.items():
+        mine = json.dumps(
+            [r.messages for r in records if r.scope["userId"] == user], ensure_ascii=False
+        )
+        assert any(char in mine.lower() for char in sample), user
+    assert '"type": "reasoning"' in text and '"role": "system"' in text
+    assert any(
+        len(part.get("output", "")) > 5_000
+        for r in records
+        for m in r.messages
+        if isinstance(m["content"], list)
+        for part in m["content"]
+        if isinstance(part.get("output"), str)
+    )
+    assert {r.scope["userId"] for r in records} >= {"ada", "mehmet", "lena", "yuki"}
+    out, _ = run("load_demo_transcripts", "--if-empty")
+    assert "not loaded" in out and Chat.objects.count() == 24
+    assert not Tombstone.objects.exists()
+
+
+def test_demo_is_deterministic_for_a_seed() -> None:
+    from deuz_transcripts.demo import demo_chats
+
+    first = [(r.chat_id, r.messages, r.updated_at) for r in demo_chats(12, seed=3)]
+    again = [(r.chat_id, r.messages, r.updated_at) for r in demo_chats(12, seed=3)]
+    other = [(r.chat_id, r.messages, r.updated_at) for r in demo_chats(12, seed=4)]
+    assert first == again and first != other
+
+
+def test_demo_loader_bad_arguments() -> None:
+    with pytest.raises(CommandError, match="--chats"):
+        call_command("load_demo_transcripts", "--chats", "0", stdout=io.StringIO())
