@@ -183,6 +183,7 @@ def _search(
         "rows": _hit_rows(database, hits, terms, substring),
         "page": page,
         "first_number": (page - 1) * size + 1,
+        "last_number": (page - 1) * size + len(hits),
         "previous_url": _page_url(request, form, page - 1) if page > 1 else None,
         "next_url": _page_url(request, form, page + 1) if has_next else None,
         "terms": terms,
@@ -239,7 +240,11 @@ def _part_row(role: str, part: Any) -> PartRow:
         "tool-result": _("structured tool result"),
         "tool_result": _("structured tool result"),
     }
-    return PartRow(kind, False, reasons.get(kind, _("not searchable")), _json_html(part))
+    reason = reasons.get(kind, _("not searchable"))
+    for key in ("text", "thinking"):  # reasoning reads better as text than as JSON
+        if isinstance(part, dict) and isinstance(part.get(key), str):
+            return PartRow(kind, False, reason, render_spans(part[key], []))
+    return PartRow(kind, False, reason, _json_html(part))
 
 
 def message_row(row: Message) -> MessageRow:
