@@ -15,6 +15,7 @@ DEFAULTS: dict[str, Any] = {
     "SQLITE_BACKEND": "auto",
     "ADMIN_PAGE_SIZE": 20,
     "LOCK_RETRIES": 3,
+    "SQLITE_SECURE_DELETE": True,
 }
 
 
@@ -37,6 +38,11 @@ class TranscriptSettings:
     @property
     def LOCK_RETRIES(self) -> int:
         return int(self._raw["LOCK_RETRIES"])
+
+    @property
+    def SQLITE_SECURE_DELETE(self) -> bool:
+        """SQLite ``delete_chat`` zeroes freed pages and merges FTS5 (no trace in the file)."""
+        return bool(self._raw["SQLITE_SECURE_DELETE"])
 
     def unknown_keys(self) -> list[str]:
         return sorted(set(getattr(settings, "DEUZ_TRANSCRIPTS", {})) - set(DEFAULTS))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -13,6 +14,7 @@ from django.db.models import Prefetch, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
+from .backends.sqlite import SQLiteBackend, secure_delete
 from .base import BaseChatStore, BaseConditionalChatStore, check_chat_id, check_record
 from .conf import conf
 from .errors import ChatDeleted, InvalidRecord, RevisionConflict, TranscriptError
@@ -114,14 +116,26 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
             return [_record_from_rows(chat, chat.ordered_messages) for chat in found]
 
     def delete_chat(self, chat_id: str) -> None:
-        """Tombstone; the messages, search rows and any legacy copy are deleted now."""
+        """Tombstone; the messages, search rows and any legacy copy are deleted now.
+
+        On SQLite (``SQLITE_SECURE_DELETE``, on by default) freed pages are zeroed and
+        the FTS5 index is merged, so the deleted text is left nowhere in the file.
+        """
         chat_id = check_chat_id(chat_id)
+        backend = self.transcript.backend
+        erase = isinstance(backend, SQLiteBackend) and conf.SQLITE_SECURE_DELETE
 
         def delete() -> None:
-            with transaction.atomic(using=self.using):
+            with (
+                secure_delete(self.using) if erase else nullcontext(),
+                transaction.atomic(using=self.using),
+            ):
                 self.transcript.purge(chat_id)
                 Tombstone.objects.using(self.using).get_or_create(chat_id=chat_id)
                 LegacyChat.objects.using(self.using).filter(chat_id=chat_id).delete()
+                if erase:
+                    with connections[self.using].cursor() as cursor:
+                        backend.erase_deleted(cursor)
 
         self._retrying(delete)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 
 from django.db import connections
@@ -11,7 +13,13 @@ from django.db.backends.utils import CursorWrapper
 from ..models import Tombstone
 from .base import SearchBackend, table
 
-__all__ = ["FTS_TABLE", "SQLiteBackend", "fts5_available", "fts_table_exists"]
+__all__ = [
+    "FTS_TABLE",
+    "SQLiteBackend",
+    "fts5_available",
+    "fts_table_exists",
+    "secure_delete",
+]
 
 FTS_TABLE = "deuz_transcripts_fts"
 
@@ -58,6 +66,25 @@ def forget_probes() -> None:
     _tables.clear()
 
 
+@contextmanager
+def secure_delete(alias: str) -> Iterator[None]:
+    """``PRAGMA secure_delete = ON`` inside: SQLite zeroes the bytes of what is deleted.
+
+    Without it (the library's default unless built with SQLITE_SECURE_DELETE) a
+    deleted row's text stays in free space of the file until the page is reused.
+    The connection's own setting is restored afterwards.
+    """
+    with connections[alias].cursor() as cursor:
+        cursor.execute("PRAGMA secure_delete")
+        previous = int(cursor.fetchone()[0])
+        cursor.execute("PRAGMA secure_delete = 1")
+    try:
+        yield
+    finally:
+        with connections[alias].cursor() as cursor:
+            cursor.execute(f"PRAGMA secure_delete = {previous}")
+
+
 class SQLiteBackend(SearchBackend):
     def lock_chat(self, cursor: CursorWrapper, chat_id: str) -> None:
         # A write statement takes SQLite's RESERVED lock now, not at the first real
@@ -65,3 +92,6 @@ class SQLiteBackend(SearchBackend):
         cursor.execute(
             f"UPDATE {table(Tombstone)} SET chat_id = chat_id WHERE chat_id = %s", [chat_id]
         )
+
+    def erase_deleted(self, cursor: CursorWrapper) -> None:
+        """Drop what deleted rows left in search structures (nothing, without FTS5)."""

@@ -84,6 +84,16 @@ class SQLiteFts5Backend(SQLiteBackend):
             ],
         )
 
+    def erase_deleted(self, cursor: CursorWrapper) -> None:
+        """Merge every segment into one (FTS5 ``optimize``).
+
+        An FTS5 delete only writes a delete marker into a new segment: the deleted
+        terms stay in older segments (``deuz_transcripts_fts_data``) until a merge
+        reaches the oldest one. ``optimize`` is that merge; it costs in proportion to
+        the whole index (~0.3 s for 50,000 messages) and nothing when already merged.
+        """
+        cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
+
     def _masked(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[str]]:
         """``rowid`` and mask of the matching rows; each term's rowids are read once."""
         conditions = [
