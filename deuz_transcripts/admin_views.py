@@ -132,8 +132,12 @@ def search_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
     database = router.db_for_read(Chat)
     index = DjangoTranscriptIndex(database)
     backend = index.backend
-    submitted = any(name in request.GET for name in ("q", "scope", "around", "page"))
-    form = TranscriptSearchForm(request.GET if submitted else None, user=request.user)
+    # Without ``q`` the form is only being opened (maybe with a scope filled in by a link).
+    submitted = "q" in request.GET
+    initial = {"scope": request.GET.get("scope", "")[:200], "around": 0}
+    form = TranscriptSearchForm(
+        request.GET if submitted else None, initial=initial, user=request.user
+    )
     context: dict[str, Any] = {
         **model_admin.admin_site.each_context(request),
         "title": _("Search transcripts"),

@@ -199,6 +199,13 @@ def test_bad_parameters_are_form_errors(support_client: Any, params: dict, field
     assert response.context["rows"] == []
 
 
+def test_a_link_may_fill_in_the_scope(support_client: Any) -> None:
+    response = search(support_client, scope="userId=ada")
+    assert response.context["form"].is_bound is False
+    assert 'value="userId=ada"' in response.content.decode()
+    assert response.context["notice"] == ""
+
+
 def test_empty_query_and_query_without_terms_say_so(support_client: Any) -> None:
     write(izmir_chat())
     assert "Enter a query" in search(support_client, q="  ", scope="userId=ada").content.decode()
