@@ -15,6 +15,7 @@ from django.db import router
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
+from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from .admin_views import MESSAGES_PER_PAGE, can_search, message_page, search_view
@@ -58,9 +59,11 @@ class ChatAdmin(admin.ModelAdmin):
     ]
     list_filter = [SourceFilter, "is_indexed"]
     search_fields = ["chat_id"]  # shows the box; get_search_results does the work
-    search_help_text = _(
-        "Words of the messages (superusers: through the search index, best "
-        f"{CHANGELIST_SEARCH_CAP} hits) or an exact chat id."
+    search_help_text = format_lazy(
+        _(
+            "An exact chat id, or (superusers) words of the messages: the chats of the best {cap} hits."
+        ),
+        cap=CHANGELIST_SEARCH_CAP,
     )
     ordering = ["-updated_at", "chat_id"]
     fields = [

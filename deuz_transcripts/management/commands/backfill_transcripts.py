@@ -16,6 +16,11 @@ from ..oneline import OneLineErrors
 _BAR_WIDTH = 30
 
 
+def _plain(text: str) -> str:
+    """Progress is not an error: no red on a terminal's stderr."""
+    return text
+
+
 class Progress:
     """A bar redrawn in place on a terminal; otherwise one line per ``every`` chats."""
 
@@ -35,10 +40,11 @@ class Progress:
             percent = 100 * done // total if total else 100
             bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
             end = "\n" if done >= total else ""
-            self.stream.write(f"\r{label:>6} [{bar}] {done}/{total} {percent:3d}%", ending=end)
+            line = f"\r{label:>6} [{bar}] {done}/{total} {percent:3d}%"
+            self.stream.write(line, style_func=_plain, ending=end)
             self.stream.flush()
         elif done == 0 or done == total or done % self.every == 0:
-            self.stream.write(f"{label}: {done}/{total} chats")
+            self.stream.write(f"{label}: {done}/{total} chats", style_func=_plain)
 
 
 class Command(OneLineErrors):
