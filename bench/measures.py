@@ -9,7 +9,8 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,32 @@ def summarize(samples_ms: list[float]) -> dict[str, float]:
     }
 
 
+class QueryTimeout(Exception):
+    """One statement of a baseline ran past the per-query limit."""
+
+
+@contextmanager
+def query_timeout(seconds: float) -> Iterator[None]:
+    """Abort any SQL statement running longer than ``seconds`` (a slow peer cannot stall a run)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET statement_timeout = {int(seconds * 1000)}")
+        try:
+            yield
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SET statement_timeout = 0")
+        return
+    connection.ensure_connection()
+    deadline = time.perf_counter() + seconds
+    raw = connection.connection
+    raw.set_progress_handler(lambda: int(time.perf_counter() > deadline), 10_000)
+    try:
+        yield
+    finally:
+        raw.set_progress_handler(None, 0)
+
+
 def run_cell(
     engines: dict[str, Engine],
     user: str | None,
@@ -52,6 +79,7 @@ def run_cell(
     rounds: int,
     budget_s: float,
     seed: int,
+    timeout_s: float = 10.0,
 ) -> dict[str, dict[str, Any]]:
     """Time every engine on the same queries, engines shuffled per query (noise is shared).
 
@@ -79,9 +107,14 @@ def run_cell(
                     continue
                 start = time.perf_counter()
                 try:
-                    found = engines[name](user, query)
+                    with query_timeout(timeout_s):
+                        found = engines[name](user, query)
                 except Exception as exc:  # a peer that cannot run this query is recorded
-                    errors[name] = f"{type(exc).__name__}: {exc}"[:300]
+                    elapsed = time.perf_counter() - start
+                    if elapsed >= timeout_s * 0.95:
+                        errors[name] = f"timeout: a query ran over {timeout_s} s ({query[:40]!r})"
+                    else:
+                        errors[name] = f"{type(exc).__name__}: {exc}"[:300]
                     continue
                 elapsed = time.perf_counter() - start
                 spent[name] += elapsed

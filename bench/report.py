@@ -59,8 +59,11 @@ def print_table(results: dict[str, Any], out: TextIO) -> None:
         for engine in present:
             if engine not in cell:
                 values.append("")
+            elif "error" in cell[engine] and not cell[engine].get("n"):
+                values.append("timeout" if "timeout" in cell[engine]["error"] else "error")
             elif "error" in cell[engine]:
-                values.append("error")
+                mark = ">T" if "timeout" in cell[engine]["error"] else "err"
+                values.append(f"{_fmt(_get(cell, engine, 'p50'))}/{mark}")
             else:
                 values.append(
                     f"{_fmt(_get(cell, engine, 'p50'))}/{_fmt(_get(cell, engine, 'p95'))}"
