@@ -45,6 +45,8 @@ def _problem(
 
 
 class FtsChecker:
+    """The FTS5 side of ``Verifier``: per-chat checks, the full sweep, exact repairs."""
+
     def __init__(self, using: str) -> None:
         self.using = using
 

@@ -51,6 +51,8 @@ class VerifyResult:
 
 
 class Verifier:
+    """Read-only checks of one database; ``fix`` and ``run(fix=True)`` are the only writers."""
+
     def __init__(
         self,
         using: str = "default",
@@ -118,7 +120,7 @@ class Verifier:
         if chat is None:
             return [Problem(chat_id, "missing", "legacy chat not indexed", "legacy")]
         if chat.is_indexed and not chat_is_current(self.using, chat, record):
-            return [Problem(chat_id, "stale", "legacy chat changed since indexed", "legacy")]
+            return [Problem(chat_id, "stale", "legacy chat differs from its indexed copy", "legacy")]
         return []
 
     def check_chat(self, pk: int) -> list[Problem]:

@@ -206,7 +206,7 @@ def test_verify_finds_a_changed_legacy_row() -> None:
     legacy(record("l", "alpha"))
     Backfill().run()
     legacy(record("l", "beta"))
-    assert problems() == ["stale: l: legacy chat changed since indexed"]
+    assert problems() == ["stale: l: legacy chat differs from its indexed copy"]
     fix_all()
     assert found("alpha") == [] and len(found("beta")) == 2
 
