@@ -397,3 +397,34 @@ def test_tombstone_admin_is_read_only(admin_client: Any) -> None:
     delete = reverse("admin:deuz_transcripts_tombstone_delete", args=[tombstone.pk])
     assert admin_client.post(delete, {"post": "yes"}).status_code == 403
     assert Tombstone.objects.exists()
+
+
+def test_chat_page_escapes_message_text_and_parts(admin_client: Any) -> None:
+    write(
+        record(
+            "xss",
+            [
+                {"role": "system", "content": "<script>sys()</script>"},
+                {"role": "user", "content": "<b>bold</b>"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool-call",
+                            "toolCallId": "c",
+                            "toolName": "t",
+                            "input": {"x": "<i>"},
+                        }
+                    ],
+                },
+                {"role": "user", "content": None},
+            ],
+        )
+    )
+    chat = Chat.objects.get()
+    html = admin_client.get(reverse("admin:deuz_transcripts_chat_change", args=[chat.pk])).content
+    html = html.decode()
+    assert "<script>sys()" not in html and "&lt;script&gt;sys()&lt;/script&gt;" in html
+    assert "<b>bold</b>" not in html and "&lt;b&gt;bold&lt;/b&gt;" in html
+    assert "&quot;x&quot;: &quot;&lt;i&gt;&quot;" in html
+    assert "content of an unknown shape" in html
