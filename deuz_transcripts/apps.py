@@ -10,4 +10,9 @@ class DeuzTranscriptsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
         from . import checks  # noqa: F401  (registers the system checks)
+        from .backends.sqlite import empty_fts_after_flush
+
+        post_migrate.connect(empty_fts_after_flush, sender=self)

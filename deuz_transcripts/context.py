@@ -62,8 +62,9 @@ class TranscriptContextSource:
             if len(offered) >= limit:
                 break
             message = self.index.resolve_source(self.scope, ref)
-            if message is None or (message.chat_id, message.message_id) in offered:
-                continue
+            key = None if message is None else (message.chat_id, message.message_id)
+            if message is None or key in offered or not message_line(message):
+                continue  # unresolvable, offered already, or nothing to read
             offered[(message.chat_id, message.message_id)] = TranscriptCandidate(
                 text=message_line(message),
                 match="source-ref",

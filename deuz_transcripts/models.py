@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from .records import MAX_ID_LENGTH
+from .records import MAX_ID_LENGTH, MAX_MESSAGE_ID_LENGTH
 
 __all__ = ["Chat", "ChatScope", "LegacyChat", "Message", "Tombstone"]
 
@@ -59,7 +59,7 @@ class Message(models.Model):
 
     chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="messages")
     position = models.PositiveIntegerField(_("index"))
-    message_id = models.CharField(_("message id"), max_length=MAX_ID_LENGTH)
+    message_id = models.CharField(_("message id"), max_length=MAX_MESSAGE_ID_LENGTH)
     role = models.CharField(_("role"), max_length=MAX_ID_LENGTH)
     payload = models.TextField(_("message JSON"))
     digest = models.CharField(max_length=32)

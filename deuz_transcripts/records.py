@@ -13,6 +13,7 @@ from .errors import InvalidRecord
 
 __all__ = [
     "MAX_ID_LENGTH",
+    "MAX_MESSAGE_ID_LENGTH",
     "ChatRecord",
     "MemorySourceRef",
     "TranscriptHit",
@@ -26,6 +27,8 @@ __all__ = [
 
 #: Chat ids, message ids, roles, scope keys and scope values are at most this long.
 MAX_ID_LENGTH = 255
+#: Message ids may be longer: a filled id is ``<chat_id>:<index>[:<n>]``.
+MAX_MESSAGE_ID_LENGTH = 300
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MILLISECOND = timedelta(milliseconds=1)
@@ -34,13 +37,15 @@ Scope = Mapping[str, str]
 Message = Mapping[str, Any]
 
 
-def _check_identifier(value: Any, field_name: str, *, allow_empty: bool = False) -> str:
+def _check_identifier(
+    value: Any, field_name: str, *, allow_empty: bool = False, max_length: int = MAX_ID_LENGTH
+) -> str:
     if not isinstance(value, str):
         raise InvalidRecord(field_name, f"must be a string, not {type(value).__name__}")
     if not value and not allow_empty:
         raise InvalidRecord(field_name, "must not be empty")
-    if len(value) > MAX_ID_LENGTH:
-        raise InvalidRecord(field_name, f"is longer than {MAX_ID_LENGTH} characters")
+    if len(value) > max_length:
+        raise InvalidRecord(field_name, f"is longer than {max_length} characters")
     if "\x00" in value:
         raise InvalidRecord(field_name, "must not contain NUL characters")
     try:
@@ -142,7 +147,12 @@ class ChatRecord:
                 )
             for position, message_id in enumerate(self.message_ids):
                 if message_id is not None:
-                    _check_identifier(message_id, f"message_ids[{position}]", allow_empty=True)
+                    _check_identifier(
+                        message_id,
+                        f"message_ids[{position}]",
+                        allow_empty=True,
+                        max_length=MAX_MESSAGE_ID_LENGTH,
+                    )
         self.updated_at = _to_datetime(self.updated_at)
 
     @classmethod
@@ -192,7 +202,9 @@ def fill_message_ids(record: ChatRecord) -> list[str]:
             while candidate in used or candidate in explicit:
                 suffix += 1
                 candidate = f"{record.chat_id}:{position}:{suffix}"
-            message_id = _check_identifier(candidate, f"message_ids[{position}]")
+            message_id = _check_identifier(
+                candidate, f"message_ids[{position}]", max_length=MAX_MESSAGE_ID_LENGTH
+            )
         used.add(message_id)
         filled.append(message_id)
     return filled

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from functools import reduce
 from operator import or_
@@ -24,6 +24,7 @@ from .errors import TranscriptError
 from .memory import PreparedMessage, prepare_messages
 from .models import Chat, ChatScope, Message, Tombstone
 from .records import (
+    MAX_MESSAGE_ID_LENGTH,
     ChatRecord,
     MemorySourceRef,
     TranscriptHit,
@@ -43,14 +44,29 @@ STORED_FORM_VERSION = 1
 
 
 @contextmanager
-def database_errors() -> Iterator[None]:
-    """Raw database errors leave the public API as ``TranscriptError``."""
+def database_errors(using: str | None = None) -> Iterator[None]:
+    """Raw database errors leave the public API as ``TranscriptError``.
+
+    With ``using``, a connection found dead (server restart, ``pg_terminate_backend``,
+    network) is closed at once when no transaction is open, so the next call
+    reconnects instead of failing until Django's request cycle recycles it.
+    """
     try:
         yield
     except DatabaseError as exc:
+        if using is not None:
+            _close_if_broken(using)
         if "locked" in str(exc):
             raise TranscriptError("the database is locked by another writer; try again") from exc
         raise TranscriptError(f"database error: {type(exc).__name__}") from exc
+
+
+def _close_if_broken(using: str) -> None:
+    connection = connections[using]
+    if connection.in_atomic_block:
+        return  # the caller's transaction: Django closes it when the block ends
+    with suppress(DatabaseError):
+        connection.close_if_unusable_or_obsolete()
 
 
 def message_digest(message: PreparedMessage) -> str:
@@ -92,7 +108,7 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         """Index a chat; skipped when the chat has a tombstone in this database."""
         record = with_filled_ids(check_record(record))
         prepared = prepare_messages(record)
-        with database_errors(), transaction.atomic(using=self.using, savepoint=False):
+        with database_errors(self.using), transaction.atomic(using=self.using, savepoint=False):
             self._write(record, prepared)
 
     def _write(self, record: ChatRecord, prepared: Sequence[PreparedMessage]) -> bool:
@@ -187,7 +203,7 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
     def remove(self, chat_id: str) -> None:
         """Take a chat out of search; a chat no store wrote (revision 0) is deleted whole."""
         chat_id = check_chat_id(chat_id)
-        with database_errors(), transaction.atomic(using=self.using, savepoint=False):
+        with database_errors(self.using), transaction.atomic(using=self.using, savepoint=False):
             self.purge(chat_id, keep_content=True)
 
     def purge(self, chat_id: str, *, keep_content: bool = False) -> None:
@@ -231,7 +247,7 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
             return []
         backend = self.backend
         chats = ChatFilter(request.scope, request.chat_ids)
-        with database_errors(), connections[self.using].cursor() as cursor:
+        with database_errors(self.using), connections[self.using].cursor() as cursor:
             total_sql, total_params = chats.total_sql()
             cursor.execute(total_sql, total_params)
             total = int(cursor.fetchone()[0])
@@ -315,9 +331,9 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         scope = validate_scope(scope)
         ref = MemorySourceRef.coerce(ref)
         for value in (ref.chat_id, ref.message_id):
-            if not isinstance(value, str) or "\x00" in value or len(value) > 255:
+            if not isinstance(value, str) or "\x00" in value or len(value) > MAX_MESSAGE_ID_LENGTH:
                 return None
-        with database_errors():
+        with database_errors(self.using):
             row = (
                 Message.objects.using(self.using)
                 .select_related("chat")

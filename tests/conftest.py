@@ -33,3 +33,14 @@ def _require_postgres(django_db_blocker):
             )
         finally:
             connection.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Database contract suites: ``django_db``, transactional for the async twins only.
+
+    An async twin runs its sync method in another thread, on another connection, which
+    must see the test's writes; every other test stays in a fast rolled-back transaction.
+    """
+    for item in items:
+        if getattr(getattr(item, "cls", None), "database_contract", False):
+            item.add_marker(pytest.mark.django_db(transaction=item.name.startswith("test_async")))

@@ -10,7 +10,7 @@ from functools import cache
 from django.db import connections
 from django.db.backends.utils import CursorWrapper
 
-from ..models import Tombstone
+from ..models import Message, Tombstone
 from .base import SearchBackend, table
 
 __all__ = [
@@ -72,17 +72,21 @@ def secure_delete(alias: str) -> Iterator[None]:
 
     Without it (the library's default unless built with SQLITE_SECURE_DELETE) a
     deleted row's text stays in free space of the file until the page is reused.
-    The connection's own setting is restored afterwards.
+    Pages are zeroed when freed, so this runs inside the delete's transaction. The
+    pragma is a connection setting, not transactional: it is set and restored on the
+    raw connection, so the restore also runs when the transaction failed.
     """
-    with connections[alias].cursor() as cursor:
-        cursor.execute("PRAGMA secure_delete")
-        previous = int(cursor.fetchone()[0])
-        cursor.execute("PRAGMA secure_delete = 1")
+    wrapper = connections[alias]
+    wrapper.ensure_connection()
+    raw = wrapper.connection
+    with wrapper.wrap_database_errors:
+        previous = int(raw.execute("PRAGMA secure_delete").fetchone()[0])
+        raw.execute("PRAGMA secure_delete = 1")
     try:
         yield
     finally:
-        with connections[alias].cursor() as cursor:
-            cursor.execute(f"PRAGMA secure_delete = {previous}")
+        with wrapper.wrap_database_errors:
+            raw.execute(f"PRAGMA secure_delete = {previous}")
 
 
 class SQLiteBackend(SearchBackend):
@@ -95,3 +99,19 @@ class SQLiteBackend(SearchBackend):
 
     def erase_deleted(self, cursor: CursorWrapper) -> None:
         """Drop what deleted rows left in search structures (nothing, without FTS5)."""
+
+
+def empty_fts_after_flush(using: str, **kwargs: object) -> None:
+    """``post_migrate`` handler: ``flush`` empties the model tables but not FTS5's.
+
+    A contentless FTS5 table cannot be scanned or deleted from by SQL, so when no
+    message row is left, the whole FTS5 index is dropped with ``delete-all``;
+    otherwise stale rowids could attach old words to new messages.
+    """
+    connection = connections[using]
+    if connection.vendor != "sqlite" or not fts_table_exists(using):
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {table(Message)} LIMIT 1")
+        if cursor.fetchone() is None:
+            cursor.execute(f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}) VALUES ('delete-all')")

@@ -116,7 +116,7 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("position", models.PositiveIntegerField(verbose_name="index")),
-                ("message_id", models.CharField(max_length=255, verbose_name="message id")),
+                ("message_id", models.CharField(max_length=300, verbose_name="message id")),
                 ("role", models.CharField(max_length=255, verbose_name="role")),
                 ("payload", models.TextField(verbose_name="message JSON")),
                 ("digest", models.CharField(max_length=32)),

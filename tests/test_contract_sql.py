@@ -1,0 +1,61 @@
+"""The one contract suite, run against every SQL backend of this run's database.
+
+Run on SQLite it covers FTS5 and the LIKE fallback; on PostgreSQL the tsvector
+backend. The async twins run the sync method in another thread, on another
+connection, which must see the test's writes: those tests alone are transactional.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection, connections
+from django.test import override_settings
+
+if "tests.contract" not in sys.modules:
+    pytest.register_assert_rewrite("tests.contract")
+
+from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.contract import TranscriptContract
+
+
+class SqlContract(TranscriptContract):
+    """``tests/conftest.py`` marks these tests ``django_db``, the async ones transactional."""
+
+    database_contract = True
+
+    @pytest.fixture(autouse=True)
+    def _close_worker_connections(self):
+        """The async twins' worker thread keeps its own connection: close it after each test."""
+        yield
+        asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
+
+
+class TestDatabaseContract(SqlContract):
+    """FTS5 on SQLite, tsvector on PostgreSQL: whichever this run's database has."""
+
+    backend_name = "postgresql" if connection.vendor == "postgresql" else "sqlite-fts5"
+    substring_matching = False
+
+    def make_store(self) -> DjangoConditionalChatStore:
+        return DjangoConditionalChatStore()
+
+
+if connection.vendor == "sqlite":
+
+    class TestSqliteLikeContract(SqlContract):
+        """The LIKE fallback: the same contract, with substring matching."""
+
+        backend_name = "sqlite-like"
+        substring_matching = True
+
+        @pytest.fixture(autouse=True)
+        def _like_backend(self):
+            with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"}):
+                yield
+
+        def make_store(self) -> DjangoConditionalChatStore:
+            return DjangoConditionalChatStore()
