@@ -214,14 +214,12 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
             chat = Chat.objects.using(self.using).filter(chat_id=chat_id).first()
             if chat is None:
                 return
+            keep = keep_content and chat.revision > 0
             if chat.is_indexed:
                 texts = Message.objects.using(self.using).filter(chat=chat, has_terms=True)
-                backend.delete_rows(
-                    cursor,
-                    chat,
-                    [StoredRow(pk, text) for pk, text in texts.values_list("pk", "search_text")],
-                )
-            if keep_content and chat.revision > 0:
+                rows = [StoredRow(pk, text) for pk, text in texts.values_list("pk", "search_text")]
+                (backend.clear_rows if keep else backend.delete_rows)(cursor, chat, rows)
+            if keep:
                 chat.is_indexed = False
                 chat.indexed_count = 0
                 chat.save(using=self.using, update_fields=["is_indexed", "indexed_count"])

@@ -244,3 +244,28 @@ def test_every_store_honours_using():
     other.delete_chat("c1")
     assert Tombstone.objects.using("other").count() == 1
     assert not Tombstone.objects.exists()
+
+
+def test_like_writes_keep_fts5_current_so_switching_back_is_safe():
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLITE_BACKEND is an SQLite setting")
+    store = DjangoConditionalChatStore()
+    with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"}):
+        store.write_chat(record("c1", "written under like"), expected_revision=0)
+        store.write_chat(record("c1", "rewritten under like"), expected_revision=1)
+    assert [h.index for h in store.transcript.search(ADA, "rewritten")] == [0]
+    assert raw_matches("written") == 0
+    store.delete_chat("c1")
+    assert raw_matches("rewritten") == 0
+
+
+def test_remove_of_a_stored_chat_drops_its_search_data_but_keeps_the_chat():
+    store = DjangoConditionalChatStore()
+    store.write_chat(record("c1", "removable words"), expected_revision=0)
+    store.transcript.remove("c1")
+    assert store.transcript.search(ADA, "removable") == []
+    assert raw_matches("removable") == 0
+    assert store.load_chat("c1")[0].messages[0]["content"] == "removable words"
+    store.write_chat(record("c1", "removable words"), expected_revision=1)  # re-indexed
+    assert len(store.transcript.search(ADA, "removable")) == 1
+    assert raw_matches("removable") == 1

@@ -111,6 +111,10 @@ class SearchBackend(ABC):
     ) -> None:
         """Remove search data of rows about to be deleted or rewritten, with ``chat``'s old scope."""
 
+    def clear_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
+        """Remove search data of rows that stay (``remove()`` of a chat a store owns)."""
+        self.delete_rows(cursor, chat, rows)
+
     # reading
 
     @abstractmethod

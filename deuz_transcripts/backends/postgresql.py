@@ -58,6 +58,12 @@ class PostgresBackend(SearchBackend):
         rows = [row for row in rows if row.search_text]
         self.write_vectors(cursor, [row.pk for row in rows], [row.search_text for row in rows])
 
+    def clear_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
+        """The vector lives on the row: NULL it, so nothing searchable stays behind."""
+        cursor.execute(
+            f"UPDATE {table(Message)} SET {VECTOR_COLUMN} = NULL WHERE chat_id = %s", [chat.pk]
+        )
+
     def _matches(self, terms: Sequence[str]) -> tuple[list[str], list[str]]:
         conditions = [f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms]
         return conditions, [tsquery_literal(term) for term in terms]

@@ -18,9 +18,9 @@ from ..models import Chat, Message
 from ..ranking import RankPlan
 from ..text import stored_term
 from .base import ChatFilter, StoredRow, mask_sql, order_sql, table
-from .sqlite import FTS_TABLE, SQLiteBackend
+from .sqlite import FTS_TABLE, SQLiteBackend, fts_table_exists
 
-__all__ = ["SQLiteFts5Backend", "fts_body"]
+__all__ = ["Fts5Upkeep", "SQLiteFts5Backend", "fts_body"]
 
 _SCOPE_PREFIX = "\ue000"
 _CHAT_PREFIX = "\ue002"
@@ -61,27 +61,31 @@ def match_expression(chats: ChatFilter, terms: Sequence[str]) -> str:
     return " AND ".join(parts)
 
 
-class SQLiteFts5Backend(SQLiteBackend):
-    name = "sqlite-fts5"
+class Fts5Upkeep(SQLiteBackend):
+    """Keeps the FTS5 table current whenever it exists, whichever SQLite backend searches.
+
+    So ``SQLITE_BACKEND`` can move between ``"like"`` and FTS5 at any time: the
+    table never misses a write, and a delete never names tokens it does not hold.
+    """
+
+    def _fts_rows(self, chat: Chat, rows: Sequence[StoredRow]) -> list[tuple[int, str]]:
+        if not fts_table_exists(self.alias):
+            return []
+        return [
+            (row.pk, fts_body(row.search_text, chat.scope, chat.chat_id))
+            for row in rows
+            if row.search_text
+        ]
 
     def write_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
         cursor.executemany(
-            f"INSERT INTO {FTS_TABLE} (rowid, body) VALUES (%s, %s)",
-            [
-                (row.pk, fts_body(row.search_text, chat.scope, chat.chat_id))
-                for row in rows
-                if row.search_text
-            ],
+            f"INSERT INTO {FTS_TABLE} (rowid, body) VALUES (%s, %s)", self._fts_rows(chat, rows)
         )
 
     def delete_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
         cursor.executemany(
             f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, body) VALUES ('delete', %s, %s)",
-            [
-                (row.pk, fts_body(row.search_text, chat.scope, chat.chat_id))
-                for row in rows
-                if row.search_text
-            ],
+            self._fts_rows(chat, rows),
         )
 
     def erase_deleted(self, cursor: CursorWrapper) -> None:
@@ -92,7 +96,12 @@ class SQLiteFts5Backend(SQLiteBackend):
         reaches the oldest one. ``optimize`` is that merge; it costs in proportion to
         the whole index (~0.3 s for 50,000 messages) and nothing when already merged.
         """
-        cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
+        if fts_table_exists(self.alias):
+            cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
+
+
+class SQLiteFts5Backend(Fts5Upkeep):
+    name = "sqlite-fts5"
 
     def _masked(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[str]]:
         """``rowid`` and mask of the matching rows; each term's rowids are read once."""

@@ -3,6 +3,8 @@
 The haystack is the message's distinct terms separated by spaces, so a query
 term (letters and digits only) matches exactly the words that contain it.
 ``instr`` is used rather than ``LIKE`` so no character of a term is a wildcard.
+Writes still keep an existing FTS5 table current (``Fts5Upkeep``), so switching
+back to FTS5 needs no re-index.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from django.db.backends.utils import CursorWrapper
 
 from ..models import Chat, Message
 from ..ranking import RankPlan
-from .base import ChatFilter, StoredRow, mask_sql, order_sql, table
-from .sqlite import SQLiteBackend
+from .base import ChatFilter, mask_sql, order_sql, table
+from .sqlite_fts5 import Fts5Upkeep
 
 __all__ = ["SQLiteLikeBackend"]
 
 
-class SQLiteLikeBackend(SQLiteBackend):
+class SQLiteLikeBackend(Fts5Upkeep):
     name = "sqlite-like"
     substring_matching = True
 
@@ -59,6 +61,3 @@ class SQLiteLikeBackend(SQLiteBackend):
             [*terms, *pks_params, *raw_params, limit, offset],
         )
         return [(pk, mask) for pk, mask in cursor.fetchall()]
-
-    def write_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
-        """``search_text`` on the row is the search data."""
