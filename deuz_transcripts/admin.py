@@ -93,6 +93,14 @@ class ChatAdmin(admin.ModelAdmin):
         """Staff who may search may read the chats that search links to."""
         return super().has_view_permission(request, obj) or can_search(request)
 
+    def may_browse(self, request: HttpRequest) -> bool:
+        """Listing every chat needs Django's own view permission (or superuser).
+
+        Search-only staff would otherwise read all users' chats from the changelist,
+        around the rule that only superusers search without a scope.
+        """
+        return super().has_view_permission(request) or super().has_change_permission(request)
+
     # the search view
 
     def get_urls(self) -> list[URLPattern]:
@@ -112,7 +120,7 @@ class ChatAdmin(admin.ModelAdmin):
         """An exact chat id, or (superusers) the chats of the index's best hits; no LIKE scans."""
         term = search_term.replace("\x00", "").strip()
         if not term:
-            return queryset, False
+            return (queryset if self.may_browse(request) else queryset.none()), False
         match = Q(chat_id=term[:255])
         if request.user.is_superuser:
             index = DjangoTranscriptIndex(router.db_for_read(Chat))

@@ -307,6 +307,14 @@ def test_changelist_search_box_uses_the_index(admin_client: Any, support_client:
     assert len(support_client.get(url, {"q": "trip"}).context["cl"].result_list) == 1
 
 
+def test_search_only_staff_cannot_browse_every_chat(admin_client: Any, support_client: Any) -> None:
+    """Listing all chats would bypass the superuser-only rule for scope-less search."""
+    write(izmir_chat(), izmir_chat("other-trip", user="bob"))
+    url = reverse("admin:deuz_transcripts_chat_changelist")
+    assert list(support_client.get(url).context["cl"].result_list) == []
+    assert len(admin_client.get(url).context["cl"].result_list) == 2
+
+
 def test_chat_page_is_read_only_and_marks_what_is_indexed(admin_client: Any) -> None:
     write(izmir_chat())
     chat = Chat.objects.get()
