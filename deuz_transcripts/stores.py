@@ -38,7 +38,7 @@ class _SqlRunner:
         attempts = 1 if connections[self.using].in_atomic_block else conf.LOCK_RETRIES
         for attempt in range(attempts):
             try:
-                with database_errors():
+                with database_errors(self.using):
                     return write()
             except TranscriptError as exc:
                 locked = isinstance(exc.__cause__, OperationalError) and "locked" in str(
@@ -92,7 +92,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
 
     def load_chat(self, chat_id: str) -> tuple[ChatRecord, int] | None:
         chat_id = check_chat_id(chat_id)
-        with database_errors():
+        with database_errors(self.using):
             chat = Chat.objects.using(self.using).filter(chat_id=chat_id, revision__gt=0).first()
             if chat is None:
                 return None
@@ -109,7 +109,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
                 .values("chat_id")
             )
         ordered = Message.objects.using(self.using).order_by("position")
-        with database_errors():
+        with database_errors(self.using):
             found = chats.order_by("-updated_at", "chat_id").prefetch_related(
                 Prefetch("messages", queryset=ordered, to_attr="ordered_messages")
             )
@@ -127,8 +127,8 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
 
         def delete() -> None:
             with (
-                secure_delete(self.using) if erase else nullcontext(),
                 transaction.atomic(using=self.using),
+                secure_delete(self.using) if erase else nullcontext(),
             ):
                 self.transcript.purge(chat_id)
                 Tombstone.objects.using(self.using).get_or_create(chat_id=chat_id)
@@ -179,7 +179,7 @@ class DjangoChatStore(_SqlRunner, BaseChatStore):
 
     def load_chat(self, chat_id: str) -> ChatRecord | None:
         chat_id = check_chat_id(chat_id)
-        with database_errors():
+        with database_errors(self.using):
             row = LegacyChat.objects.using(self.using).filter(chat_id=chat_id).first()
         return None if row is None else self._record(row)
 
@@ -191,7 +191,7 @@ class DjangoChatStore(_SqlRunner, BaseChatStore):
             rows = rows.alias(**{alias: Cast(KeyTextTransform(key, "scope"), TextField())}).filter(
                 **{alias: value}
             )
-        with database_errors():
+        with database_errors(self.using):
             return [self._record(row) for row in rows.order_by("-updated_at", "chat_id")]
 
     def delete_chat(self, chat_id: str) -> None:
