@@ -14,6 +14,7 @@ from .errors import InvalidRecord
 __all__ = [
     "MAX_ID_LENGTH",
     "MAX_MESSAGE_ID_LENGTH",
+    "MAX_NESTING",
     "ChatRecord",
     "MemorySourceRef",
     "TranscriptHit",
@@ -27,6 +28,8 @@ __all__ = [
 
 #: Chat ids, message ids, roles, scope keys and scope values are at most this long.
 MAX_ID_LENGTH = 255
+#: A message may nest dicts and lists this deep (the message itself is level 1).
+MAX_NESTING = 100
 #: Message ids may be longer: a filled id is ``<chat_id>:<index>[:<n>]``.
 MAX_MESSAGE_ID_LENGTH = 300
 
@@ -93,14 +96,33 @@ def _to_datetime(value: Any) -> datetime:
     )
 
 
+def _check_nesting(message: Any, field_name: str) -> None:
+    """At most ``MAX_NESTING`` levels of dicts and lists, counted without recursion."""
+    stack = [(message, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, Mapping) else value
+        for child in children:
+            if isinstance(child, Mapping | list | tuple):
+                if depth >= MAX_NESTING:
+                    raise InvalidRecord(field_name, f"is nested deeper than {MAX_NESTING} levels")
+                stack.append((child, depth + 1))
+
+
 def encode_message(message: Any, field_name: str = "message") -> str:
-    """The message as JSON text, exactly round-trippable (NUL and lone surrogates too)."""
+    """The message as JSON text, exactly round-trippable (NUL and lone surrogates too).
+
+    Deeper than ``MAX_NESTING`` levels is ``InvalidRecord``: beyond that, copying a
+    message or reading its text would hit Python's recursion limit.
+    """
     try:
         text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise InvalidRecord(field_name, f"is not JSON-serializable ({exc})") from None
     except RecursionError:
-        raise InvalidRecord(field_name, "is nested too deeply to store") from None
+        raise InvalidRecord(field_name, f"is nested deeper than {MAX_NESTING} levels") from None
+    if text.count("[") + text.count("{") >= MAX_NESTING:  # else it cannot be that deep
+        _check_nesting(message, field_name)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: escape them instead of failing
