@@ -20,7 +20,7 @@ from . import ranking
 from .backends import SearchBackend, get_backend
 from .backends.base import ChatFilter, StoredRow
 from .base import BaseTranscriptIndex, SearchRequest, check_chat_id, check_record
-from .errors import TranscriptError
+from .errors import InvalidRecord, TranscriptError
 from .memory import PreparedMessage, prepare_messages
 from .models import Chat, ChatScope, Message, Tombstone
 from .records import (
@@ -29,6 +29,7 @@ from .records import (
     MemorySourceRef,
     TranscriptHit,
     TranscriptMessage,
+    _check_identifier,
     decode_message,
     scope_matches,
     validate_scope,
@@ -329,7 +330,9 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         scope = validate_scope(scope)
         ref = MemorySourceRef.coerce(ref)
         for value in (ref.chat_id, ref.message_id):
-            if not isinstance(value, str) or "\x00" in value or len(value) > MAX_MESSAGE_ID_LENGTH:
+            try:  # no stored id is a non-string, too long, or holds NUL or a lone surrogate
+                _check_identifier(value, "ref", allow_empty=True, max_length=MAX_MESSAGE_ID_LENGTH)
+            except InvalidRecord:
                 return None
         with database_errors(self.using):
             row = (
