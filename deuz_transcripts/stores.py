@@ -10,9 +10,8 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import OperationalError, connections, transaction
-from django.db.models import Prefetch, TextField
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models import BooleanField, Prefetch, QuerySet
+from django.db.models.expressions import RawSQL
 
 from .backends.sqlite import SQLiteBackend, secure_delete
 from .base import BaseChatStore, BaseConditionalChatStore, check_chat_id, check_record
@@ -187,12 +186,27 @@ class DjangoChatStore(_SqlRunner, BaseChatStore):
         scope = validate_scope(scope)
         rows = LegacyChat.objects.using(self.using).all()
         for position, (key, value) in enumerate(scope.items()):
-            alias = f"_scope_{position}"
-            rows = rows.alias(**{alias: Cast(KeyTextTransform(key, "scope"), TextField())}).filter(
-                **{alias: value}
-            )
+            rows = self._scope_filter(rows, position, key, value)
         with database_errors(self.using):
             return [self._record(row) for row in rows.order_by("-updated_at", "chat_id")]
+
+    def _scope_filter(self, rows: QuerySet[LegacyChat], position: int, key: str, value: str) -> Any:
+        """Rows whose scope has exactly ``key`` set to ``value``.
+
+        The key is compared as a string, never compiled into a JSON path: Django's key
+        transforms read ``"0"`` as an array index and SQLite's paths cannot quote ``"``.
+        """
+        if connections[self.using].vendor != "sqlite":
+            return rows.filter(scope__contains={key: value})  # jsonb @>
+        table = connections[self.using].ops.quote_name(LegacyChat._meta.db_table)
+        alias = f"_scope_{position}"
+        found = RawSQL(
+            f"EXISTS (SELECT 1 FROM json_each({table}.scope) AS f "
+            "WHERE f.key = %s AND f.type = 'text' AND f.value = %s)",
+            (key, value),
+            output_field=BooleanField(),
+        )
+        return rows.alias(**{alias: found}).filter(**{alias: True})
 
     def delete_chat(self, chat_id: str) -> None:
         chat_id = check_chat_id(chat_id)
