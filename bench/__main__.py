@@ -33,6 +33,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=200_000,
         help="peers index at most this many messages (the measured users always included)",
     )
+    parser.add_argument(
+        "--backfill-messages", type=int, default=None, help="legacy messages (default: --messages)"
+    )
     parser.add_argument("--pg-name", default="deuz_bench", help="PostgreSQL database (recreated)")
     parser.add_argument("--sqlite-path", type=Path, default=None)
     parser.add_argument(

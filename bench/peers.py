@@ -129,6 +129,7 @@ class TantivyPeer:
     def __init__(self, path: Path) -> None:
         import tantivy
 
+        self.path = path
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
         builder = tantivy.SchemaBuilder()
@@ -149,6 +150,11 @@ class TantivyPeer:
         self.writer.add_document(tantivy.Document(pk=pk, user=user, text=text))
         self.seconds += time.perf_counter() - start
         self.count += 1
+
+    def close(self) -> None:
+        """Remove the on-disk index (one per run, so concurrent runs never share files)."""
+        self.searcher = None
+        shutil.rmtree(self.path, ignore_errors=True)
 
     def commit(self) -> dict[str, Any]:
         start = time.perf_counter()

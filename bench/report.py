@@ -93,7 +93,17 @@ def print_table(results: dict[str, Any], out: TextIO) -> None:
             f"| {ratio(d50, _get(cell, 'tantivy', 'p50'))} |\n"
         )
     out.write("\nOther measures:\n\n```\n")
-    for key in ("load", "write", "append", "pending_list", "size", "backfill", "growth", "peers"):
+    for key in (
+        "load",
+        "write",
+        "append",
+        "delete",
+        "pending_list",
+        "size",
+        "backfill",
+        "growth",
+        "peers",
+    ):
         if key in results:
             out.write(f"{key}: {json.dumps(results[key], default=str)}\n")
     out.write("```\n\nTargets:\n\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import time
@@ -52,23 +53,36 @@ class Run:
         return _meta(self.args)
 
     def execute(self) -> dict[str, Any]:
+        """Each phase saves the JSON so far (a run stopped midway keeps what it measured)."""
         self.results["meta"]["backend"] = self.store.transcript.backend_name
         self.load()
         analyze()
+        self.results["size"] = writes.size(self.results["load"]["indexed_bytes"])
         self.build_peers()
+        self.save()
         log("search measures")
         self.results["search"] = self.search_measures()
+        if self.tantivy is not None:
+            self.tantivy.close()
+        self.save()
         if connection.vendor == "postgresql":
             self.results["pending_list"] = writes.pending_list(self.sql, self.corpus, self.budget)
         log("write measures")
         self.results["write"] = writes.write_cost(self.store, self.args.seed, self.quick)
+        self.save()
         self.results["append"] = writes.append_cost(self.store, self.args.seed, self.quick)
-        self.results["size"] = writes.size(self.results["load"]["indexed_bytes"])
+        self.results["delete"] = writes.delete_cost(self.store, self.quick)
+        self.save()
         self.results["backfill"] = writes.backfill(self.args, self.quick)
-        from .report import evaluate_targets
+        self.save()
+        return self.results
+
+    def save(self) -> None:
+        from .report import evaluate_targets, write_json
 
         self.results["targets"] = evaluate_targets(self.results)
-        return self.results
+        if self.args.json:
+            write_json(self.results, self.args.json)
 
     # loading
 
@@ -88,7 +102,8 @@ class Run:
         args = self.args
         want_peers = [n for n in ("watson", "modelsearch") if n not in self.peer_status]
         if "tantivy" not in self.peer_status:
-            self.tantivy = peers.TantivyPeer(Path(__file__).parent / "out" / "tantivy")
+            name = f"tantivy-{args.db}-{args.messages}-{os.getpid()}"
+            self.tantivy = peers.TantivyPeer(Path(__file__).parent / "out" / name)
         subset = self.peer_subset() if (want_peers or self.tantivy) else set()
         points = [p for p in GROWTH_POINTS if p < args.messages] + [args.messages]
         growth: list[dict[str, Any]] = []
@@ -231,8 +246,6 @@ class Run:
 
 
 def _meta(args: argparse.Namespace) -> dict[str, Any]:
-    import os
-
     import django
 
     info: dict[str, Any] = {
