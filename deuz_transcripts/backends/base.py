@@ -77,7 +77,7 @@ def order_sql(plan: RankPlan, mask_column: str) -> tuple[str, str, list[Any]]:
     """The mask filter and the ``ORDER BY raw DESC`` expression for a page, with params."""
     masks = sorted(plan.page_masks)
     where = f"{mask_column} IN ({', '.join(str(mask) for mask in masks)})"
-    cases = " ".join(f"WHEN {mask} THEN %s" for mask in masks)
+    cases = " ".join(f"WHEN {mask} THEN CAST(%s AS DOUBLE PRECISION)" for mask in masks)
     return where, f"CASE {mask_column} {cases} END", [plan.raws[mask] for mask in masks]
 
 
