@@ -18,6 +18,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import (
     ChatRecord,
@@ -290,8 +291,8 @@ def test_bidi_and_zero_width_characters(store):
 
 
 def test_a_100000_term_query_uses_its_first_32_terms(store):
-    terms = [f"t{n}" for n in range(100_000)]
-    round_trip(store, chat_of("many", "t5 t31", "t32 t99999"))
+    terms = [f"w{n:06d}" for n in range(100_000)]  # same width: none holds another
+    round_trip(store, chat_of("many", "w000005 w000031", "w000032 w099999"))
     started = time.monotonic()
     hits = store.transcript.search(ADA, " ".join(terms))
     assert time.monotonic() - started < 5
@@ -484,13 +485,14 @@ def test_100000_messages_in_one_chat(kind):
     pks = None if kind == "memory" else set(Message.objects.values_list("pk", flat=True))
     messages.append({"role": "user", "content": "appended needle"})
     started = time.monotonic()
-    assert store.write_chat(ChatRecord("huge", ADA, messages), expected_revision=1) == 2
+    with CaptureQueriesContext(connection) as queries:
+        assert store.write_chat(ChatRecord("huge", ADA, messages), expected_revision=1) == 2
     append = time.monotonic() - started
-    assert append < first_write  # re-prepares the messages in Python, writes one row
-    if pks is not None:
-        assert set(Message.objects.values_list("pk", flat=True)) - pks != set()
-        assert pks <= set(Message.objects.values_list("pk", flat=True))  # nothing rewritten
-        assert Message.objects.count() == HUGE + 1
+    print(f"100,000 messages, {kind}: write {first_write:.1f} s, append one {append:.1f} s")
+    if pks is not None:  # the database work of an append does not grow with the chat
+        assert len(queries) < 30
+        after = set(Message.objects.values_list("pk", flat=True))
+        assert pks < after and len(after - pks) == 1  # one row inserted, none rewritten
     assert [h.index for h in store.transcript.search(ADA, "needle")] == [HUGE]
     loaded, revision = store.load_chat("huge")
     assert (len(loaded.messages), revision) == (HUGE + 1, 2)
