@@ -7,18 +7,15 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from functools import reduce
-from operator import or_
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
-from django.db.models import Q
 
 from . import ranking
 from .backends import SearchBackend, get_backend
-from .backends.base import ChatFilter, StoredRow
+from .backends.base import Candidate, ChatFilter, StoredRow
 from .base import BaseTranscriptIndex, SearchRequest, check_chat_id, check_record
 from .errors import InvalidRecord, TranscriptError
 from .memory import PreparedMessage, prepare_messages
@@ -36,7 +33,7 @@ from .records import (
     with_filled_ids,
 )
 
-__all__ = ["DjangoTranscriptIndex", "database_errors", "message_digest"]
+__all__ = ["DjangoTranscriptIndex", "database_errors", "message_digest", "order_page"]
 
 T = TypeVar("T")
 
@@ -68,6 +65,43 @@ def _close_if_broken(using: str) -> None:
         return  # the caller's transaction: Django closes it when the block ends
     with suppress(DatabaseError):
         connection.close_if_unusable_or_obsolete()
+
+
+def order_page(candidates: Iterable[Candidate], plan: ranking.RankPlan) -> list[Candidate]:
+    """Candidates of the plan's masks, best first with the shared tie rules.
+
+    Three stable sorts (chat id and index, then newer chat, then raw score) because
+    ``updated_at`` may be Django's sortable SQLite text, which cannot be negated.
+    """
+    found = [c for c in candidates if c.mask in plan.page_masks]
+    found.sort(key=lambda c: (c.chat_id, c.position))
+    found.sort(key=lambda c: c.updated_at, reverse=True)
+    found.sort(key=lambda c: plan.raws[c.mask], reverse=True)
+    return found
+
+
+def around_windows(page: Sequence[Candidate], around: int | None) -> tuple[str, list[Any]]:
+    """SQL for the page's rows and, with ``around``, every hit's window of visible messages.
+
+    A window holds its hit, and overlapping windows of one chat merge into one range,
+    so a page clustered in a few chats costs a few index ranges.
+    """
+    if not around:
+        return f"m.id IN ({', '.join(['%s'] * len(page))})", [hit.pk for hit in page]
+    ranges: dict[int, list[list[int]]] = defaultdict(list)
+    for hit in sorted(page, key=lambda h: (h.chat_pk, h.visible_position)):
+        low, high = hit.visible_position - around, hit.visible_position + around
+        spans = ranges[hit.chat_pk]
+        if spans and low <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], high)
+        else:
+            spans.append([low, high])
+    where, params = [], []
+    for chat_pk, spans in ranges.items():
+        for low, high in spans:
+            where.append("(m.chat_id = %s AND m.visible_position BETWEEN %s AND %s)")
+            params.extend([chat_pk, low, high])
+    return " OR ".join(where), params
 
 
 def message_digest(message: PreparedMessage) -> str:
@@ -246,83 +280,62 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
             return []
         backend = self.backend
         chats = ChatFilter(request.scope, request.chat_ids)
+        depth = request.offset + request.limit
         with database_errors(self.using), connections[self.using].cursor() as cursor:
-            total_sql, total_params = chats.total_sql()
-            cursor.execute(total_sql, total_params)
-            total = int(cursor.fetchone()[0])
-            histogram = backend.histogram(cursor, chats, request.terms)
+            total, histogram, candidates = backend.candidates(cursor, chats, request.terms, depth)
             plan = ranking.plan_page(
                 histogram, len(request.terms), total, request.offset, request.limit
             )
             if plan is None:
                 return []
-            page = backend.page(cursor, chats, request.terms, plan, request.offset, request.limit)
-            return self._hits(page, plan, request.around)
+            page = order_page(candidates, plan)[request.offset : depth]
+            return self._hits(cursor, page, plan, request.around)
 
     def _hits(
-        self, page: Sequence[tuple[int, int]], plan: ranking.RankPlan, around: int | None
+        self,
+        cursor: Any,
+        page: Sequence[Candidate],
+        plan: ranking.RankPlan,
+        around: int | None,
     ) -> list[TranscriptHit]:
-        rows = (
-            Message.objects.using(self.using)
-            .select_related("chat")
-            .only("chat__chat_id", "position", "message_id", "payload", "visible_position")
-            .in_bulk([pk for pk, _ in page])
+        """The page's messages and their ``around`` windows, in one statement."""
+        where, params = around_windows(page, around)
+        cursor.execute(
+            "SELECT m.id, m.chat_id, m.position, m.message_id, m.payload, m.visible_position "
+            f"FROM {Message._meta.db_table} m WHERE {where}",
+            params,
         )
-        neighbours = self._around([rows[pk] for pk, _ in page if pk in rows], around)
+        rows = {row[0]: row for row in cursor.fetchall()}
+        by_chat: dict[int, list[tuple]] = defaultdict(list)
+        for row in rows.values():
+            by_chat[row[1]].append(row)
         hits = []
-        for pk, mask in page:
-            row = rows.get(pk)
-            if row is None:  # deleted between the two queries
+        for hit in page:
+            row = rows.get(hit.pk)
+            if row is None:  # deleted between the two statements
                 continue
+            neighbours = None
+            if around is not None:
+                low, high = (
+                    hit.visible_position - (around or 0),
+                    hit.visible_position + (around or 0),
+                )
+                neighbours = [
+                    TranscriptMessage(hit.chat_id, n[3], n[2], decode_message(n[4]))
+                    for n in by_chat[hit.chat_pk]
+                    if n[5] is not None and low <= n[5] <= high and n[0] != hit.pk
+                ]
             hits.append(
                 TranscriptHit(
-                    chat_id=row.chat.chat_id,
-                    message_id=row.message_id,
-                    index=row.position,
-                    message=decode_message(row.payload),
-                    score=plan.score(mask),
-                    around=None if around is None else neighbours.get(pk, []),
+                    chat_id=hit.chat_id,
+                    message_id=row[3],
+                    index=row[2],
+                    message=decode_message(row[4]),
+                    score=plan.score(hit.mask),
+                    around=neighbours,
                 )
             )
         return hits
-
-    def _around(
-        self, rows: Sequence[Message], around: int | None
-    ) -> dict[int, list[TranscriptMessage]]:
-        """Up to ``around`` non-system messages on each side of every hit, in one query."""
-        if not around or not rows:
-            return {}
-        windows = reduce(
-            or_,
-            (
-                Q(
-                    chat_id=row.chat_id,
-                    visible_position__gte=max(0, row.visible_position - around),
-                    visible_position__lte=row.visible_position + around,
-                )
-                for row in rows
-            ),
-        )
-        by_chat: dict[int, list[Message]] = defaultdict(list)
-        found = (
-            Message.objects.using(self.using)
-            .filter(windows)
-            .only("chat_id", "position", "message_id", "payload", "visible_position")
-            .order_by("chat_id", "position")
-        )
-        for neighbour in found:
-            by_chat[neighbour.chat_id].append(neighbour)
-        result = {}
-        for row in rows:
-            low, high = row.visible_position - around, row.visible_position + around
-            result[row.pk] = [
-                TranscriptMessage(
-                    row.chat.chat_id, n.message_id, n.position, decode_message(n.payload)
-                )
-                for n in by_chat[row.chat_id]
-                if low <= n.visible_position <= high and n.pk != row.pk
-            ]
-        return result
 
     def resolve_source(
         self, scope: Mapping[str, str], ref: MemorySourceRef

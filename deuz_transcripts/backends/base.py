@@ -16,9 +16,8 @@ from typing import Any
 from django.db.backends.utils import CursorWrapper
 
 from ..models import Chat, ChatScope, Message
-from ..ranking import RankPlan
 
-__all__ = ["ChatFilter", "SearchBackend", "StoredRow", "mask_sql"]
+__all__ = ["Candidate", "ChatFilter", "SearchBackend", "StoredRow", "mask_sql"]
 
 
 def table(model: type) -> str:
@@ -41,19 +40,33 @@ class ChatFilter:
     chat_ids: frozenset[str] | None
 
     def chat_pks_sql(self) -> tuple[str, list[Any]]:
-        """``SELECT id FROM chat ...`` of the searchable chats this filter admits."""
-        sql = [f"SELECT c.id FROM {table(Chat)} c WHERE c.is_indexed"]
+        """``SELECT chat pk ...`` of the searchable chats this filter admits.
+
+        A scoped filter starts from the ``(key, value)`` btree of ``ChatScope`` and
+        joins ``Chat`` by primary key, so its cost follows the scope, never the table.
+        """
         params: list[Any] = []
+        fields = sorted(self.scope.items())
+        if fields:
+            joins = []
+            for number, (key, value) in enumerate(fields[1:], start=1):
+                joins.append(
+                    f"JOIN {table(ChatScope)} s{number} ON s{number}.chat_id = s0.chat_id "
+                    f"AND s{number}.key = %s AND s{number}.value = %s"
+                )
+                params.extend([key, value])
+            sql = [
+                f"SELECT s0.chat_id FROM {table(ChatScope)} s0 {' '.join(joins)} "
+                f"JOIN {table(Chat)} c ON c.id = s0.chat_id "
+                "WHERE s0.key = %s AND s0.value = %s AND c.is_indexed"
+            ]
+            params.extend(fields[0])
+        else:
+            sql = [f"SELECT c.id FROM {table(Chat)} c WHERE c.is_indexed"]
         if self.chat_ids is not None:
             ids = sorted(self.chat_ids)
             sql.append(f"AND c.chat_id IN ({', '.join(['%s'] * len(ids))})")
             params.extend(ids)
-        for key, value in sorted(self.scope.items()):
-            sql.append(
-                f"AND c.id IN (SELECT s.chat_id FROM {table(ChatScope)} s "
-                "WHERE s.key = %s AND s.value = %s)"
-            )
-            params.extend([key, value])
         return " ".join(sql), params
 
     def total_sql(self) -> tuple[str, list[Any]]:
@@ -65,20 +78,25 @@ class ChatFilter:
         )
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """A matching message that may reach the page: the best of its mask by the tie rules."""
+
+    pk: int
+    mask: int
+    chat_pk: int
+    chat_id: str
+    updated_at: Any  # datetime on PostgreSQL, Django's sortable text on SQLite
+    position: int
+    visible_position: int
+
+
 def mask_sql(conditions: Sequence[str]) -> str:
     """``CASE WHEN cond_i THEN 2^i ELSE 0 END + ...``: which query terms a row holds."""
     return " + ".join(
         f"(CASE WHEN {condition} THEN {1 << bit} ELSE 0 END)"
         for bit, condition in enumerate(conditions)
     )
-
-
-def order_sql(plan: RankPlan, mask_column: str) -> tuple[str, str, list[Any]]:
-    """The mask filter and the ``ORDER BY raw DESC`` expression for a page, with params."""
-    masks = sorted(plan.page_masks)
-    where = f"{mask_column} IN ({', '.join(str(mask) for mask in masks)})"
-    cases = " ".join(f"WHEN {mask} THEN CAST(%s AS DOUBLE PRECISION)" for mask in masks)
-    return where, f"CASE {mask_column} {cases} END", [plan.raws[mask] for mask in masks]
 
 
 class SearchBackend(ABC):
@@ -117,23 +135,41 @@ class SearchBackend(ABC):
 
     # reading
 
-    @abstractmethod
-    def histogram(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
-    ) -> dict[int, int]:
-        """``{mask: number of matching rows}`` over the filter's chats."""
+    #: ``ORDER BY`` of a chat id in code point order.
+    chat_id_order = "c.chat_id"
 
     @abstractmethod
-    def page(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        plan: RankPlan,
-        offset: int,
-        limit: int,
-    ) -> list[tuple[int, int]]:
-        """``(message pk, mask)`` of one page, best first with the shared tie rules."""
+    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        """``SELECT id, mask, chat_pk, position, visible_position`` of every match in scope."""
+
+    def candidates(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
+    ) -> tuple[int, dict[int, int], list[Candidate]]:
+        """N, the mask histogram, and the first ``depth`` rows of every mask, in one pass.
+
+        Each match is read and its mask computed once (a materialized CTE); a window
+        numbers the rows of each mask in tie order. Any row of the global page
+        (``offset + limit`` = ``depth``) is among the first ``depth`` of its own mask.
+        """
+        matches, params = self.matches_sql(chats, terms)
+        total, total_params = chats.total_sql()
+        cursor.execute(
+            f"WITH h AS MATERIALIZED ({matches}), "
+            "r AS (SELECT h.id, h.mask, h.chat_pk, c.chat_id, c.updated_at, h.position, "
+            "h.visible_position, count(*) OVER (PARTITION BY h.mask) AS n, "
+            "row_number() OVER (PARTITION BY h.mask ORDER BY c.updated_at DESC, "
+            f"{self.chat_id_order}, h.position) AS rank "
+            f"FROM h JOIN {table(Chat)} c ON c.id = h.chat_pk) "
+            f"SELECT ({total}) AS total, r.mask, r.n, r.id, r.chat_pk, r.chat_id, "
+            "r.updated_at, r.position, r.visible_position FROM r WHERE r.rank <= %s",
+            [*params, *total_params, depth],
+        )
+        rows = cursor.fetchall()
+        if not rows:
+            return 0, {}, []
+        histogram = {row[1]: row[2] for row in rows}
+        found = [Candidate(row[3], row[1], row[4], row[5], row[6], row[7], row[8]) for row in rows]
+        return int(rows[0][0]), histogram, found
 
     def message_table(self) -> str:
         return table(Message)

@@ -10,13 +10,13 @@ tsquery syntax.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
 from ..models import Chat, Message
-from ..ranking import RankPlan
 from ..text import stored_term
-from .base import ChatFilter, SearchBackend, StoredRow, mask_sql, order_sql, table
+from .base import ChatFilter, SearchBackend, StoredRow, mask_sql, table
 
 __all__ = ["PostgresBackend"]
 
@@ -64,47 +64,19 @@ class PostgresBackend(SearchBackend):
             f"UPDATE {table(Message)} SET {VECTOR_COLUMN} = NULL WHERE chat_id = %s", [chat.pk]
         )
 
-    def _matches(self, terms: Sequence[str]) -> tuple[list[str], list[str]]:
+    chat_id_order = 'c.chat_id COLLATE "C"'
+
+    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        pks_sql, pks_params = chats.chat_pks_sql()
+        literals = [tsquery_literal(term) for term in terms]
         conditions = [f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms]
-        return conditions, [tsquery_literal(term) for term in terms]
-
-    def histogram(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
-    ) -> dict[int, int]:
-        pks_sql, pks_params = chats.chat_pks_sql()
-        conditions, literals = self._matches(terms)
-        cursor.execute(
-            f"SELECT mask, count(*) FROM (SELECT {mask_sql(conditions)} AS mask "
-            f"FROM {table(Message)} m WHERE m.chat_id IN ({pks_sql}) "
-            f"AND m.{VECTOR_COLUMN} @@ %s::tsquery) AS h GROUP BY mask",
-            [*literals, *pks_params, " | ".join(literals)],
+        if len(terms) == 1:
+            conditions, literals_in_mask = ["TRUE"], []
+        else:
+            literals_in_mask = literals
+        return (
+            f"SELECT m.id, {mask_sql(conditions)} AS mask, m.chat_id AS chat_pk, m.position, "
+            f"m.visible_position FROM {table(Message)} m WHERE m.chat_id IN ({pks_sql}) "
+            f"AND m.{VECTOR_COLUMN} @@ %s::tsquery",
+            [*literals_in_mask, *pks_params, " | ".join(literals)],
         )
-        return dict(cursor.fetchall())
-
-    def page(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        plan: RankPlan,
-        offset: int,
-        limit: int,
-    ) -> list[tuple[int, int]]:
-        pks_sql, pks_params = chats.chat_pks_sql()
-        conditions, literals = self._matches(terms)
-        needed = 0
-        for mask in plan.page_masks:
-            needed |= mask
-        wanted = [lit for bit, lit in enumerate(literals) if needed >> bit & 1]
-        where, raw, raw_params = order_sql(plan, "h.mask")
-        cursor.execute(
-            f"SELECT h.id, h.mask FROM (SELECT m.id, m.position, c.updated_at, c.chat_id, "
-            f"{mask_sql(conditions)} AS mask FROM {table(Message)} m "
-            f"JOIN {table(Chat)} c ON c.id = m.chat_id "
-            f"WHERE m.chat_id IN ({pks_sql}) AND m.{VECTOR_COLUMN} @@ %s::tsquery) AS h "
-            f"WHERE {where} "
-            f'ORDER BY {raw} DESC, h.updated_at DESC, h.chat_id COLLATE "C", h.position '
-            "LIMIT %s OFFSET %s",
-            [*literals, *pks_params, " | ".join(wanted), *raw_params, limit, offset],
-        )
-        return [(pk, mask) for pk, mask in cursor.fetchall()]

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
 from ..models import Chat, Message
-from ..ranking import RankPlan
 from ..text import stored_term
-from .base import ChatFilter, StoredRow, mask_sql, order_sql, table
+from .base import ChatFilter, StoredRow, mask_sql, table
 from .sqlite import FTS_TABLE, SQLiteBackend, fts_table_exists
 
 __all__ = ["Fts5Upkeep", "SQLiteFts5Backend", "fts_body"]
@@ -103,43 +103,18 @@ class Fts5Upkeep(SQLiteBackend):
 class SQLiteFts5Backend(Fts5Upkeep):
     name = "sqlite-fts5"
 
-    def _masked(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[str]]:
-        """``rowid`` and mask of the matching rows; each term's rowids are read once."""
+    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once."""
         conditions = [
-            f"rowid IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)" for _ in terms
+            f"{FTS_TABLE}.rowid IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)"
+            for _ in terms
         ]
         params = [match_expression(chats, [term]) for term in terms]
         if len(terms) == 1:
             conditions, params = ["1"], []
         return (
-            f"SELECT rowid AS id, {mask_sql(conditions)} AS mask FROM {FTS_TABLE} "
-            f"WHERE {FTS_TABLE} MATCH %s",
+            f"SELECT m.id, {mask_sql(conditions)} AS mask, m.chat_id AS chat_pk, m.position, "
+            f"m.visible_position FROM {FTS_TABLE} JOIN {table(Message)} m "
+            f"ON m.id = {FTS_TABLE}.rowid WHERE {FTS_TABLE} MATCH %s",
             [*params, match_expression(chats, terms)],
         )
-
-    def histogram(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
-    ) -> dict[int, int]:
-        masked, params = self._masked(chats, terms)
-        cursor.execute(f"SELECT mask, count(*) FROM ({masked}) GROUP BY mask", params)
-        return dict(cursor.fetchall())
-
-    def page(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        plan: RankPlan,
-        offset: int,
-        limit: int,
-    ) -> list[tuple[int, int]]:
-        masked, params = self._masked(chats, terms)
-        where, raw, raw_params = order_sql(plan, "h.mask")
-        cursor.execute(
-            f"WITH h AS MATERIALIZED ({masked}) "
-            f"SELECT h.id, h.mask FROM h JOIN {table(Message)} m ON m.id = h.id "
-            f"JOIN {table(Chat)} c ON c.id = m.chat_id WHERE {where} "
-            f"ORDER BY {raw} DESC, c.updated_at DESC, c.chat_id, m.position LIMIT %s OFFSET %s",
-            [*params, *raw_params, limit, offset],
-        )
-        return [(pk, mask) for pk, mask in cursor.fetchall()]

@@ -10,12 +10,10 @@ back to FTS5 needs no re-index.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from django.db.backends.utils import CursorWrapper
-
-from ..models import Chat, Message
-from ..ranking import RankPlan
-from .base import ChatFilter, mask_sql, order_sql, table
+from ..models import Message
+from .base import ChatFilter, mask_sql, table
 from .sqlite_fts5 import Fts5Upkeep
 
 __all__ = ["SQLiteLikeBackend"]
@@ -25,39 +23,12 @@ class SQLiteLikeBackend(Fts5Upkeep):
     name = "sqlite-like"
     substring_matching = True
 
-    @staticmethod
-    def _conditions(terms: Sequence[str]) -> list[str]:
-        return ["instr(m.search_text, %s) > 0" for _ in terms]
-
-    def histogram(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
-    ) -> dict[int, int]:
+    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         pks_sql, pks_params = chats.chat_pks_sql()
-        cursor.execute(
-            f"SELECT mask, count(*) FROM (SELECT {mask_sql(self._conditions(terms))} AS mask "
-            f"FROM {table(Message)} m WHERE m.chat_id IN ({pks_sql}) AND m.has_terms) "
-            "WHERE mask > 0 GROUP BY mask",
+        conditions = ["instr(m.search_text, %s) > 0" for _ in terms]
+        return (
+            f"SELECT * FROM (SELECT m.id, {mask_sql(conditions)} AS mask, m.chat_id AS chat_pk, "
+            f"m.position, m.visible_position FROM {table(Message)} m "
+            f"WHERE m.chat_id IN ({pks_sql}) AND m.has_terms) WHERE mask > 0",
             [*terms, *pks_params],
         )
-        return dict(cursor.fetchall())
-
-    def page(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        plan: RankPlan,
-        offset: int,
-        limit: int,
-    ) -> list[tuple[int, int]]:
-        pks_sql, pks_params = chats.chat_pks_sql()
-        where, raw, raw_params = order_sql(plan, "h.mask")
-        cursor.execute(
-            f"SELECT h.id, h.mask FROM (SELECT m.id, m.position, c.updated_at, c.chat_id, "
-            f"{mask_sql(self._conditions(terms))} AS mask FROM {table(Message)} m "
-            f"JOIN {table(Chat)} c ON c.id = m.chat_id "
-            f"WHERE m.chat_id IN ({pks_sql}) AND m.has_terms) AS h WHERE {where} "
-            f"ORDER BY {raw} DESC, h.updated_at DESC, h.chat_id, h.position LIMIT %s OFFSET %s",
-            [*terms, *pks_params, *raw_params, limit, offset],
-        )
-        return [(pk, mask) for pk, mask in cursor.fetchall()]
