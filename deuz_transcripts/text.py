@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
-from functools import cache
 from typing import Any
 
 __all__ = [
@@ -46,14 +44,21 @@ _FOLD_CHUNK_CHARS = 65_536
 _DIGEST_PREFIX = "\ue001"
 
 
-@cache
-def _drop_table() -> dict[int, None]:
-    """Marks, format characters and surrogates: removed by folding (built once)."""
-    return {
-        cp: None
-        for cp in range(sys.maxunicode + 1)
-        if unicodedata.category(chr(cp)) in _DROPPED_CATEGORIES
-    }
+class _DropTable(dict[int, int | None]):
+    """``str.translate`` table: marks, format characters and surrogates map to None.
+
+    Filled on first sight of each code point, so no process pays for classifying
+    all 1.1M code points up front.
+    """
+
+    def __missing__(self, code_point: int) -> int | None:
+        category = unicodedata.category(chr(code_point))
+        value = None if category in _DROPPED_CATEGORIES else code_point
+        self[code_point] = value
+        return value
+
+
+_DROP = _DropTable()
 
 
 def fold(text: str) -> str:
@@ -66,7 +71,7 @@ def fold(text: str) -> str:
     if text.isascii():
         return text.lower()
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
-    return decomposed.translate(_drop_table())
+    return decomposed.translate(_DROP)
 
 
 def iter_terms(folded: str) -> Iterator[str]:
