@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -122,6 +123,20 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
 
     def __init__(self, using: str = "default") -> None:
         self.using = using
+        self._store_write = threading.local()
+
+    @contextmanager
+    def store_write(self, chat: Chat | None, chat_id: str, revision: int) -> Iterator[None]:
+        """The store has locked ``chat_id`` and checked its tombstone in this transaction.
+
+        ``index()`` inside this block skips repeating that work, reuses the chat row
+        the store read, and writes ``revision`` with the chat's other fields.
+        """
+        self._store_write.state = (chat_id, chat, revision)
+        try:
+            yield
+        finally:
+            self._store_write.state = None
 
     def __repr__(self) -> str:
         return f"DjangoTranscriptIndex(using={self.using!r})"
@@ -149,11 +164,16 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
     def _write(self, record: ChatRecord, prepared: Sequence[PreparedMessage]) -> bool:
         backend = self.backend
         db = self.using
+        state = getattr(self._store_write, "state", None)
         with connections[db].cursor() as cursor:
-            backend.lock_chat(cursor, record.chat_id)
-            if Tombstone.objects.using(db).filter(chat_id=record.chat_id).exists():
-                return False
-            chat = Chat.objects.using(db).filter(chat_id=record.chat_id).first()
+            if state is not None and state[0] == record.chat_id:
+                _, chat, revision = state
+            else:
+                backend.lock_chat(cursor, record.chat_id)
+                if Tombstone.objects.using(db).filter(chat_id=record.chat_id).exists():
+                    return False
+                chat = Chat.objects.using(db).filter(chat_id=record.chat_id).first()
+                revision = None if chat is None else chat.revision
             digests = [message_digest(message) for message in prepared]
             keep_text = backend.stores_search_text()
             indexed_count = sum(1 for message in prepared if message.terms)
@@ -164,6 +184,8 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
                 "indexed_count": indexed_count,
                 "message_count": len(prepared),
             }
+            if revision is not None:
+                fields["revision"] = revision
             unchanged: set[int] = set()
             if chat is None:
                 chat = Chat.objects.using(db).create(chat_id=record.chat_id, **fields)

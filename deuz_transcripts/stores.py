@@ -80,13 +80,12 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
                 self.transcript.backend.lock_chat(cursor, record.chat_id)
             if Tombstone.objects.using(self.using).filter(chat_id=record.chat_id).exists():
                 raise ChatDeleted(record.chat_id)
-            chats = Chat.objects.using(self.using).filter(chat_id=record.chat_id)
-            current = chats.values_list("revision", flat=True).first() or 0
+            chat = Chat.objects.using(self.using).filter(chat_id=record.chat_id).first()
+            current = 0 if chat is None else chat.revision
             if current != expected_revision:
                 raise RevisionConflict(record.chat_id, expected_revision, current)
-            self.transcript.index(record)
-            if not chats.update(revision=current + 1):
-                raise TranscriptError(f"the index did not store chat {record.chat_id!r}")
+            with self.transcript.store_write(chat, record.chat_id, current + 1):
+                self.transcript.index(record)
             return current + 1
 
     def load_chat(self, chat_id: str) -> tuple[ChatRecord, int] | None:
