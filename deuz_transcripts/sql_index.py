@@ -200,27 +200,24 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
                     ChatScope.objects.using(db).filter(chat=chat).delete()
                     self._write_scope(chat)
             fresh = [m for m in prepared if m.index not in unchanged]
-            created = Message.objects.using(db).bulk_create(
-                Message(
-                    chat=chat,
-                    position=message.index,
-                    message_id=message.message_id,
-                    role=message.role,
-                    payload=message.payload,
-                    digest=digests[message.index],
-                    visible_position=message.visible_position,
-                    search_text=" ".join(message.terms or ()) if keep_text else None,
-                    has_terms=bool(message.terms),
-                )
-                for message in fresh
-            )
-            backend.write_rows(
+            backend.insert_messages(
                 cursor,
                 chat,
                 [
-                    StoredRow(row.pk, " ".join(message.terms or ()))
-                    for row, message in zip(created, fresh, strict=True)
+                    Message(
+                        chat=chat,
+                        position=message.index,
+                        message_id=message.message_id,
+                        role=message.role,
+                        payload=message.payload,
+                        digest=digests[message.index],
+                        visible_position=message.visible_position,
+                        search_text=" ".join(message.terms or ()) if keep_text else None,
+                        has_terms=bool(message.terms),
+                    )
+                    for message in fresh
                 ],
+                [" ".join(message.terms or ()) for message in fresh],
             )
         return True
 

@@ -167,18 +167,18 @@ def test_an_interrupted_run_resumes_to_the_same_state(monkeypatch: Any) -> None:
     legacy(*(record(f"c{n}", f"alpha w{n}", n=n) for n in range(6)))
     calls = {"n": 0}
 
-    def dying_write_rows(self: Any, cursor: Any, chat: Any, rows: Any) -> None:
+    def dying_insert(self: Any, cursor: Any, chat: Any, messages: Any, terms: Any) -> None:
         calls["n"] += 1
-        if calls["n"] == 4:  # dies mid-chat, after its message rows were inserted
+        if calls["n"] == 4:  # dies mid-chat, after its chat row was written
             raise Killed
-        return original_write_rows(self, cursor, chat, rows)
+        return original_insert(self, cursor, chat, messages, terms)
 
     backend = DjangoTranscriptIndex().backend
-    original_write_rows = type(backend).write_rows
-    monkeypatch.setattr(type(backend), "write_rows", dying_write_rows)
+    original_insert = type(backend).insert_messages
+    monkeypatch.setattr(type(backend), "insert_messages", dying_insert)
     with pytest.raises(Killed):
         Backfill(batch_size=2).run()
-    monkeypatch.setattr(type(backend), "write_rows", original_write_rows)
+    monkeypatch.setattr(type(backend), "insert_messages", original_insert)
     assert set(Chat.objects.values_list("chat_id", flat=True)) == {"c0", "c1", "c2"}
     assert not Message.objects.filter(chat__chat_id="c3").exists()  # rolled back whole
     stats = Backfill(batch_size=2).run()

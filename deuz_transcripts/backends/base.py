@@ -119,6 +119,17 @@ class SearchBackend(ABC):
         """Whether ``Message.search_text`` is kept (SQLite: LIKE haystack, FTS5 delete key)."""
         return True
 
+    def insert_messages(
+        self, cursor: CursorWrapper, chat: Chat, messages: Sequence[Message], terms: Sequence[str]
+    ) -> None:
+        """Insert new message rows with their search data (``terms``: space-separated)."""
+        created = Message.objects.using(self.alias).bulk_create(messages)
+        self.write_rows(
+            cursor,
+            chat,
+            [StoredRow(row.pk, text) for row, text in zip(created, terms, strict=True)],
+        )
+
     def write_rows(  # noqa: B027  (optional hook)
         self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]
     ) -> None:

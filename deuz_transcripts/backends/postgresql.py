@@ -39,9 +39,38 @@ class PostgresBackend(SearchBackend):
     def lock_chat(self, cursor: CursorWrapper, chat_id: str) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_NAMESPACE, chat_id])
 
+    def insert_messages(
+        self, cursor: CursorWrapper, chat: Chat, messages: Sequence[Message], terms: Sequence[str]
+    ) -> None:
+        """One INSERT that writes each row and its tsvector together (no second tuple)."""
+        if not messages:
+            return
+        cursor.execute(
+            f"INSERT INTO {table(Message)} (chat_id, position, message_id, role, payload, digest, "
+            f"visible_position, has_terms, {VECTOR_COLUMN}) "
+            "SELECT %s, v.position, v.message_id, v.role, v.payload, v.digest, "
+            "v.visible_position, v.has_terms, CASE WHEN v.terms = '' THEN NULL "
+            "ELSE array_to_tsvector(string_to_array(v.terms, ' ')) END "
+            "FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[], "
+            "%s::bool[], %s::text[]) "
+            "AS v(position, message_id, role, payload, digest, visible_position, has_terms, terms)",
+            [
+                chat.pk,
+                [m.position for m in messages],
+                [m.message_id for m in messages],
+                [m.role for m in messages],
+                [m.payload for m in messages],
+                [m.digest for m in messages],
+                [m.visible_position for m in messages],
+                [m.has_terms for m in messages],
+                [" ".join(stored_term(t) for t in text.split(" ") if t) for text in terms],
+            ],
+        )
+
     def write_vectors(
         self, cursor: CursorWrapper, pks: Sequence[int], search_texts: Sequence[str]
     ) -> None:
+        """Set the tsvector of existing rows (backfill repairs)."""
         if not pks:
             return
         cursor.execute(
