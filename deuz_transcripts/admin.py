@@ -19,11 +19,22 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from .admin_views import MESSAGES_PER_PAGE, can_search, message_page, search_view
+from .forms import parse_scope
 from .models import Chat, Tombstone
+from .records import scope_matches
 from .sql_index import DjangoTranscriptIndex
 from .stores import DjangoConditionalChatStore
 
-__all__ = ["CHANGELIST_SEARCH_CAP", "ChatAdmin", "TombstoneAdmin"]
+__all__ = ["CHANGELIST_SEARCH_CAP", "ChatAdmin", "TombstoneAdmin", "scope_named_in"]
+
+
+def scope_named_in(request: HttpRequest, chat: Chat) -> bool:
+    """Whether the request's ``?scope=`` is non-empty, well formed and the chat's."""
+    try:
+        scope = parse_scope(request.GET.get("scope", ""))
+    except ValueError:
+        return False
+    return bool(scope) and scope_matches(chat.scope, scope)
 
 #: The changelist's search box shows the chats of at most this many best hits.
 CHANGELIST_SEARCH_CAP = 500
@@ -90,8 +101,17 @@ class ChatAdmin(admin.ModelAdmin):
         return False
 
     def has_view_permission(self, request: HttpRequest, obj: Chat | None = None) -> bool:
-        """Staff who may search may read the chats that search links to."""
-        return super().has_view_permission(request, obj) or can_search(request)
+        """Staff who may search may open a chat a hit links to, within the scope searched.
+
+        The hit's link carries ``?scope=``; without a non-empty scope that the chat
+        matches, search-only staff get 403 (else any chat could be read by its pk,
+        around the superuser-only rule for scope-less search).
+        """
+        if super().has_view_permission(request, obj):
+            return True
+        if not can_search(request):
+            return False
+        return obj is None or scope_named_in(request, obj)
 
     def may_browse(self, request: HttpRequest) -> bool:
         """Listing every chat needs Django's own view permission (or superuser).
@@ -158,9 +178,7 @@ class ChatAdmin(admin.ModelAdmin):
         self._store(obj).delete_chat(obj.chat_id)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Chat]) -> None:
-        store = self._store()
-        for chat_id in list(queryset.values_list("chat_id", flat=True)):
-            store.delete_chat(chat_id)
+        self._store().delete_chats(list(queryset.values_list("chat_id", flat=True)))
 
     def get_deleted_objects(
         self, objs: Iterable[Chat], request: HttpRequest

@@ -87,18 +87,31 @@ def _chat_urls(database: str, chat_ids: set[str]) -> dict[str, int]:
     )
 
 
+def scope_text(scope: dict[str, str]) -> str:
+    """The inverse of ``parse_scope``: ``{"userId": "ada"}`` -> ``"userId=ada"``."""
+    return ",".join(f"{key}={value}" for key, value in scope.items())
+
+
 def _hit_rows(
-    database: str, hits: list[TranscriptHit], terms: list[str], substring: bool
+    database: str,
+    hits: list[TranscriptHit],
+    terms: list[str],
+    substring: bool,
+    scope: dict[str, str],
 ) -> list[HitRow]:
     pks = _chat_urls(database, {hit.chat_id for hit in hits})
+    # The link names the scope searched: search-only staff may open a chat only
+    # within a scope they name (see ChatAdmin.has_view_permission).
+    query = {"scope": scope_text(scope)} if scope else {}
     rows = []
     for hit in hits:
         pk = pks.get(hit.chat_id)
         url = None
         if pk is not None:
-            url = reverse("admin:deuz_transcripts_chat_change", args=[pk])
             page = hit.index // MESSAGES_PER_PAGE + 1
-            url += (f"?messages={page}" if page > 1 else "") + f"#message-{hit.index}"
+            params = {**query, **({"messages": page} if page > 1 else {})}
+            url = reverse("admin:deuz_transcripts_chat_change", args=[pk])
+            url += (f"?{urlencode(params)}" if params else "") + f"#message-{hit.index}"
         around = hit.around or []
         rows.append(
             HitRow(
@@ -184,7 +197,7 @@ def _search(
     has_next = len(hits) > size
     hits = hits[:size]
     result: dict[str, Any] = {
-        "rows": _hit_rows(database, hits, terms, substring),
+        "rows": _hit_rows(database, hits, terms, substring, data["scope"]),
         "page": page,
         "first_number": (page - 1) * size + 1,
         "last_number": (page - 1) * size + len(hits),

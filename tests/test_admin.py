@@ -137,7 +137,10 @@ def test_hit_is_highlighted_with_around_context_and_chat_link(support_client: An
     assert "Booked." in html  # around, after (its reasoning is not indexed text)
     assert "izmir airport" not in html and "travel agent" not in html
     chat = Chat.objects.get(chat_id="trip")
-    link = reverse("admin:deuz_transcripts_chat_change", args=[chat.pk]) + "#message-3"
+    link = (
+        reverse("admin:deuz_transcripts_chat_change", args=[chat.pk])
+        + "?scope=userId%3Dada#message-3"
+    )
     assert f'href="{link}"' in html
     assert "score 1.000" in html
 
@@ -343,7 +346,7 @@ def test_search_permission_may_read_a_chat_but_not_delete(support_client: Any) -
     chat = Chat.objects.get()
     assert (
         support_client.get(
-            reverse("admin:deuz_transcripts_chat_change", args=[chat.pk])
+            reverse("admin:deuz_transcripts_chat_change", args=[chat.pk]), {"scope": "userId=ada"}
         ).status_code
         == 200
     )

@@ -93,8 +93,8 @@ def request_page(client: Client, page: str, pk: int) -> Any:
         return client.get(reverse(SEARCH), {"q": "hello", "scope": "userId=ada"})
     if page == "changelist":
         return client.get(changelist)
-    if page == "change":
-        return client.get(change)
+    if page == "change":  # as a search hit links it: naming the scope searched
+        return client.get(change, {"scope": "userId=ada"})
     if page == "delete_get":
         return client.get(delete)
     if page == "delete_post":
@@ -307,7 +307,9 @@ def test_every_page_escapes_hostile_text_ids_scopes_and_queries(django_user_mode
         "changelist-search": superuser.get(
             reverse("admin:deuz_transcripts_chat_changelist"), {"q": query}
         ),
-        "change": support.get(reverse("admin:deuz_transcripts_chat_change", args=[pk])),
+        "change": support.get(
+            reverse("admin:deuz_transcripts_chat_change", args=[pk]), {"scope": scope}
+        ),
         "delete": superuser.get(reverse("admin:deuz_transcripts_chat_delete", args=[pk])),
     }
     for name, response in pages.items():

@@ -269,3 +269,13 @@ def test_remove_of_a_stored_chat_drops_its_search_data_but_keeps_the_chat():
     store.write_chat(record("c1", "removable words"), expected_revision=1)  # re-indexed
     assert len(store.transcript.search(ADA, "removable")) == 1
     assert raw_matches("removable") == 1
+
+
+def test_delete_chats_deletes_several_in_one_go():
+    store = DjangoConditionalChatStore()
+    for number in range(3):
+        store.write_chat(record(f"c{number}", f"batch{number} words"), expected_revision=0)
+    store.delete_chats(["c0", "c2", "never-written"])
+    assert [h.chat_id for h in store.transcript.search(ADA, "words")] == ["c1"]
+    assert raw_matches("batch0") == raw_matches("batch2") == 0
+    assert set(Tombstone.objects.values_list("chat_id", flat=True)) == {"c0", "c2", "never-written"}
