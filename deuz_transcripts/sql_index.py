@@ -123,20 +123,20 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
 
     def __init__(self, using: str = "default") -> None:
         self.using = using
-        self._store_write = threading.local()
+        self._locked_write = threading.local()
 
     @contextmanager
-    def store_write(self, chat: Chat | None, chat_id: str, revision: int) -> Iterator[None]:
-        """The store has locked ``chat_id`` and checked its tombstone in this transaction.
+    def locked_write(self, chat: Chat | None, chat_id: str, revision: int) -> Iterator[None]:
+        """The caller (a store, a backfill) has locked ``chat_id`` and checked its tombstone.
 
         ``index()`` inside this block skips repeating that work, reuses the chat row
         the store read, and writes ``revision`` with the chat's other fields.
         """
-        self._store_write.state = (chat_id, chat, revision)
+        self._locked_write.state = (chat_id, chat, revision)
         try:
             yield
         finally:
-            self._store_write.state = None
+            self._locked_write.state = None
 
     def __repr__(self) -> str:
         return f"DjangoTranscriptIndex(using={self.using!r})"
@@ -164,7 +164,7 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
     def _write(self, record: ChatRecord, prepared: Sequence[PreparedMessage]) -> bool:
         backend = self.backend
         db = self.using
-        state = getattr(self._store_write, "state", None)
+        state = getattr(self._locked_write, "state", None)
         with connections[db].cursor() as cursor:
             if state is not None and state[0] == record.chat_id:
                 _, chat, revision = state

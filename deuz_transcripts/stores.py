@@ -84,7 +84,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
             current = 0 if chat is None else chat.revision
             if current != expected_revision:
                 raise RevisionConflict(record.chat_id, expected_revision, current)
-            with self.transcript.store_write(chat, record.chat_id, current + 1):
+            with self.transcript.locked_write(chat, record.chat_id, current + 1):
                 self.transcript.index(record)
             return current + 1
 
