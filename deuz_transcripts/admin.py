@@ -36,6 +36,7 @@ def scope_named_in(request: HttpRequest, chat: Chat) -> bool:
         return False
     return bool(scope) and scope_matches(chat.scope, scope)
 
+
 #: The changelist's search box shows the chats of at most this many best hits.
 CHANGELIST_SEARCH_CAP = 500
 

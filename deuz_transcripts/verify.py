@@ -120,7 +120,9 @@ class Verifier:
         if chat is None:
             return [Problem(chat_id, "missing", "legacy chat not indexed", "legacy")]
         if chat.is_indexed and not chat_is_current(self.using, chat, record):
-            return [Problem(chat_id, "stale", "legacy chat differs from its indexed copy", "legacy")]
+            return [
+                Problem(chat_id, "stale", "legacy chat differs from its indexed copy", "legacy")
+            ]
         return []
 
     def check_chat(self, pk: int) -> list[Problem]:

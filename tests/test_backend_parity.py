@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
 from deuz_transcripts.stores import DjangoTranscriptIndex
-
 from tests import oracle
 
 pytestmark = pytest.mark.django_db
