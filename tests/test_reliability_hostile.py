@@ -529,3 +529,25 @@ def test_search_command_with_hostile_queries(query, capsys):
     assert [hit["chatId"] for hit in document["hits"]] == expected
     with pytest.raises(CommandError):
         call_command("search_transcripts", "a\x00b", "--scope", "userId=ada")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["backfill_transcripts", "--chat-id", "a\x00b"],
+        ["backfill_transcripts", "--chat-id", "x" * 10_000],
+        ["backfill_transcripts", "--batch-size", "0"],
+        ["search_transcripts", "x", "--scope", "userId"],
+        ["search_transcripts", "x", "--scope", "a=b,,c=d"],
+        ["search_transcripts", "x", "--scope", "=x"],
+        ["search_transcripts", "x", "--scope", "userId=" + "x" * 300],
+        ["search_transcripts", "x", "--scope", "userId=\ud800"],
+        ["search_transcripts", "x", "--all-scopes", "--limit", "0"],
+        ["search_transcripts", "x", "--scope", "userId=ada", "--around", "-1"],
+    ],
+    ids=repr,
+)
+def test_commands_refuse_hostile_arguments_with_a_clear_error(args):
+    """A one-line CommandError, never a traceback from deeper down."""
+    with pytest.raises(CommandError):
+        call_command(*args)

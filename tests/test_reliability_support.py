@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import threading
@@ -124,7 +125,9 @@ def _scratch_dir(tmp_path: Path) -> Path:
     shm = Path("/dev/shm")
     if shm.is_dir() and os.access(shm, os.W_OK):
         scratch = shm / f"deuz-reliability-{os.getpid()}"
-        scratch.mkdir(exist_ok=True)
+        if not scratch.is_dir():
+            scratch.mkdir()
+            atexit.register(shutil.rmtree, scratch, ignore_errors=True)
         return scratch
     return tmp_path
 
