@@ -12,7 +12,7 @@ indexed form is recognised as unchanged and not written.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,9 +23,9 @@ from django.db.models import QuerySet
 from .indexing import index_chat
 from .memory import prepare_messages
 from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
-from .records import ChatRecord, decode_message, with_filled_ids
+from .records import ChatRecord, with_filled_ids
 from .sql_index import DjangoTranscriptIndex, from_db_datetime, message_digest
-from .stores import DjangoChatStore
+from .stores import DjangoChatStore, record_from_rows
 
 __all__ = [
     "SOURCES",
@@ -77,17 +77,6 @@ def pk_batches(queryset: QuerySet[Any], batch_size: int) -> Iterator[list[tuple[
             return
         yield batch
         last = batch[-1][0]
-
-
-def record_from_rows(chat: Chat, rows: Sequence[Message]) -> ChatRecord:
-    """The chat as a store would load it, from its own message rows."""
-    return ChatRecord(
-        chat_id=chat.chat_id,
-        scope=dict(chat.scope),
-        messages=[decode_message(row.payload) for row in rows],
-        message_ids=[row.message_id for row in rows],
-        updated_at=from_db_datetime(chat.updated_at),
-    )
 
 
 def chat_is_current(using: str, chat: Chat | None, record: ChatRecord) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any, TypeVar
 
@@ -21,7 +21,12 @@ from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
 from .records import ChatRecord, decode_message, encode_message, validate_scope, with_filled_ids
 from .sql_index import DjangoTranscriptIndex, database_errors, from_db_datetime, to_db_datetime
 
-__all__ = ["DjangoChatStore", "DjangoConditionalChatStore", "DjangoTranscriptIndex"]
+__all__ = [
+    "DjangoChatStore",
+    "DjangoConditionalChatStore",
+    "DjangoTranscriptIndex",
+    "record_from_rows",
+]
 
 T = TypeVar("T")
 
@@ -49,7 +54,8 @@ class _SqlRunner:
         raise AssertionError("unreachable")
 
 
-def _record_from_rows(chat: Chat, messages: list[Message]) -> ChatRecord:
+def record_from_rows(chat: Chat, messages: Sequence[Message]) -> ChatRecord:
+    """The chat as a store loads it, from its own message rows in order."""
     return ChatRecord(
         chat_id=chat.chat_id,
         scope=dict(chat.scope),
@@ -95,7 +101,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
             if chat is None:
                 return None
             messages = list(chat.messages.using(self.using).order_by("position"))
-        return _record_from_rows(chat, messages), chat.revision
+        return record_from_rows(chat, messages), chat.revision
 
     def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
         scope = validate_scope(scope)
@@ -111,7 +117,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
             found = chats.order_by("-updated_at", "chat_id").prefetch_related(
                 Prefetch("messages", queryset=ordered, to_attr="ordered_messages")
             )
-            return [_record_from_rows(chat, chat.ordered_messages) for chat in found]
+            return [record_from_rows(chat, chat.ordered_messages) for chat in found]
 
     def delete_chat(self, chat_id: str) -> None:
         """Tombstone; the messages, search rows and any legacy copy are deleted now.
