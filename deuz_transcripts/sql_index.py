@@ -326,7 +326,7 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         )
         rows = {row[0]: row for row in cursor.fetchall()}
         by_chat: dict[int, list[tuple]] = defaultdict(list)
-        for row in rows.values():
+        for row in sorted(rows.values(), key=lambda row: row[2]):  # chat order: no ORDER BY
             by_chat[row[1]].append(row)
         hits = []
         for hit in page:
