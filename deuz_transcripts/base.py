@@ -97,7 +97,6 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
     def remove(self, chat_id: str) -> None:
         """Take a chat out of search."""
 
-    @abstractmethod
     def search(
         self,
         scope: Mapping[str, str],
@@ -108,7 +107,15 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
         offset: int = 0,
         chat_ids: Iterable[str] | None = None,
     ) -> list[TranscriptHit]:
-        """Hits best first; ``[]`` for a query with no term."""
+        """Hits best first; ``[]`` for a query with no term (arguments validated once, here)."""
+        request = SearchRequest.build(
+            scope, query, around=around, limit=limit, offset=offset, chat_ids=chat_ids
+        )
+        return [] if request.empty else self._search(request)
+
+    @abstractmethod
+    def _search(self, request: SearchRequest) -> list[TranscriptHit]:
+        """One backend's search of a validated, non-empty request."""
 
     @abstractmethod
     def resolve_source(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -153,21 +153,7 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
             candidates = set(holders) if candidates is None else candidates & holders
         return candidates
 
-    def search(
-        self,
-        scope: Mapping[str, str],
-        query: str,
-        *,
-        around: int | None = None,
-        limit: int = 20,
-        offset: int = 0,
-        chat_ids: Iterable[str] | None = None,
-    ) -> list[TranscriptHit]:
-        request = SearchRequest.build(
-            scope, query, around=around, limit=limit, offset=offset, chat_ids=chat_ids
-        )
-        if request.empty:
-            return []
+    def _search(self, request: SearchRequest) -> list[TranscriptHit]:
         with self._lock:
             candidates = self._candidates(request)
             chats = self._chats if candidates is None else {c: self._chats[c] for c in candidates}

@@ -282,21 +282,7 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
 
     # reading
 
-    def search(
-        self,
-        scope: Mapping[str, str],
-        query: str,
-        *,
-        around: int | None = None,
-        limit: int = 20,
-        offset: int = 0,
-        chat_ids: Iterable[str] | None = None,
-    ) -> list[TranscriptHit]:
-        request = SearchRequest.build(
-            scope, query, around=around, limit=limit, offset=offset, chat_ids=chat_ids
-        )
-        if request.empty:
-            return []
+    def _search(self, request: SearchRequest) -> list[TranscriptHit]:
         backend = self.backend
         chats = ChatFilter(request.scope, request.chat_ids)
         depth = request.offset + request.limit
