@@ -47,6 +47,10 @@ def _sqlite_backward(schema_editor: Any) -> None:
     forget_probes()
 
 
+_FORWARD = {"postgresql": _postgres_forward, "sqlite": _sqlite_forward}
+_BACKWARD = {"postgresql": _postgres_backward, "sqlite": _sqlite_backward}
+
+
 class CreateSearchStorage(Operation):
     """tsvector + GIN on PostgreSQL; an FTS5 table on SQLite when FTS5 is there."""
 
@@ -59,20 +63,16 @@ class CreateSearchStorage(Operation):
     def database_forwards(
         self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any
     ) -> None:
-        vendor = schema_editor.connection.vendor
-        if vendor == "postgresql":
-            _postgres_forward(schema_editor)
-        elif vendor == "sqlite":
-            _sqlite_forward(schema_editor)
+        step = _FORWARD.get(schema_editor.connection.vendor)
+        if step is not None:  # other vendors: nothing to create (the app refuses them at use)
+            step(schema_editor)
 
     def database_backwards(
         self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any
     ) -> None:
-        vendor = schema_editor.connection.vendor
-        if vendor == "postgresql":
-            _postgres_backward(schema_editor)
-        elif vendor == "sqlite":
-            _sqlite_backward(schema_editor)
+        step = _BACKWARD.get(schema_editor.connection.vendor)
+        if step is not None:
+            step(schema_editor)
 
     def describe(self) -> str:
         return "Create the vendor's transcript search storage (tsvector+GIN or FTS5)"
