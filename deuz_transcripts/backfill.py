@@ -20,6 +20,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.models import QuerySet
 
+from .base import check_record
 from .indexing import index_chat
 from .memory import prepare_messages
 from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
@@ -162,16 +163,74 @@ class Backfill:
         step = self.chats_per_transaction
         for batch in pk_batches(rows, self.batch_size):
             for start in range(0, len(batch), step):
+                group = batch[start : start + step]
                 with self._group_transaction():
-                    for pk, chat_id in batch[start : start + step]:
+                    outcomes = self._new_legacy_chats(group) if label == "legacy" else {}
+                    for pk, chat_id in group:
                         try:
-                            stats.add(handle(pk, chat_id))
+                            outcome = outcomes.get(chat_id)
+                            if isinstance(outcome, BaseException):
+                                raise outcome
+                            stats.add(outcome or handle(pk, chat_id))
                         except Exception as exc:  # reported, and the run goes on
                             stats.failed += 1
                             stats.failed_ids.append(chat_id)
                             self.on_failure(chat_id, exc)
                         done += 1
                         self.progress(label, done, max(total, done))
+
+    def _new_legacy_chats(self, group: list[tuple[int, str]]) -> dict[str, Outcome | Exception]:
+        """Index the group's legacy chats that have no chat row yet, all in one go.
+
+        A first backfill meets only such chats, and statements per group instead of
+        per chat are what make it fast. Locks, tombstones and rows are read for the
+        whole group; each record is validated alone (a bad one fails alone); the rest
+        are written together by ``insert_new_chats``. Returns the outcome (or error)
+        of each chat decided here. Chats with a row already, and every chat when
+        anything here fails (rolled back to the savepoint), take the chat-by-chat path.
+        """
+        if self.dry_run:
+            return {}
+        try:
+            with transaction.atomic(using=self.using):
+                return self._write_new_legacy_chats([chat_id for _, chat_id in group])
+        except Exception:  # the chat-by-chat path retries each chat and reports its error
+            return {}
+
+    def _write_new_legacy_chats(self, chat_ids: list[str]) -> dict[str, Outcome | Exception]:
+        db = self.using
+        with connections[db].cursor() as cursor:
+            self.index.backend.lock_chats(cursor, chat_ids)
+        tombstoned = set(
+            Tombstone.objects.using(db)
+            .filter(chat_id__in=chat_ids)
+            .values_list("chat_id", flat=True)
+        )
+        existing = set(
+            Chat.objects.using(db).filter(chat_id__in=chat_ids).values_list("chat_id", flat=True)
+        )
+        legacy = {
+            row.chat_id: row for row in LegacyChat.objects.using(db).filter(chat_id__in=chat_ids)
+        }
+        outcomes: dict[str, Outcome | Exception] = {}
+        fresh = []
+        for chat_id in chat_ids:
+            if chat_id in tombstoned:
+                outcomes[chat_id] = Outcome.TOMBSTONED
+            elif chat_id not in legacy:
+                outcomes[chat_id] = Outcome.SKIPPED  # deleted since the batch was read
+            elif chat_id not in existing:
+                try:
+                    record = with_filled_ids(
+                        check_record(DjangoChatStore.record_of(legacy[chat_id]))
+                    )
+                    fresh.append((record, prepare_messages(record)))
+                except Exception as exc:  # reported as this chat's failure
+                    outcomes[chat_id] = exc
+        if fresh:
+            self.index.insert_new_chats(fresh)
+            outcomes.update((record.chat_id, Outcome.INDEXED) for record, _ in fresh)
+        return outcomes
 
     @contextmanager
     def _group_transaction(self) -> Iterator[None]:

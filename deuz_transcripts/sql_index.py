@@ -16,7 +16,7 @@ from django.db import DatabaseError, connections, transaction
 
 from . import ranking
 from .backends import SearchBackend, get_backend
-from .backends.base import Candidate, ChatFilter, StoredRow
+from .backends.base import Candidate, ChatFilter, NewRows, StoredRow
 from .base import BaseTranscriptIndex, SearchRequest, check_chat_id, check_record
 from .errors import InvalidRecord, TranscriptError
 from .memory import PreparedMessage, prepare_messages
@@ -103,6 +103,31 @@ def around_windows(page: Sequence[Candidate], around: int | None) -> tuple[str, 
             where.append("(m.chat_id = %s AND m.visible_position BETWEEN %s AND %s)")
             params.extend([chat_pk, low, high])
     return " OR ".join(where), params
+
+
+def _new_rows(
+    chat: Chat, prepared: Sequence[PreparedMessage], digests: Sequence[str], keep_text: bool
+) -> NewRows:
+    """The ``Message`` rows of ``prepared`` for ``chat``, with their space-separated terms."""
+    texts = [" ".join(message.terms or ()) for message in prepared]
+    return NewRows(
+        chat,
+        [
+            Message(
+                chat=chat,
+                position=message.index,
+                message_id=message.message_id,
+                role=message.role,
+                payload=message.payload,
+                digest=digests[message.index],
+                visible_position=message.visible_position,
+                search_text=text if keep_text else None,
+                has_terms=bool(message.terms),
+            )
+            for message, text in zip(prepared, texts, strict=True)
+        ],
+        texts,
+    )
 
 
 def message_digest(message: PreparedMessage) -> str:
@@ -200,26 +225,42 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
                     ChatScope.objects.using(db).filter(chat=chat).delete()
                     self._write_scope(chat)
             fresh = [m for m in prepared if m.index not in unchanged]
-            backend.insert_messages(
-                cursor,
-                chat,
-                [
-                    Message(
-                        chat=chat,
-                        position=message.index,
-                        message_id=message.message_id,
-                        role=message.role,
-                        payload=message.payload,
-                        digest=digests[message.index],
-                        visible_position=message.visible_position,
-                        search_text=" ".join(message.terms or ()) if keep_text else None,
-                        has_terms=bool(message.terms),
-                    )
-                    for message in fresh
-                ],
-                [" ".join(message.terms or ()) for message in fresh],
-            )
+            backend.insert_chat_messages(cursor, [_new_rows(chat, fresh, digests, keep_text)])
         return True
+
+    def insert_new_chats(
+        self, chats: Sequence[tuple[ChatRecord, Sequence[PreparedMessage]]]
+    ) -> None:
+        """Write chats that have no row yet in a few statements for all (backfill's fast path).
+
+        The caller runs inside a transaction, holds every chat's lock, and has checked
+        that none has a tombstone or a row; the records are validated and prepared.
+        """
+        backend = self.backend
+        db = self.using
+        keep_text = backend.stores_search_text()
+        rows = Chat.objects.using(db).bulk_create(
+            Chat(
+                chat_id=record.chat_id,
+                scope=record.scope,
+                updated_at=to_db_datetime(record.updated_at),
+                is_indexed=True,
+                indexed_count=sum(1 for message in prepared if message.terms),
+                message_count=len(prepared),
+            )
+            for record, prepared in chats
+        )
+        ChatScope.objects.using(db).bulk_create(
+            ChatScope(chat=chat, key=key, value=value)
+            for chat in rows
+            for key, value in chat.scope.items()
+        )
+        batches = []
+        for chat, (_, prepared) in zip(rows, chats, strict=True):
+            digests = [message_digest(message) for message in prepared]
+            batches.append(_new_rows(chat, prepared, digests, keep_text))
+        with connections[db].cursor() as cursor:
+            backend.insert_chat_messages(cursor, batches)
 
     def _write_scope(self, chat: Chat) -> None:
         ChatScope.objects.using(self.using).bulk_create(

@@ -183,7 +183,8 @@ class DjangoChatStore(_SqlRunner, BaseChatStore):
         )
 
     @staticmethod
-    def _record(row: LegacyChat) -> ChatRecord:
+    def record_of(row: LegacyChat) -> ChatRecord:
+        """The record a ``deuz_chats`` row holds (its JSON ``payload``)."""
         data = json.loads(row.payload)
         return ChatRecord(
             chat_id=row.chat_id,
@@ -197,7 +198,7 @@ class DjangoChatStore(_SqlRunner, BaseChatStore):
         chat_id = check_chat_id(chat_id)
         with database_errors(self.using):
             row = LegacyChat.objects.using(self.using).filter(chat_id=chat_id).first()
-        return None if row is None else self._record(row)
+        return None if row is None else self.record_of(row)
 
     def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
         scope = validate_scope(scope)
@@ -205,7 +206,7 @@ class DjangoChatStore(_SqlRunner, BaseChatStore):
         for position, (key, value) in enumerate(scope.items()):
             rows = self._scope_filter(rows, position, key, value)
         with database_errors(self.using):
-            return [self._record(row) for row in rows.order_by("-updated_at", "chat_id")]
+            return [self.record_of(row) for row in rows.order_by("-updated_at", "chat_id")]
 
     def _scope_filter(self, rows: QuerySet[LegacyChat], position: int, key: str, value: str) -> Any:
         """Rows whose scope has exactly ``key`` set to ``value``.

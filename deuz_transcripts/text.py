@@ -25,6 +25,7 @@ __all__ = [
     "message_terms",
     "query_terms",
     "stored_term",
+    "stored_terms_text",
     "terms",
 ]
 
@@ -82,7 +83,7 @@ def iter_terms(folded: str) -> Iterator[str]:
 
 def terms(text: str) -> list[str]:
     """Distinct terms of ``text`` in order of first appearance."""
-    return list(dict.fromkeys(iter_terms(fold(text))))
+    return list(dict.fromkeys(_TERM_RE.findall(fold(text))))
 
 
 def query_terms(query: str) -> list[str]:
@@ -190,7 +191,8 @@ def message_terms(message: Any) -> list[str] | None:
     text = indexed_text(message)
     if text is None:
         return None
-    return list(dict.fromkeys(iter_terms(fold_capped(text))))
+    # findall builds the list in C: a third of the cost of a generator over finditer
+    return list(dict.fromkeys(_TERM_RE.findall(fold_capped(text))))
 
 
 def stored_term(term: str) -> str:
@@ -198,6 +200,17 @@ def stored_term(term: str) -> str:
     if len(term) * 4 <= MAX_STORED_TERM_BYTES or len(term.encode("utf-8")) <= MAX_STORED_TERM_BYTES:
         return term
     return _DIGEST_PREFIX + hashlib.blake2b(term.encode("utf-8"), digest_size=16).hexdigest()
+
+
+# Any term of at most this many characters fits MAX_STORED_TERM_BYTES (4 bytes each at most).
+_LONG_TERM = re.compile("[^ ]{" + str(MAX_STORED_TERM_BYTES // 4 + 1) + ",}")
+
+
+def stored_terms_text(search_text: str) -> str:
+    """``stored_term`` of each term of a space-separated list; one regex scan when all are short."""
+    if _LONG_TERM.search(search_text) is None:
+        return search_text
+    return " ".join(stored_term(term) for term in search_text.split(" ") if term)
 
 
 def highlight_spans(

@@ -159,6 +159,56 @@ def test_a_failing_chat_is_reported_and_the_run_goes_on() -> None:
     assert {chat_id for chat_id, _ in found("alpha")} == {"good", "late"}
 
 
+def test_new_chats_are_written_with_a_constant_number_of_statements() -> None:
+    """The first backfill's fast path: statements per group of chats, not per chat."""
+    legacy(*(record(f"c{n}", f"alpha w{n}", user=f"u{n % 3}", n=n) for n in range(40)))
+    with CaptureQueriesContext(connection) as queries:
+        stats = Backfill(batch_size=500, chats_per_transaction=50).run("legacy")
+    assert (stats.indexed, stats.failed) == (40, 0)
+    assert len(queries) < 20  # one chat by chat: over 8 statements each
+    assert len(found("alpha")) == 80 and problems() == []
+    assert len(found("alpha", {"userId": "u1"})) == 26  # 13 chats, user and assistant each
+
+
+def test_one_group_mixes_new_indexed_tombstoned_stored_and_broken_chats() -> None:
+    legacy(*(record(f"c{n}", f"alpha w{n}", n=n) for n in range(6)))
+    Backfill(chat_ids=["c1"]).run()  # indexed already, unchanged
+    legacy(record("c2", "beta changed", n=2))
+    Backfill(chat_ids=["c2"]).run()
+    legacy(record("c2", "gamma changed again", n=2))  # indexed, now stale
+    stored(record("c3", "stored delta", n=3))  # a store owns it: its copy wins
+    Tombstone.objects.create(chat_id="c4")
+    LegacyChat.objects.filter(chat_id="c5").update(payload="{not json")
+    failures: list[str] = []
+    stats = Backfill(on_failure=lambda chat_id, exc: failures.append(chat_id)).run("legacy")
+    assert (stats.indexed, stats.unchanged, stats.tombstoned, stats.skipped, stats.failed) == (
+        2,
+        1,
+        1,
+        1,
+        1,
+    )
+    assert failures == ["c5"]
+    assert found("alpha") == [("c0", "c0:1"), ("c0", "c0:2"), ("c1", "c1:1"), ("c1", "c1:2")]
+    assert len(found("gamma")) == 2 and found("beta") == [] and len(found("delta")) == 2
+
+
+def test_a_failing_group_write_falls_back_to_chat_by_chat(monkeypatch: Any) -> None:
+    from django.db import DatabaseError
+
+    legacy(*(record(f"c{n}", f"alpha w{n}", n=n) for n in range(4)))
+
+    def broken(self: Any, chats: Any) -> None:
+        Chat.objects.create(chat_id="half-written", scope={}, updated_at=BASE)
+        raise DatabaseError("the group statement failed")
+
+    monkeypatch.setattr(DjangoTranscriptIndex, "insert_new_chats", broken)
+    stats = Backfill().run("legacy")
+    assert (stats.indexed, stats.failed) == (4, 0)
+    assert not Chat.objects.filter(chat_id="half-written").exists()  # rolled back
+    assert len(found("alpha")) == 8 and problems() == []
+
+
 class Killed(BaseException):
     """Stands for the process dying: not an ``Exception``, so the run does not catch it."""
 
@@ -167,18 +217,18 @@ def test_an_interrupted_run_resumes_to_the_same_state(monkeypatch: Any) -> None:
     legacy(*(record(f"c{n}", f"alpha w{n}", n=n) for n in range(6)))
     calls = {"n": 0}
 
-    def dying_insert(self: Any, cursor: Any, chat: Any, messages: Any, terms: Any) -> None:
+    def dying_insert(self: Any, cursor: Any, batches: Any) -> None:
         calls["n"] += 1
-        if calls["n"] == 4:  # dies mid-chat, after its chat row was written
+        if calls["n"] == 2:  # dies in the second group, after its chat rows were written
             raise Killed
-        return original_insert(self, cursor, chat, messages, terms)
+        return original_insert(self, cursor, batches)
 
     backend = DjangoTranscriptIndex().backend
-    original_insert = type(backend).insert_messages
-    monkeypatch.setattr(type(backend), "insert_messages", dying_insert)
+    original_insert = type(backend).insert_chat_messages
+    monkeypatch.setattr(type(backend), "insert_chat_messages", dying_insert)
     with pytest.raises(Killed):
         Backfill(batch_size=2).run()
-    monkeypatch.setattr(type(backend), "insert_messages", original_insert)
+    monkeypatch.setattr(type(backend), "insert_chat_messages", original_insert)
     # the transaction in flight (c2 and c3: one per batch of 2 here) is lost whole
     assert set(Chat.objects.values_list("chat_id", flat=True)) == {"c0", "c1"}
     assert not Message.objects.filter(chat__chat_id__in=["c2", "c3"]).exists()

@@ -20,6 +20,7 @@ from deuz_transcripts.text import (
     message_terms,
     query_terms,
     stored_term,
+    stored_terms_text,
     terms,
 )
 from tests.factories import (
@@ -424,6 +425,21 @@ def test_distinct_long_terms_have_distinct_digests():
     base = "q" * 3000
     stored = {stored_term(base + suffix) for suffix in ("a", "b", "c", "aa", "")}
     assert len(stored) == 5
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        [],
+        ["izmir", "flight"],
+        ["a" * 63, "ж" * 63, "𝔘" * 63],  # the longest terms that skip the digest check
+        ["short", "a" * 64, "ok"],  # 64 ASCII characters: checked, still stored as is
+        ["ж" * 127, "ж" * 128, "a" * 300, "tail"],  # 254 bytes kept, 256 and 300 digested
+    ],
+)
+def test_stored_terms_text_is_stored_term_of_each_word(words):
+    text = " ".join(words)
+    assert stored_terms_text(text) == " ".join(stored_term(word) for word in words)
 
 
 # ---------------------------------------------------------------------- highlight_spans

@@ -17,7 +17,7 @@ from django.db.backends.utils import CursorWrapper
 
 from ..models import Chat, ChatScope, Message
 
-__all__ = ["Candidate", "ChatFilter", "SearchBackend", "StoredRow", "mask_sql"]
+__all__ = ["Candidate", "ChatFilter", "NewRows", "SearchBackend", "StoredRow", "mask_sql"]
 
 
 def table(model: type) -> str:
@@ -30,6 +30,15 @@ class StoredRow:
 
     pk: int
     search_text: str  # distinct terms, space separated ("" when none)
+
+
+@dataclass(frozen=True)
+class NewRows:
+    """Message rows of one chat, not yet inserted, and their terms (space separated)."""
+
+    chat: Chat
+    messages: Sequence[Message]
+    terms: Sequence[str]
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,11 @@ class SearchBackend(ABC):
     def lock_chat(self, cursor: CursorWrapper, chat_id: str) -> None:
         """Serialize writers of one chat id until the transaction ends."""
 
+    def lock_chats(self, cursor: CursorWrapper, chat_ids: Sequence[str]) -> None:
+        """``lock_chat`` for each id, in the order given (callers keep one order)."""
+        for chat_id in chat_ids:
+            self.lock_chat(cursor, chat_id)
+
     def stores_search_text(self) -> bool:
         """Whether ``Message.search_text`` is kept (SQLite: LIKE haystack, FTS5 delete key)."""
         return True
@@ -123,12 +137,28 @@ class SearchBackend(ABC):
         self, cursor: CursorWrapper, chat: Chat, messages: Sequence[Message], terms: Sequence[str]
     ) -> None:
         """Insert new message rows with their search data (``terms``: space-separated)."""
-        created = Message.objects.using(self.alias).bulk_create(messages)
-        self.write_rows(
+        self.insert_chat_messages(cursor, [NewRows(chat, messages, terms)])
+
+    def insert_chat_messages(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
+        """Insert the new rows of several chats: one ``bulk_create``, then their search data."""
+        rows = [message for batch in batches for message in batch.messages]
+        if not rows:
+            return
+        created = iter(Message.objects.using(self.alias).bulk_create(rows))
+        self.write_chats_rows(
             cursor,
-            chat,
-            [StoredRow(row.pk, text) for row, text in zip(created, terms, strict=True)],
+            [
+                (batch.chat, [StoredRow(next(created).pk, text) for text in batch.terms])
+                for batch in batches
+            ],
         )
+
+    def write_chats_rows(
+        self, cursor: CursorWrapper, written: Sequence[tuple[Chat, Sequence[StoredRow]]]
+    ) -> None:
+        """``write_rows`` for several chats (a backend may do it in one statement)."""
+        for chat, rows in written:
+            self.write_rows(cursor, chat, rows)
 
     def write_rows(  # noqa: B027  (optional hook)
         self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]

@@ -15,8 +15,8 @@ from typing import Any
 from django.db.backends.utils import CursorWrapper
 
 from ..models import Chat, Message
-from ..text import stored_term
-from .base import ChatFilter, SearchBackend, StoredRow, mask_sql, table
+from ..text import stored_term, stored_terms_text
+from .base import ChatFilter, NewRows, SearchBackend, StoredRow, mask_sql, table
 
 __all__ = ["PostgresBackend"]
 
@@ -39,31 +39,41 @@ class PostgresBackend(SearchBackend):
     def lock_chat(self, cursor: CursorWrapper, chat_id: str) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_NAMESPACE, chat_id])
 
-    def insert_messages(
-        self, cursor: CursorWrapper, chat: Chat, messages: Sequence[Message], terms: Sequence[str]
-    ) -> None:
-        """One INSERT that writes each row and its tsvector together (no second tuple)."""
-        if not messages:
+    def lock_chats(self, cursor: CursorWrapper, chat_ids: Sequence[str]) -> None:
+        """Every lock in one round trip, taken in the order given."""
+        cursor.execute(
+            "SELECT count(pg_advisory_xact_lock(%s, hashtext(t.id))) "
+            "FROM unnest(%s::text[]) WITH ORDINALITY AS t(id, n)",
+            [_LOCK_NAMESPACE, list(chat_ids)],
+        )
+
+    def insert_chat_messages(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
+        """One INSERT that writes each row and its tsvector together (no second tuple),
+        for the rows of one chat (a write) or of many (a backfill's new chats)."""
+        pairs = [
+            (b.chat.pk, m, t) for b in batches for m, t in zip(b.messages, b.terms, strict=True)
+        ]
+        if not pairs:
             return
         cursor.execute(
             f"INSERT INTO {table(Message)} (chat_id, position, message_id, role, payload, digest, "
             f"visible_position, has_terms, {VECTOR_COLUMN}) "
-            "SELECT %s, v.position, v.message_id, v.role, v.payload, v.digest, "
+            "SELECT v.chat_id, v.position, v.message_id, v.role, v.payload, v.digest, "
             "v.visible_position, v.has_terms, CASE WHEN v.terms = '' THEN NULL "
             "ELSE array_to_tsvector(string_to_array(v.terms, ' ')) END "
-            "FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[], "
-            "%s::bool[], %s::text[]) "
-            "AS v(position, message_id, role, payload, digest, visible_position, has_terms, terms)",
+            "FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::text[], "
+            "%s::text[], %s::int[], %s::bool[], %s::text[]) AS v(chat_id, position, message_id, "
+            "role, payload, digest, visible_position, has_terms, terms)",
             [
-                chat.pk,
-                [m.position for m in messages],
-                [m.message_id for m in messages],
-                [m.role for m in messages],
-                [m.payload for m in messages],
-                [m.digest for m in messages],
-                [m.visible_position for m in messages],
-                [m.has_terms for m in messages],
-                [" ".join(stored_term(t) for t in text.split(" ") if t) for text in terms],
+                [chat_pk for chat_pk, _, _ in pairs],
+                [m.position for _, m, _ in pairs],
+                [m.message_id for _, m, _ in pairs],
+                [m.role for _, m, _ in pairs],
+                [m.payload for _, m, _ in pairs],
+                [m.digest for _, m, _ in pairs],
+                [m.visible_position for _, m, _ in pairs],
+                [m.has_terms for _, m, _ in pairs],
+                [stored_terms_text(text) for _, _, text in pairs],
             ],
         )
 
@@ -79,7 +89,7 @@ class PostgresBackend(SearchBackend):
             "FROM unnest(%s::bigint[], %s::text[]) AS v(id, terms) WHERE m.id = v.id",
             [
                 list(pks),
-                [" ".join(stored_term(t) for t in text.split(" ")) for text in search_texts],
+                [stored_terms_text(text) for text in search_texts],
             ],
         )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 
@@ -96,6 +96,11 @@ class SQLiteBackend(SearchBackend):
         cursor.execute(
             f"UPDATE {table(Tombstone)} SET chat_id = chat_id WHERE chat_id = %s", [chat_id]
         )
+
+    def lock_chats(self, cursor: CursorWrapper, chat_ids: Sequence[str]) -> None:
+        """SQLite's write lock covers the whole database: one statement takes it for all."""
+        if chat_ids:
+            self.lock_chat(cursor, chat_ids[0])
 
     def erase_deleted(self, cursor: CursorWrapper) -> None:
         """Drop what deleted rows left in search structures (nothing, without FTS5)."""

@@ -16,7 +16,7 @@ from typing import Any
 from django.db.backends.utils import CursorWrapper
 
 from ..models import Chat, Message
-from ..text import stored_term
+from ..text import stored_term, stored_terms_text
 from .base import ChatFilter, StoredRow, mask_sql, table
 from .sqlite import FTS_TABLE, SQLiteBackend, fts_table_exists
 
@@ -40,8 +40,7 @@ def chat_token(chat_id: str) -> str:
 
 
 def fts_body(search_text: str, scope: Mapping[str, str], chat_id: str) -> str:
-    terms = [stored_term(term) for term in search_text.split(" ") if term]
-    return " ".join([*terms, *scope_tokens(scope), chat_token(chat_id)])
+    return " ".join([stored_terms_text(search_text), *scope_tokens(scope), chat_token(chat_id)])
 
 
 def _phrase(token: str) -> str:
@@ -78,8 +77,14 @@ class Fts5Upkeep(SQLiteBackend):
         ]
 
     def write_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
+        self.write_chats_rows(cursor, [(chat, rows)])
+
+    def write_chats_rows(
+        self, cursor: CursorWrapper, written: Sequence[tuple[Chat, Sequence[StoredRow]]]
+    ) -> None:
         cursor.executemany(
-            f"INSERT INTO {FTS_TABLE} (rowid, body) VALUES (%s, %s)", self._fts_rows(chat, rows)
+            f"INSERT INTO {FTS_TABLE} (rowid, body) VALUES (%s, %s)",
+            [fts_row for chat, rows in written for fts_row in self._fts_rows(chat, rows)],
         )
 
     def delete_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
