@@ -34,6 +34,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="peers index at most this many messages (the measured users always included)",
     )
     parser.add_argument(
+        "--load",
+        choices=["backfill", "write_chat"],
+        default="backfill",
+        help="how the corpus is indexed: backfill_transcripts over legacy rows, or write_chat",
+    )
+    parser.add_argument(
         "--backfill-messages", type=int, default=None, help="legacy messages (default: --messages)"
     )
     parser.add_argument("--pg-name", default="deuz_bench", help="PostgreSQL database (recreated)")

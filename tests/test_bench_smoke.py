@@ -59,6 +59,12 @@ def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
     ):
         assert key in results, key
     assert results["load"]["messages"] == 1000
+    # the default load is backfill_transcripts over legacy rows, which is also the backfill measure
+    assert "backfill_transcripts" in results["load"]["how"]
+    assert results["backfill"]["status"] == "ok"
+    assert results["backfill"]["legacy_messages"] == 1000
+    summary = results["backfill"]["summary"]
+    assert f"Backfill: {results['load']['chats']} indexed" in summary and " 0 failed." in summary
     assert results["meta"]["backend"] in ("sqlite-fts5", "sqlite-like")
     for label in ("small", "big", "unscoped"):
         classes = results["search"][label]["classes"]
