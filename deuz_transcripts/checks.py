@@ -36,6 +36,15 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
                     id="deuz_transcripts.E003",
                 )
             )
+    scan = raw.get("SQLITE_SCAN_SCOPE_MAX", DEFAULTS["SQLITE_SCAN_SCOPE_MAX"])
+    if isinstance(scan, bool) or not isinstance(scan, int) or scan < 0:
+        errors.append(
+            Error(
+                "DEUZ_TRANSCRIPTS['SQLITE_SCAN_SCOPE_MAX'] must be an integer >= 0.",
+                hint="0 sends every SQLite search to FTS5.",
+                id="deuz_transcripts.E006",
+            )
+        )
     for key in conf.unknown_keys():
         errors.append(
             Warning(f"DEUZ_TRANSCRIPTS has an unknown key {key!r}.", id="deuz_transcripts.W002")

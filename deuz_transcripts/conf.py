@@ -16,6 +16,7 @@ DEFAULTS: dict[str, Any] = {
     "ADMIN_PAGE_SIZE": 20,
     "LOCK_RETRIES": 3,
     "SQLITE_SECURE_DELETE": True,
+    "SQLITE_SCAN_SCOPE_MAX": 2_000,
 }
 
 
@@ -43,6 +44,11 @@ class TranscriptSettings:
     def SQLITE_SECURE_DELETE(self) -> bool:
         """SQLite ``delete_chat`` zeroes freed pages and merges FTS5 (no trace in the file)."""
         return bool(self._raw["SQLITE_SECURE_DELETE"])
+
+    @property
+    def SQLITE_SCAN_SCOPE_MAX(self) -> int:
+        """FTS5 searches of a scope with at most this many indexed messages scan its rows."""
+        return int(self._raw["SQLITE_SCAN_SCOPE_MAX"])
 
     def unknown_keys(self) -> list[str]:
         return sorted(set(getattr(settings, "DEUZ_TRANSCRIPTS", {})) - set(DEFAULTS))

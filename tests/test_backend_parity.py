@@ -188,3 +188,14 @@ def test_like_fallback_matches_substrings(records, searches):
     with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"}):
         assert DjangoTranscriptIndex().backend_name == "sqlite-like"
         check_corpus(records, searches, substring=True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=corpora(), searches=st.lists(SEARCHES, min_size=1, max_size=4))
+def test_fts5_index_route_matches_the_oracle(records, searches):
+    """Small scopes scan their rows; with the scan off every scoped search goes to FTS5."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the scan route is SQLite FTS5's")
+    with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}):
+        assert DjangoTranscriptIndex().backend_name == "sqlite-fts5"
+        check_corpus(records, searches, substring=False)

@@ -59,3 +59,17 @@ if connection.vendor == "sqlite":
 
         def make_store(self) -> DjangoConditionalChatStore:
             return DjangoConditionalChatStore()
+
+    class TestSqliteFts5IndexContract(SqlContract):
+        """FTS5 for every search: small scopes otherwise scan their own rows."""
+
+        backend_name = "sqlite-fts5"
+        substring_matching = False
+
+        @pytest.fixture(autouse=True)
+        def _fts5_for_every_scope(self):
+            with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}):
+                yield
+
+        def make_store(self) -> DjangoConditionalChatStore:
+            return DjangoConditionalChatStore()

@@ -8,6 +8,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, connections
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatDeleted, ChatRecord, InvalidRecord, TranscriptError
 from deuz_transcripts.backends import backend_name_for
@@ -80,6 +81,44 @@ def test_bad_sqlite_backend_setting_is_reported():
     with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "elastic"}):
         ids = [message.id for message in app_checks()]
     assert "deuz_transcripts.E002" in ids
+
+
+@pytest.mark.parametrize("value", [-1, "2000", True, 2.5])
+def test_bad_scan_scope_setting_is_reported(value):
+    with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": value}):
+        ids = [message.id for message in app_checks()]
+    assert "deuz_transcripts.E006" in ids
+
+
+@pytest.mark.parametrize("value", [0, 50_000])
+def test_good_scan_scope_setting_passes(value):
+    with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": value}):
+        ids = [message.id for message in app_checks()]
+    assert "deuz_transcripts.E006" not in ids
+
+
+def test_fts5_scans_small_scopes_and_matches_big_ones_in_the_index():
+    """Same hits either way; the statement shows which route ran."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the scan route is SQLite FTS5's")
+    store = DjangoConditionalChatStore()
+    for n in range(4):
+        chat = record(f"c{n}", f"quokka sighting {n}", f"noted {n} quokka")
+        store.write_chat(chat, expected_revision=0)
+    store.write_chat(
+        record("other", "quokka sighting 2", scope={"userId": "bob"}), expected_revision=0
+    )
+    routes, results = {}, {}
+    for limit in (0, 8, 7):  # ada has 8 indexed messages
+        scan = override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": limit})
+        with scan, CaptureQueriesContext(connection) as queries:
+            hits = store.transcript.search(ADA, "quokka sighting 2", limit=20)
+        statement = queries.captured_queries[-2]["sql"]
+        routes[limit] = ("MATCH" in statement, "instr(" in statement)
+        results[limit] = [(h.chat_id, h.message_id, h.score) for h in hits]
+    assert routes == {0: (True, False), 8: (False, True), 7: (True, False)}
+    assert results[0] == results[8] == results[7]
+    assert results[0][0] == ("c2", "c2:0", 1.0) and len(results[0]) == 8
 
 
 def test_system_check_warns_only_for_the_like_fallback():

@@ -193,6 +193,17 @@ class SearchBackend(ABC):
         (``offset + limit`` = ``depth``) is among the first ``depth`` of its own mask.
         """
         matches, params = self.matches_sql(chats, terms)
+        return self.ranked_candidates(cursor, chats, matches, params, depth)
+
+    def ranked_candidates(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        matches: str,
+        params: Sequence[Any],
+        depth: int,
+    ) -> tuple[int, dict[int, int], list[Candidate]]:
+        """``candidates`` over the rows of ``matches`` (``SELECT id, mask, chat_pk, ...``)."""
         total, total_params = chats.total_sql()
         cursor.execute(
             f"WITH h AS MATERIALIZED ({matches}), "

@@ -15,9 +15,10 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
+from ..conf import conf
 from ..models import Chat, Message
 from ..text import stored_term, stored_terms_text
-from .base import ChatFilter, StoredRow, mask_sql, table
+from .base import Candidate, ChatFilter, StoredRow, mask_sql, table
 from .sqlite import FTS_TABLE, SQLiteBackend, fts_table_exists
 
 __all__ = ["Fts5Upkeep", "SQLiteFts5Backend", "fts_body"]
@@ -105,8 +106,44 @@ class Fts5Upkeep(SQLiteBackend):
             cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
 
 
+def scan_matches_sql(chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+    """Matches found by reading the scope's own rows: whole words of ``search_text``.
+
+    ``search_text`` is the message's distinct terms separated by spaces, so a term
+    matches exactly when `` term `` occurs in `` search_text ``: the words FTS5 matches.
+    """
+    pks_sql, pks_params = chats.chat_pks_sql()
+    haystack = "(' ' || m.search_text || ' ')"
+    conditions = [f"instr({haystack}, %s) > 0" for _ in terms]
+    return (
+        f"SELECT * FROM (SELECT m.id, {mask_sql(conditions)} AS mask, m.chat_id AS chat_pk, "
+        f"m.position, m.visible_position FROM {table(Message)} m "
+        f"WHERE m.chat_id IN ({pks_sql}) AND m.has_terms) WHERE mask > 0",
+        [*(f" {term} " for term in terms), *pks_params],
+    )
+
+
 class SQLiteFts5Backend(Fts5Upkeep):
     name = "sqlite-fts5"
+
+    def candidates(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
+    ) -> tuple[int, dict[int, int], list[Candidate]]:
+        """FTS5, or a scan of the scope's rows when it holds few messages.
+
+        FTS5 reads a term's whole doclist (every scope's matches) before the scope
+        token narrows it, so a common word costs in proportion to the corpus. A scope
+        of at most ``SQLITE_SCAN_SCOPE_MAX`` indexed messages is cheaper to read
+        row by row through the chat btree: its cost follows the scope alone.
+        """
+        limit = conf.SQLITE_SCAN_SCOPE_MAX
+        if limit > 0 and (chats.scope or chats.chat_ids is not None):
+            total, params = chats.total_sql()
+            cursor.execute(total, params)
+            if cursor.fetchone()[0] <= limit:
+                matches, params = scan_matches_sql(chats, terms)
+                return self.ranked_candidates(cursor, chats, matches, params, depth)
+        return super().candidates(cursor, chats, terms, depth)
 
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once."""
