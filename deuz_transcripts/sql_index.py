@@ -41,6 +41,11 @@ T = TypeVar("T")
 #: Bump when the text rules change what a message indexes: re-indexing then rewrites rows.
 STORED_FORM_VERSION = 1
 
+#: A search walks newest chats first when at least this many rows hold every query term
+#: (or the page depth, if larger), and the query has at most ``WALK_MAX_TERMS`` terms.
+WALK_MIN_ROWS = 2_048
+WALK_MAX_TERMS = 4
+
 
 @contextmanager
 def database_errors(using: str | None = None) -> Iterator[None]:
@@ -327,15 +332,51 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         backend = self.backend
         chats = ChatFilter(request.scope, request.chat_ids)
         depth = request.offset + request.limit
+        terms = request.terms
         with database_errors(self.using), connections[self.using].cursor() as cursor:
-            total, histogram, candidates = backend.candidates(cursor, chats, request.terms, depth)
-            plan = ranking.plan_page(
-                histogram, len(request.terms), total, request.offset, request.limit
-            )
-            if plan is None:
+            total = backend.total(cursor, chats)
+            if not total:
                 return []
-            page = order_page(candidates, plan)[request.offset : depth]
-            return self._hits(cursor, page, plan, request.around)
+            page = self._newest_page(backend, cursor, chats, terms, depth, total)
+            if page is not None:
+                plan = ranking.RankPlan(raws={page[0].mask: 1.0}, best=1.0, page_masks=frozenset())
+            else:
+                histogram, candidates = backend.candidates(cursor, chats, terms, depth, total)
+                plan = ranking.plan_page(
+                    histogram, len(terms), total, request.offset, request.limit
+                )
+                if plan is None:
+                    return []
+                page = order_page(candidates, plan)
+            return self._hits(cursor, page[request.offset : depth], plan, request.around)
+
+    def _newest_page(
+        self,
+        backend: SearchBackend,
+        cursor: Any,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        depth: int,
+        total: int,
+    ) -> list[Candidate] | None:
+        """The first ``depth`` hits without ranking every match, when that is exact.
+
+        A row holding every query term has the highest raw score whatever the idfs,
+        so when at least ``depth`` rows hold them all, the page is the first ``depth``
+        of those in tie order (newest chat first), each scoring 1.0. A probe counts
+        such rows up to ``WALK_MIN_ROWS`` (it stops there); only then does the walk
+        run, visiting about ``depth * N / rows`` messages instead of every match.
+        """
+        cap = max(WALK_MIN_ROWS, depth)
+        if (
+            not backend.walks_newest_first
+            or len(terms) > WALK_MAX_TERMS
+            or total < cap
+            or backend.count_with_all_terms(cursor, chats, terms, cap) < cap
+        ):
+            return None
+        page = backend.newest_with_all_terms(cursor, chats, terms, depth)
+        return page if len(page) >= depth else None  # rows deleted meanwhile: rank them all
 
     def _hits(
         self,

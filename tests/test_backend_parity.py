@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import string
 from datetime import UTC, datetime, timedelta
+from unittest import mock
 
 import pytest
 from django.db import connection, transaction
@@ -16,7 +17,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
+from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex, sql_index
 from deuz_transcripts.stores import DjangoTranscriptIndex
 from tests import oracle
 
@@ -198,4 +199,49 @@ def test_fts5_index_route_matches_the_oracle(records, searches):
         pytest.skip("the scan route is SQLite FTS5's")
     with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}):
         assert DjangoTranscriptIndex().backend_name == "sqlite-fts5"
+        check_corpus(records, searches, substring=False)
+
+
+# Few words, many shared: most queries have enough rows holding all their terms to walk.
+DENSE_WORDS = st.sampled_from(["alpha", "beta", "gamma", "Alpha", "delta"])
+
+
+@st.composite
+def dense_corpora(draw: st.DrawFn) -> list[ChatRecord]:
+    records = []
+    for number in range(draw(st.integers(min_value=1, max_value=6))):
+        texts = draw(st.lists(st.lists(DENSE_WORDS, max_size=4).map(" ".join), max_size=6))
+        records.append(
+            ChatRecord(
+                chat_id=draw(st.sampled_from(["a", "B", "é", "chat-10", "chat-9"])) + f"-{number}",
+                scope={"userId": draw(st.sampled_from(["ada", "bob"]))},
+                messages=[
+                    {"role": draw(st.sampled_from(["user", "assistant", "system"])), "content": t}
+                    for t in texts
+                ],
+                updated_at=BASE + timedelta(minutes=draw(st.integers(0, 2))),
+            )
+        )
+    return records
+
+
+DENSE_SEARCHES = st.fixed_dictionaries(
+    {
+        "scope": st.sampled_from([{}, {"userId": "ada"}]),
+        "query": st.lists(DENSE_WORDS, min_size=1, max_size=5).map(" ".join),
+        "around": st.sampled_from([None, 1]),
+        "limit": st.integers(1, 5),
+        "offset": st.integers(0, 3),
+    }
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=dense_corpora(), searches=st.lists(DENSE_SEARCHES, min_size=1, max_size=4))
+def test_newest_first_walk_matches_the_oracle(records, searches):
+    """With the walk's threshold at one row, every search whose page can be filled by
+    rows holding all its terms walks newest chats first instead of ranking every match."""
+    if not DjangoTranscriptIndex().backend.walks_newest_first:
+        pytest.skip("the LIKE fallback does not walk")
+    with mock.patch.object(sql_index, "WALK_MIN_ROWS", 1):
         check_corpus(records, searches, substring=False)

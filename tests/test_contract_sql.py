@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from unittest import mock
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -18,6 +19,7 @@ from django.test import override_settings
 if "tests.contract" not in sys.modules:
     pytest.register_assert_rewrite("tests.contract")
 
+from deuz_transcripts import sql_index
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.contract import TranscriptContract
 
@@ -39,6 +41,21 @@ class TestDatabaseContract(SqlContract):
 
     backend_name = "postgresql" if connection.vendor == "postgresql" else "sqlite-fts5"
     substring_matching = False
+
+    def make_store(self) -> DjangoConditionalChatStore:
+        return DjangoConditionalChatStore()
+
+
+class TestNewestFirstWalkContract(SqlContract):
+    """The database's backend with the newest-first walk taken whenever it is exact."""
+
+    backend_name = "postgresql" if connection.vendor == "postgresql" else "sqlite-fts5"
+    substring_matching = False
+
+    @pytest.fixture(autouse=True)
+    def _walk_from_one_row(self):
+        with mock.patch.object(sql_index, "WALK_MIN_ROWS", 1):
+            yield
 
     def make_store(self) -> DjangoConditionalChatStore:
         return DjangoConditionalChatStore()

@@ -121,6 +121,37 @@ def test_fts5_scans_small_scopes_and_matches_big_ones_in_the_index():
     assert results[0][0] == ("c2", "c2:0", 1.0) and len(results[0]) == 8
 
 
+def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypatch):
+    """The walk runs only when enough rows hold every term; both routes give one answer."""
+    from deuz_transcripts import sql_index
+
+    store = DjangoConditionalChatStore()
+    for n in range(6):
+        texts = [f"common words here {n}", "common again", "rare" if n == 2 else "filler"]
+        chat = record(f"c{n}", *texts)
+        chat.updated_at = datetime(2025, 1, 1 + n, tzinfo=UTC)
+        store.write_chat(chat, expected_revision=0)
+
+    def search(query: str, walk_from: int) -> tuple[list[tuple], bool]:
+        monkeypatch.setattr(sql_index, "WALK_MIN_ROWS", walk_from)
+        with CaptureQueriesContext(connection) as queries:
+            hits = store.transcript.search(ADA, query, limit=3, offset=1)
+        walked = any(
+            "ORDER BY c.updated_at DESC" in q["sql"]
+            and "LIMIT" in q["sql"]
+            and "row_number" not in q["sql"]
+            for q in queries.captured_queries
+        )
+        return [(h.chat_id, h.message_id, h.score) for h in hits], walked
+
+    common, walked = search("common", 5)
+    assert walked and common == [("c5", "c5:1", 1.0), ("c4", "c4:0", 1.0), ("c4", "c4:1", 1.0)]
+    assert search("common", 10_000) == (common, False)  # too few rows to walk: ranked
+    assert search("common again", 5)[1]  # 6 rows hold both terms
+    assert search("rare", 5) == ([], False)  # one row: page 2 is empty, never walked
+    assert not search("common rare", 5)[1]  # one row holds both: every match is ranked
+
+
 def test_system_check_warns_only_for_the_like_fallback():
     ids = [message.id for message in app_checks()]
     assert "deuz_transcripts.W001" not in ids

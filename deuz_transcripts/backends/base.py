@@ -183,9 +183,20 @@ class SearchBackend(ABC):
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         """``SELECT id, mask, chat_pk, position, visible_position`` of every match in scope."""
 
+    def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
+        """N: the indexed messages the search may return (the scope's chats, summed)."""
+        sql, params = chats.total_sql()
+        cursor.execute(sql, params)
+        return int(cursor.fetchone()[0])
+
     def candidates(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
-    ) -> tuple[int, dict[int, int], list[Candidate]]:
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        depth: int,
+        total: int,
+    ) -> tuple[dict[int, int], list[Candidate]]:
         """N, the mask histogram, and the first ``depth`` rows of every mask, in one pass.
 
         Each match is read and its mask computed once (a materialized CTE); a window
@@ -193,18 +204,12 @@ class SearchBackend(ABC):
         (``offset + limit`` = ``depth``) is among the first ``depth`` of its own mask.
         """
         matches, params = self.matches_sql(chats, terms)
-        return self.ranked_candidates(cursor, chats, matches, params, depth)
+        return self.ranked_candidates(cursor, matches, params, depth)
 
     def ranked_candidates(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        matches: str,
-        params: Sequence[Any],
-        depth: int,
-    ) -> tuple[int, dict[int, int], list[Candidate]]:
+        self, cursor: CursorWrapper, matches: str, params: Sequence[Any], depth: int
+    ) -> tuple[dict[int, int], list[Candidate]]:
         """``candidates`` over the rows of ``matches`` (``SELECT id, mask, chat_pk, ...``)."""
-        total, total_params = chats.total_sql()
         cursor.execute(
             f"WITH h AS MATERIALIZED ({matches}), "
             "r AS (SELECT h.id, h.mask, h.chat_pk, c.chat_id, c.updated_at, h.position, "
@@ -212,16 +217,59 @@ class SearchBackend(ABC):
             "row_number() OVER (PARTITION BY h.mask ORDER BY c.updated_at DESC, "
             f"{self.chat_id_order}, h.position) AS rank "
             f"FROM h JOIN {table(Chat)} c ON c.id = h.chat_pk) "
-            f"SELECT ({total}) AS total, r.mask, r.n, r.id, r.chat_pk, r.chat_id, "
+            "SELECT r.mask, r.n, r.id, r.chat_pk, r.chat_id, "
             "r.updated_at, r.position, r.visible_position FROM r WHERE r.rank <= %s",
-            [*params, *total_params, depth],
+            [*params, depth],
         )
         rows = cursor.fetchall()
-        if not rows:
-            return 0, {}, []
-        histogram = {row[1]: row[2] for row in rows}
-        found = [Candidate(row[3], row[1], row[4], row[5], row[6], row[7], row[8]) for row in rows]
-        return int(rows[0][0]), histogram, found
+        histogram = {row[0]: row[1] for row in rows}
+        found = [Candidate(row[2], row[0], row[3], row[4], row[5], row[6], row[7]) for row in rows]
+        return histogram, found
+
+    # the newest-first walk (see ``sql_index``): rows holding every query term
+
+    #: Whether ``newest_with_all_terms`` pays off (not for LIKE: its probe is a scan).
+    walks_newest_first = True
+    #: Joins ``c`` (chats) to ``m`` (messages) so rows come out newest chat first.
+    walk_join = "JOIN"
+
+    def term_condition(self, alias: str, term: str) -> tuple[str, list[Any]]:
+        """SQL true when message row ``alias`` holds ``term`` (backends that walk)."""
+        raise NotImplementedError
+
+    def _all_terms(self, alias: str, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        parts = [self.term_condition(alias, term) for term in terms]
+        return " AND ".join(sql for sql, _ in parts), [p for _, params in parts for p in params]
+
+    def count_with_all_terms(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
+    ) -> int:
+        """Rows of the scope holding every term, counted up to ``cap`` (stops there)."""
+        pks, pks_params = chats.chat_pks_sql()
+        condition, params = self._all_terms("m", terms)
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {table(Message)} m WHERE m.chat_id IN ({pks}) "
+            f"AND m.has_terms AND {condition} LIMIT %s) AS probe",
+            [*pks_params, *params, cap],
+        )
+        return int(cursor.fetchone()[0])
+
+    def newest_with_all_terms(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
+    ) -> list[Candidate]:
+        """The first ``depth`` rows holding every term, in tie order, walking newest chats
+        first and stopping there: the cost follows how common the terms are, not N."""
+        pks, pks_params = chats.chat_pks_sql()
+        condition, params = self._all_terms("m", terms)
+        full = (1 << len(terms)) - 1
+        cursor.execute(
+            "SELECT m.id, m.chat_id, c.chat_id, c.updated_at, m.position, m.visible_position "
+            f"FROM {table(Chat)} c {self.walk_join} {table(Message)} m ON m.chat_id = c.id "
+            f"WHERE c.id IN ({pks}) AND m.has_terms AND {condition} "
+            f"ORDER BY c.updated_at DESC, {self.chat_id_order}, m.position LIMIT %s",
+            [*pks_params, *params, depth],
+        )
+        return [Candidate(row[0], full, *row[1:]) for row in cursor.fetchall()]
 
     def message_table(self) -> str:
         return table(Message)

@@ -52,12 +52,16 @@ def _any(tokens: Iterable[str]) -> str:
     return "(" + " OR ".join(_phrase(token) for token in tokens) + ")"
 
 
-def match_expression(chats: ChatFilter, terms: Sequence[str]) -> str:
-    """``scope AND (chats) AND (t1 OR t2 ...)``; every token quoted, so never syntax."""
+def match_expression(chats: ChatFilter, terms: Sequence[str], *, every: bool = False) -> str:
+    """``scope AND (chats) AND (t1 OR t2 ...)`` (``every``: ``t1 AND t2 ...``); every
+    token quoted, so never syntax."""
     parts = [_phrase(token) for token in scope_tokens(chats.scope)]
     if chats.chat_ids is not None:
         parts.append(_any(chat_token(chat_id) for chat_id in sorted(chats.chat_ids)))
-    parts.append(_any(stored_term(term) for term in terms))
+    if every:
+        parts.extend(_phrase(stored_term(term)) for term in terms)
+    else:
+        parts.append(_any(stored_term(term) for term in terms))
     return " AND ".join(parts)
 
 
@@ -106,20 +110,24 @@ class Fts5Upkeep(SQLiteBackend):
             cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
 
 
-def scan_matches_sql(chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
-    """Matches found by reading the scope's own rows: whole words of ``search_text``.
+def word_condition(alias: str, term: str) -> tuple[str, list[Any]]:
+    """True when ``term`` is one of the row's stored terms (whole words of ``search_text``).
 
     ``search_text`` is the message's distinct terms separated by spaces, so a term
     matches exactly when `` term `` occurs in `` search_text ``: the words FTS5 matches.
     """
+    return f"instr(' ' || {alias}.search_text || ' ', %s) > 0", [f" {term} "]
+
+
+def scan_matches_sql(chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+    """Matches found by reading the scope's own rows, not FTS5."""
     pks_sql, pks_params = chats.chat_pks_sql()
-    haystack = "(' ' || m.search_text || ' ')"
-    conditions = [f"instr({haystack}, %s) > 0" for _ in terms]
+    parts = [word_condition("m", term) for term in terms]
     return (
-        f"SELECT * FROM (SELECT m.id, {mask_sql(conditions)} AS mask, m.chat_id AS chat_pk, "
-        f"m.position, m.visible_position FROM {table(Message)} m "
+        f"SELECT * FROM (SELECT m.id, {mask_sql([sql for sql, _ in parts])} AS mask, "
+        f"m.chat_id AS chat_pk, m.position, m.visible_position FROM {table(Message)} m "
         f"WHERE m.chat_id IN ({pks_sql}) AND m.has_terms) WHERE mask > 0",
-        [*(f" {term} " for term in terms), *pks_params],
+        [*(param for _, params in parts for param in params), *pks_params],
     )
 
 
@@ -127,8 +135,13 @@ class SQLiteFts5Backend(Fts5Upkeep):
     name = "sqlite-fts5"
 
     def candidates(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
-    ) -> tuple[int, dict[int, int], list[Candidate]]:
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        depth: int,
+        total: int,
+    ) -> tuple[dict[int, int], list[Candidate]]:
         """FTS5, or a scan of the scope's rows when it holds few messages.
 
         FTS5 reads a term's whole doclist (every scope's matches) before the scope
@@ -137,13 +150,23 @@ class SQLiteFts5Backend(Fts5Upkeep):
         row by row through the chat btree: its cost follows the scope alone.
         """
         limit = conf.SQLITE_SCAN_SCOPE_MAX
-        if limit > 0 and (chats.scope or chats.chat_ids is not None):
-            total, params = chats.total_sql()
-            cursor.execute(total, params)
-            if cursor.fetchone()[0] <= limit:
-                matches, params = scan_matches_sql(chats, terms)
-                return self.ranked_candidates(cursor, chats, matches, params, depth)
-        return super().candidates(cursor, chats, terms, depth)
+        if total <= limit and (chats.scope or chats.chat_ids is not None):
+            matches, params = scan_matches_sql(chats, terms)
+            return self.ranked_candidates(cursor, matches, params, depth)
+        return super().candidates(cursor, chats, terms, depth, total)
+
+    def term_condition(self, alias: str, term: str) -> tuple[str, list[Any]]:
+        return word_condition(alias, term)
+
+    def count_with_all_terms(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
+    ) -> int:
+        """FTS5 alone (scope tokens AND every term): no message row is read."""
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT %s)",
+            [match_expression(chats, terms, every=True), cap],
+        )
+        return int(cursor.fetchone()[0])
 
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once."""

@@ -22,6 +22,7 @@ __all__ = ["SQLiteLikeBackend"]
 class SQLiteLikeBackend(Fts5Upkeep):
     name = "sqlite-like"
     substring_matching = True
+    walks_newest_first = False  # its probe would scan the scope, as its search does
 
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         pks_sql, pks_params = chats.chat_pks_sql()
