@@ -41,10 +41,13 @@ T = TypeVar("T")
 #: Bump when the text rules change what a message indexes: re-indexing then rewrites rows.
 STORED_FORM_VERSION = 1
 
-#: A search walks newest chats first when at least this many rows hold every query term
-#: (or the page depth, if larger), and the query has at most ``WALK_MAX_TERMS`` terms.
+#: A search of a big scope with at most this many terms counts its masks first and then
+#: reads only the rows the page needs; longer queries (whose mask sets grow as 2^terms)
+#: rank every match in one statement.
+PLAN_MAX_TERMS = 4
+#: A mask with at least this many rows (or the page depth, if larger) is walked newest
+#: chat first instead of being read and sorted whole.
 WALK_MIN_ROWS = 2_048
-WALK_MAX_TERMS = 4
 
 
 @contextmanager
@@ -340,15 +343,51 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
             page = self._newest_page(backend, cursor, chats, terms, depth, total)
             if page is not None:
                 plan = ranking.RankPlan(raws={page[0].mask: 1.0}, best=1.0, page_masks=frozenset())
-            else:
+                return self._hits(cursor, page[request.offset :], plan, request.around)
+            if len(terms) > PLAN_MAX_TERMS or backend.single_statement(chats, total):
                 histogram, candidates = backend.candidates(cursor, chats, terms, depth, total)
                 plan = ranking.plan_page(
                     histogram, len(terms), total, request.offset, request.limit
                 )
-                if plan is None:
-                    return []
-                page = order_page(candidates, plan)
-            return self._hits(cursor, page[request.offset : depth], plan, request.around)
+            else:
+                histogram = backend.mask_histogram(cursor, chats, terms)
+                plan = ranking.plan_page(
+                    histogram, len(terms), total, request.offset, request.limit
+                )
+                candidates = self._page_rows(backend, cursor, chats, terms, plan, histogram, depth)
+            if plan is None:
+                return []
+            page = order_page(candidates, plan)[request.offset : depth]
+            return self._hits(cursor, page, plan, request.around)
+
+    def _page_rows(
+        self,
+        backend: SearchBackend,
+        cursor: Any,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        plan: ranking.RankPlan | None,
+        histogram: Mapping[int, int],
+        depth: int,
+    ) -> list[Candidate]:
+        """The rows a page needs, once the histogram has told which masks reach it.
+
+        Masks with few rows are read in one statement through the index; a mask with
+        many (at least ``WALK_MIN_ROWS``) is walked newest chat first, stopping after
+        ``depth`` rows, instead of sorting all of them.
+        """
+        if plan is None:
+            return []
+        walked = {
+            mask
+            for mask in plan.page_masks
+            if backend.walks_newest_first and histogram[mask] >= max(WALK_MIN_ROWS, depth)
+        }
+        few = plan.page_masks - walked
+        rows = backend.mask_candidates(cursor, chats, terms, few, depth) if few else []
+        for mask in sorted(walked, key=lambda mask: -plan.raws[mask]):
+            rows.extend(backend.newest_with_mask(cursor, chats, terms, mask, depth))
+        return rows
 
     def _newest_page(
         self,
@@ -370,12 +409,13 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         cap = max(WALK_MIN_ROWS, depth)
         if (
             not backend.walks_newest_first
-            or len(terms) > WALK_MAX_TERMS
+            or len(terms) > PLAN_MAX_TERMS
             or total < cap
             or backend.count_with_all_terms(cursor, chats, terms, cap) < cap
         ):
             return None
-        page = backend.newest_with_all_terms(cursor, chats, terms, depth)
+        full = (1 << len(terms)) - 1
+        page = backend.newest_with_mask(cursor, chats, terms, full, depth)
         return page if len(page) >= depth else None  # rows deleted meanwhile: rank them all
 
     def _hits(

@@ -8,6 +8,8 @@ checked on both runs, every backend finds the same hits in the same order.
 from __future__ import annotations
 
 import string
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from unittest import mock
 
@@ -18,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex, sql_index
+from deuz_transcripts.backends import base as backends_base
 from deuz_transcripts.stores import DjangoTranscriptIndex
 from tests import oracle
 
@@ -236,12 +239,35 @@ DENSE_SEARCHES = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+ROUTES = {
+    # the full-mask walk whenever one row holds every term (else one ranking statement)
+    "walk": {"WALK_MIN_ROWS": 1},
+    # every scope counts masks first, then reads the page's masks through the index
+    "pruned": {"WALK_MIN_ROWS": 10**9, "SINGLE_STATEMENT_MAX": 0},
+    # ... and walks every page mask holding at least a page of rows
+    "pruned+walk": {"WALK_MIN_ROWS": 1, "SINGLE_STATEMENT_MAX": 0},
+}
+
+
+@contextmanager
+def route(name: str) -> Iterator[None]:
+    values = ROUTES[name]
+    with (
+        mock.patch.object(sql_index, "WALK_MIN_ROWS", values["WALK_MIN_ROWS"]),
+        mock.patch.object(
+            backends_base, "SINGLE_STATEMENT_MAX", values.get("SINGLE_STATEMENT_MAX", 5_000)
+        ),
+        override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}),
+    ):
+        yield
+
+
+@pytest.mark.parametrize("name", sorted(ROUTES))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records=dense_corpora(), searches=st.lists(DENSE_SEARCHES, min_size=1, max_size=4))
-def test_newest_first_walk_matches_the_oracle(records, searches):
-    """With the walk's threshold at one row, every search whose page can be filled by
-    rows holding all its terms walks newest chats first instead of ranking every match."""
+def test_every_search_route_matches_the_oracle(name, records, searches):
+    """Dense words, so pages fill from one mask and walks and pruned plans really run."""
     if not DjangoTranscriptIndex().backend.walks_newest_first:
-        pytest.skip("the LIKE fallback does not walk")
-    with mock.patch.object(sql_index, "WALK_MIN_ROWS", 1):
+        pytest.skip("the LIKE fallback ranks every match in one statement")
+    with route(name):
         check_corpus(records, searches, substring=False)

@@ -20,6 +20,7 @@ if "tests.contract" not in sys.modules:
     pytest.register_assert_rewrite("tests.contract")
 
 from deuz_transcripts import sql_index
+from deuz_transcripts.backends import base as backends_base
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.contract import TranscriptContract
 
@@ -46,15 +47,21 @@ class TestDatabaseContract(SqlContract):
         return DjangoConditionalChatStore()
 
 
-class TestNewestFirstWalkContract(SqlContract):
-    """The database's backend with the newest-first walk taken whenever it is exact."""
+class TestPrunedPlanContract(SqlContract):
+    """The database's backend planning every search as a big scope: the full-mask walk
+    whenever it is exact, else masks counted first, few-row masks read through the
+    index and any mask with a page of rows walked newest first."""
 
     backend_name = "postgresql" if connection.vendor == "postgresql" else "sqlite-fts5"
     substring_matching = False
 
     @pytest.fixture(autouse=True)
-    def _walk_from_one_row(self):
-        with mock.patch.object(sql_index, "WALK_MIN_ROWS", 1):
+    def _plan_as_big_scope(self):
+        with (
+            mock.patch.object(sql_index, "WALK_MIN_ROWS", 1),
+            mock.patch.object(backends_base, "SINGLE_STATEMENT_MAX", 0),
+            override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}),
+        ):
             yield
 
     def make_store(self) -> DjangoConditionalChatStore:

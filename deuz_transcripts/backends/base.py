@@ -9,7 +9,7 @@ of the masks a page needs (see ``deuz_transcripts.ranking``). Everything else
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,11 @@ from django.db.backends.utils import CursorWrapper
 from ..models import Chat, ChatScope, Message
 
 __all__ = ["Candidate", "ChatFilter", "NewRows", "SearchBackend", "StoredRow", "mask_sql"]
+
+
+#: Scopes of at most this many indexed messages rank every match in one statement;
+#: bigger ones count masks first and fetch only what the page needs.
+SINGLE_STATEMENT_MAX = 5_000
 
 
 def table(model: type) -> str:
@@ -55,28 +60,30 @@ class ChatFilter:
         joins ``Chat`` by primary key, so its cost follows the scope, never the table.
         """
         params: list[Any] = []
-        fields = sorted(self.scope.items())
-        if fields:
-            joins = []
-            for number, (key, value) in enumerate(fields[1:], start=1):
-                joins.append(
-                    f"JOIN {table(ChatScope)} s{number} ON s{number}.chat_id = s0.chat_id "
-                    f"AND s{number}.key = %s AND s{number}.value = %s"
-                )
-                params.extend([key, value])
-            sql = [
-                f"SELECT s0.chat_id FROM {table(ChatScope)} s0 {' '.join(joins)} "
-                f"JOIN {table(Chat)} c ON c.id = s0.chat_id "
-                "WHERE s0.key = %s AND s0.value = %s AND c.is_indexed"
-            ]
-            params.extend(fields[0])
-        else:
-            sql = [f"SELECT c.id FROM {table(Chat)} c WHERE c.is_indexed"]
+        check = "c.is_indexed"
+        check_params: list[Any] = []
         if self.chat_ids is not None:
             ids = sorted(self.chat_ids)
-            sql.append(f"AND c.chat_id IN ({', '.join(['%s'] * len(ids))})")
-            params.extend(ids)
-        return " ".join(sql), params
+            check += f" AND c.chat_id IN ({', '.join(['%s'] * len(ids))})"
+            check_params.extend(ids)
+        fields = sorted(self.scope.items())
+        if not fields:
+            return f"SELECT c.id FROM {table(Chat)} c WHERE {check}", check_params
+        joins = []
+        for number, (key, value) in enumerate(fields[1:], start=1):
+            joins.append(
+                f"JOIN {table(ChatScope)} s{number} ON s{number}.chat_id = s0.chat_id "
+                f"AND s{number}.key = %s AND s{number}.value = %s"
+            )
+            params.extend([key, value])
+        # The chat is checked by a scalar subquery, one primary-key probe per scope row:
+        # as a join, PostgreSQL hashes it and reads the whole chat table for a big scope.
+        sql = (
+            f"SELECT s0.chat_id FROM {table(ChatScope)} s0 {' '.join(joins)} "
+            f"WHERE s0.key = %s AND s0.value = %s "
+            f"AND (SELECT {check} FROM {table(Chat)} c WHERE c.id = s0.chat_id)"
+        )
+        return sql, [*params, *fields[0], *check_params]
 
     def total_sql(self) -> tuple[str, list[Any]]:
         """N: the number of indexed messages the search may return."""
@@ -180,8 +187,15 @@ class SearchBackend(ABC):
     chat_id_order = "c.chat_id"
 
     @abstractmethod
-    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
-        """``SELECT id, mask, chat_pk, position, visible_position`` of every match in scope."""
+    def matches_sql(
+        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int] | None = None
+    ) -> tuple[str, list[Any]]:
+        """``SELECT id, mask, chat_pk, position, visible_position`` of every match in scope
+        (with ``masks``: at least the rows of those masks, found through the index)."""
+
+    def single_statement(self, chats: ChatFilter, total: int) -> bool:
+        """Whether one statement ranking every match is cheapest (small scopes)."""
+        return total <= SINGLE_STATEMENT_MAX
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """N: the indexed messages the search may return (the scope's chats, summed)."""
@@ -226,9 +240,33 @@ class SearchBackend(ABC):
         found = [Candidate(row[2], row[0], row[3], row[4], row[5], row[6], row[7]) for row in rows]
         return histogram, found
 
-    # the newest-first walk (see ``sql_index``): rows holding every query term
+    # big scopes: the histogram first, then only the rows the page needs (see ``sql_index``)
 
-    #: Whether ``newest_with_all_terms`` pays off (not for LIKE: its probe is a scan).
+    def mask_histogram(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> dict[int, int]:
+        """``{mask: rows}`` of every match in scope: each match read once, nothing sorted."""
+        matches, params = self.matches_sql(chats, terms)
+        cursor.execute(f"SELECT h.mask, count(*) FROM ({matches}) h GROUP BY h.mask", params)
+        return {int(mask): int(count) for mask, count in cursor.fetchall()}
+
+    def mask_candidates(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        masks: Collection[int],
+        depth: int,
+    ) -> list[Candidate]:
+        """The first ``depth`` rows of each of ``masks`` (masks with few rows)."""
+        matches, params = self.matches_sql(chats, terms, masks)
+        wanted = ", ".join(str(int(mask)) for mask in sorted(masks))
+        matches = f"SELECT * FROM ({matches}) x WHERE x.mask IN ({wanted})"
+        return self.ranked_candidates(cursor, matches, params, depth)[1]
+
+    # the newest-first walk (see ``sql_index``)
+
+    #: Whether walking newest chats first pays off (not for LIKE: its probe is a scan).
     walks_newest_first = True
     #: Joins ``c`` (chats) to ``m`` (messages) so rows come out newest chat first.
     walk_join = "JOIN"
@@ -237,16 +275,22 @@ class SearchBackend(ABC):
         """SQL true when message row ``alias`` holds ``term`` (backends that walk)."""
         raise NotImplementedError
 
-    def _all_terms(self, alias: str, terms: Sequence[str]) -> tuple[str, list[Any]]:
-        parts = [self.term_condition(alias, term) for term in terms]
-        return " AND ".join(sql for sql, _ in parts), [p for _, params in parts for p in params]
+    def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:
+        """SQL true when row ``alias`` holds exactly the terms of ``mask``."""
+        sql: list[str] = []
+        params: list[Any] = []
+        for bit, term in enumerate(terms):
+            condition, condition_params = self.term_condition(alias, term)
+            sql.append(condition if mask >> bit & 1 else f"NOT ({condition})")
+            params.extend(condition_params)
+        return " AND ".join(sql), params
 
     def count_with_all_terms(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
     ) -> int:
         """Rows of the scope holding every term, counted up to ``cap`` (stops there)."""
         pks, pks_params = chats.chat_pks_sql()
-        condition, params = self._all_terms("m", terms)
+        condition, params = self.mask_condition("m", terms, (1 << len(terms)) - 1)
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM {table(Message)} m WHERE m.chat_id IN ({pks}) "
             f"AND m.has_terms AND {condition} LIMIT %s) AS probe",
@@ -254,14 +298,18 @@ class SearchBackend(ABC):
         )
         return int(cursor.fetchone()[0])
 
-    def newest_with_all_terms(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
+    def newest_with_mask(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        mask: int,
+        depth: int,
     ) -> list[Candidate]:
-        """The first ``depth`` rows holding every term, in tie order, walking newest chats
-        first and stopping there: the cost follows how common the terms are, not N."""
+        """The first ``depth`` rows of ``mask`` in tie order, walking newest chats first
+        and stopping there: the cost follows how common the mask is, not N."""
         pks, pks_params = chats.chat_pks_sql()
-        condition, params = self._all_terms("m", terms)
-        full = (1 << len(terms)) - 1
+        condition, params = self.mask_condition("m", terms, mask)
         cursor.execute(
             "SELECT m.id, m.chat_id, c.chat_id, c.updated_at, m.position, m.visible_position "
             f"FROM {table(Chat)} c {self.walk_join} {table(Message)} m ON m.chat_id = c.id "
@@ -269,7 +317,7 @@ class SearchBackend(ABC):
             f"ORDER BY c.updated_at DESC, {self.chat_id_order}, m.position LIMIT %s",
             [*pks_params, *params, depth],
         )
-        return [Candidate(row[0], full, *row[1:]) for row in cursor.fetchall()]
+        return [Candidate(row[0], mask, *row[1:]) for row in cursor.fetchall()]
 
     def message_table(self) -> str:
         return table(Message)

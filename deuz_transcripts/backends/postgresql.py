@@ -9,7 +9,7 @@ tsquery syntax.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
@@ -28,6 +28,14 @@ def tsquery_literal(term: str) -> str:
     """A single quoted lexeme; terms never hold quotes or backslashes, escape anyway."""
     lexeme = stored_term(term).replace("\\", "\\\\").replace("'", "''")
     return f"'{lexeme}'"
+
+
+def mask_tsquery(terms: Sequence[str], mask: int) -> str:
+    """``'a' & 'b' & !'c'``: the rows holding exactly the terms of ``mask``."""
+    return " & ".join(
+        tsquery_literal(term) if mask >> bit & 1 else f"!{tsquery_literal(term)}"
+        for bit, term in enumerate(terms)
+    )
 
 
 class PostgresBackend(SearchBackend):
@@ -108,6 +116,10 @@ class PostgresBackend(SearchBackend):
     def term_condition(self, alias: str, term: str) -> tuple[str, list[Any]]:
         return f"{alias}.{VECTOR_COLUMN} @@ %s::tsquery", [tsquery_literal(term)]
 
+    def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:
+        """One ``'a' & 'b' & !'c'`` tsquery: one vector test per row, GIN-searchable."""
+        return f"{alias}.{VECTOR_COLUMN} @@ %s::tsquery", [mask_tsquery(terms, mask)]
+
     def count_with_all_terms(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
     ) -> int:
@@ -120,7 +132,9 @@ class PostgresBackend(SearchBackend):
         )
         return int(cursor.fetchone()[0])
 
-    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+    def matches_sql(
+        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int] | None = None
+    ) -> tuple[str, list[Any]]:
         pks_sql, pks_params = chats.chat_pks_sql()
         literals = [tsquery_literal(term) for term in terms]
         conditions = [f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms]
@@ -132,5 +146,13 @@ class PostgresBackend(SearchBackend):
             f"SELECT m.id, {mask_sql(conditions)} AS mask, m.chat_id AS chat_pk, m.position, "
             f"m.visible_position FROM {table(Message)} m WHERE m.chat_id IN ({pks_sql}) "
             f"AND m.{VECTOR_COLUMN} @@ %s::tsquery",
-            [*literals_in_mask, *pks_params, " | ".join(literals)],
+            [
+                *literals_in_mask,
+                *pks_params,
+                " | ".join(
+                    literals
+                    if masks is None
+                    else (f"({mask_tsquery(terms, mask)})" for mask in sorted(masks))
+                ),
+            ],
         )

@@ -10,7 +10,7 @@ term) let FTS5 intersect the scope inside its own index instead of joining.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
@@ -52,17 +52,33 @@ def _any(tokens: Iterable[str]) -> str:
     return "(" + " OR ".join(_phrase(token) for token in tokens) + ")"
 
 
-def match_expression(chats: ChatFilter, terms: Sequence[str], *, every: bool = False) -> str:
-    """``scope AND (chats) AND (t1 OR t2 ...)`` (``every``: ``t1 AND t2 ...``); every
-    token quoted, so never syntax."""
+def _scoped(chats: ChatFilter, expression: str) -> str:
+    """``scope AND (chats) AND expression``."""
     parts = [_phrase(token) for token in scope_tokens(chats.scope)]
     if chats.chat_ids is not None:
         parts.append(_any(chat_token(chat_id) for chat_id in sorted(chats.chat_ids)))
-    if every:
-        parts.extend(_phrase(stored_term(term)) for term in terms)
-    else:
-        parts.append(_any(stored_term(term) for term in terms))
+    parts.append(expression)
     return " AND ".join(parts)
+
+
+def match_expression(chats: ChatFilter, terms: Sequence[str], *, every: bool = False) -> str:
+    """``scope AND (chats) AND (t1 OR t2 ...)`` (``every``: ``t1 AND t2 ...``); every
+    token quoted, so never syntax."""
+    if every:
+        return _scoped(chats, " AND ".join(_phrase(stored_term(term)) for term in terms))
+    return _scoped(chats, _any(stored_term(term) for term in terms))
+
+
+def mask_expression(terms: Sequence[str], mask: int) -> str:
+    """``((a AND b) NOT (c OR d))``: rows holding exactly the terms of ``mask``."""
+    present = [stored_term(term) for bit, term in enumerate(terms) if mask >> bit & 1]
+    absent = [stored_term(term) for bit, term in enumerate(terms) if not mask >> bit & 1]
+    expression = "(" + " AND ".join(_phrase(token) for token in present) + ")"
+    return f"({expression} NOT {_any(absent)})" if absent else expression
+
+
+def masks_expression(chats: ChatFilter, terms: Sequence[str], masks: Collection[int]) -> str:
+    return _scoped(chats, "(" + " OR ".join(mask_expression(terms, m) for m in sorted(masks)) + ")")
 
 
 class Fts5Upkeep(SQLiteBackend):
@@ -149,14 +165,46 @@ class SQLiteFts5Backend(Fts5Upkeep):
         of at most ``SQLITE_SCAN_SCOPE_MAX`` indexed messages is cheaper to read
         row by row through the chat btree: its cost follows the scope alone.
         """
-        limit = conf.SQLITE_SCAN_SCOPE_MAX
-        if total <= limit and (chats.scope or chats.chat_ids is not None):
+        if self._scans(chats, total):
             matches, params = scan_matches_sql(chats, terms)
             return self.ranked_candidates(cursor, matches, params, depth)
         return super().candidates(cursor, chats, terms, depth, total)
 
+    def single_statement(self, chats: ChatFilter, total: int) -> bool:
+        return self._scans(chats, total) or super().single_statement(chats, total)
+
+    @staticmethod
+    def _scans(chats: ChatFilter, total: int) -> bool:
+        scoped = bool(chats.scope) or chats.chat_ids is not None
+        return scoped and total <= conf.SQLITE_SCAN_SCOPE_MAX
+
     def term_condition(self, alias: str, term: str) -> tuple[str, list[Any]]:
         return word_condition(alias, term)
+
+    def _fts_masks(
+        self, chats: ChatFilter, terms: Sequence[str], match: str
+    ) -> tuple[str, list[Any]]:
+        """``SELECT rowid, mask`` of the FTS5 rows ``match`` finds: FTS5 alone, no row read."""
+        conditions = [
+            f"{FTS_TABLE}.rowid IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)"
+            for _ in terms
+        ]
+        params = [match_expression(chats, [term]) for term in terms]
+        if len(terms) == 1:
+            conditions, params = ["1"], []
+        return (
+            f"SELECT {FTS_TABLE}.rowid AS id, {mask_sql(conditions)} AS mask FROM {FTS_TABLE} "
+            f"WHERE {FTS_TABLE} MATCH %s",
+            [*params, match],
+        )
+
+    def mask_histogram(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> dict[int, int]:
+        """Counted in FTS5 alone: no message row is read (that lookup is what costs)."""
+        masks, params = self._fts_masks(chats, terms, match_expression(chats, terms))
+        cursor.execute(f"SELECT f.mask, count(*) FROM ({masks}) f GROUP BY f.mask", params)
+        return {int(mask): int(count) for mask, count in cursor.fetchall()}
 
     def count_with_all_terms(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
@@ -168,18 +216,18 @@ class SQLiteFts5Backend(Fts5Upkeep):
         )
         return int(cursor.fetchone()[0])
 
-    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+    def matches_sql(
+        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int] | None = None
+    ) -> tuple[str, list[Any]]:
         """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once."""
-        conditions = [
-            f"{FTS_TABLE}.rowid IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)"
-            for _ in terms
-        ]
-        params = [match_expression(chats, [term]) for term in terms]
-        if len(terms) == 1:
-            conditions, params = ["1"], []
+        match = (
+            match_expression(chats, terms)
+            if masks is None
+            else masks_expression(chats, terms, masks)
+        )
+        found, params = self._fts_masks(chats, terms, match)
         return (
-            f"SELECT m.id, {mask_sql(conditions)} AS mask, m.chat_id AS chat_pk, m.position, "
-            f"m.visible_position FROM {FTS_TABLE} JOIN {table(Message)} m "
-            f"ON m.id = {FTS_TABLE}.rowid WHERE {FTS_TABLE} MATCH %s",
-            [*params, match_expression(chats, terms)],
+            "SELECT m.id, f.mask, m.chat_id AS chat_pk, m.position, m.visible_position "
+            f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id",
+            params,
         )
