@@ -241,7 +241,10 @@ def run_backfill_command() -> dict[str, Any]:
         "status": "ok" if proc.returncode == 0 else f"exit {proc.returncode}",
         "seconds": elapsed,
         "peak_rss_mb": round(peak / 2**20, 1) if peak else None,
-        "summary": text[-800:],
+        # the command's progress lines ("legacy: 500/56083 chats") are left out
+        "summary": "\n".join(
+            line for line in text.splitlines() if not line.startswith(("legacy:", "stored:"))
+        )[-800:],
     }
 
 
