@@ -93,6 +93,14 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
     def index(self, record: ChatRecord) -> None:
         """Index (or re-index) a chat; ids are filled as ``index_chat`` fills them."""
 
+    def index_checked(self, record: ChatRecord) -> None:
+        """``index`` of a record its store already validated and filled the ids of.
+
+        The hook stores call inside their write: indexes that can skip validating
+        the record a second time override it.
+        """
+        self.index(record)
+
     @abstractmethod
     def remove(self, chat_id: str) -> None:
         """Take a chat out of search."""

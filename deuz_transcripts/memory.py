@@ -6,8 +6,10 @@ import heapq
 import threading
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
+from typing import Any
 
 from . import ranking
 from .base import BaseTranscriptIndex, SearchRequest, check_chat_id, check_record
@@ -22,21 +24,29 @@ from .records import (
     scope_matches,
     validate_scope,
 )
-from .text import message_terms, stored_term
+from .text import is_system, message_terms, stored_term
 
 __all__ = ["InMemoryTranscriptIndex", "prepare_messages"]
 
 
 @dataclass(frozen=True)
 class PreparedMessage:
-    """A message ready for storage: JSON payload, terms (``None`` when system)."""
+    """A message ready for storage: JSON payload, terms (``None`` when system).
+
+    Terms are extracted on first use: a rewrite of a long chat only needs the terms
+    of its changed messages (the payload digest says which), and folding is what costs.
+    """
 
     index: int
     message_id: str
     role: str
     payload: str
-    terms: list[str] | None
     visible_position: int | None
+    message: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @cached_property
+    def terms(self) -> list[str] | None:
+        return message_terms(self.message)
 
 
 def prepare_messages(record: ChatRecord) -> list[PreparedMessage]:
@@ -47,18 +57,18 @@ def prepare_messages(record: ChatRecord) -> list[PreparedMessage]:
         zip(record.messages, fill_message_ids(record), strict=True)
     ):
         payload = encode_message(message, f"messages[{position}]")
-        terms = message_terms(message)
+        system = is_system(message)  # exactly when ``message_terms`` is None
         prepared.append(
             PreparedMessage(
                 index=position,
                 message_id=message_id,
                 role=message["role"],
                 payload=payload,
-                terms=terms,
-                visible_position=None if terms is None else visible,
+                visible_position=None if system else visible,
+                message=message,
             )
         )
-        if terms is not None:
+        if not system:
             visible += 1
     return prepared
 
@@ -122,12 +132,12 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
         chat = self._chats.pop(chat_id, None)
         if chat is None:
             return
-        for field in chat.scope.items():
-            holders = self._by_scope_field.get(field)
+        for scope_field in chat.scope.items():
+            holders = self._by_scope_field.get(scope_field)
             if holders is not None:
                 holders.discard(chat_id)
                 if not holders:
-                    del self._by_scope_field[field]
+                    del self._by_scope_field[scope_field]
         for message in chat.messages:
             for term in message.terms or ():
                 key = stored_term(term)

@@ -51,7 +51,7 @@ class InMemoryConditionalChatStore(BaseConditionalChatStore):
             if expected_revision != current:
                 raise RevisionConflict(record.chat_id, expected_revision, current)
             if self.transcript is not None:
-                self.transcript.index(record)  # raises: nothing was committed
+                self.transcript.index_checked(record)  # raises: nothing was committed
             self._chats[record.chat_id] = (stored, current + 1)
             return current + 1
 

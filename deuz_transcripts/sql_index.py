@@ -189,7 +189,10 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
 
     def index(self, record: ChatRecord) -> None:
         """Index a chat; skipped when the chat has a tombstone in this database."""
-        record = with_filled_ids(check_record(record))
+        self.index_checked(with_filled_ids(check_record(record)))
+
+    def index_checked(self, record: ChatRecord) -> None:
+        """``index`` of a record the caller validated and filled ids of (stores, backfill)."""
         prepared = prepare_messages(record)
         with database_errors(self.using), transaction.atomic(using=self.using, savepoint=False):
             self._write(record, prepared)
@@ -209,22 +212,24 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
                 revision = None if chat is None else chat.revision
             digests = [message_digest(message) for message in prepared]
             keep_text = backend.stores_search_text()
-            indexed_count = sum(1 for message in prepared if message.terms)
+            # Kept rows: {position: has_terms}. Their terms are never extracted again.
+            unchanged: dict[int, bool] = {}
+            if chat is not None:
+                unchanged = self._drop_changed_rows(backend, cursor, chat, record, digests)
+            fresh = [m for m in prepared if m.index not in unchanged]
             fields = {
                 "scope": record.scope,
                 "updated_at": to_db_datetime(record.updated_at),
                 "is_indexed": True,
-                "indexed_count": indexed_count,
+                "indexed_count": sum(unchanged.values()) + sum(1 for m in fresh if m.terms),
                 "message_count": len(prepared),
             }
             if revision is not None:
                 fields["revision"] = revision
-            unchanged: set[int] = set()
             if chat is None:
                 chat = Chat.objects.using(db).create(chat_id=record.chat_id, **fields)
                 self._write_scope(chat)
             else:
-                unchanged = self._drop_changed_rows(backend, cursor, chat, record, digests)
                 scope_changed = chat.scope != record.scope
                 for name, value in fields.items():
                     setattr(chat, name, value)
@@ -232,7 +237,6 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
                 if scope_changed:
                     ChatScope.objects.using(db).filter(chat=chat).delete()
                     self._write_scope(chat)
-            fresh = [m for m in prepared if m.index not in unchanged]
             backend.insert_chat_messages(cursor, [_new_rows(chat, fresh, digests, keep_text)])
         return True
 
@@ -282,17 +286,18 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         chat: Chat,
         record: ChatRecord,
         digests: Sequence[str],
-    ) -> set[int]:
-        """Delete rows whose message changed; return the positions kept as they are."""
+    ) -> dict[int, bool]:
+        """Delete rows whose message changed; return the positions kept as they are,
+        each with its ``has_terms`` (the digest covers everything the terms come from)."""
         rewrite_all = chat.scope != record.scope or not chat.is_indexed
-        unchanged: set[int] = set()
+        unchanged: dict[int, bool] = {}
         stale: list[tuple[int, str | None]] = []
         rows = Message.objects.using(self.using).filter(chat=chat)
-        for pk, position, digest, search_text in rows.values_list(
-            "pk", "position", "digest", "search_text"
+        for pk, position, digest, search_text, has_terms in rows.values_list(
+            "pk", "position", "digest", "search_text", "has_terms"
         ):
             if not rewrite_all and position < len(digests) and digests[position] == digest:
-                unchanged.add(position)
+                unchanged[position] = has_terms
             else:
                 stale.append((pk, search_text))
         if stale:

@@ -91,7 +91,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
             if current != expected_revision:
                 raise RevisionConflict(record.chat_id, expected_revision, current)
             with self.transcript.locked_write(chat, record.chat_id, current + 1):
-                self.transcript.index(record)
+                self.transcript.index_checked(record)  # validated by write_chat
             return current + 1
 
     def load_chat(self, chat_id: str) -> tuple[ChatRecord, int] | None:

@@ -152,6 +152,24 @@ def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypa
     assert not search("common rare", 5)[1]  # one row holds both: every match is ranked
 
 
+def test_an_append_extracts_the_terms_of_the_new_messages_only(monkeypatch):
+    """A rewrite keeps unchanged rows by digest and never folds their text again."""
+    from deuz_transcripts import memory
+
+    store = DjangoConditionalChatStore()
+    texts = [f"message number {n}" for n in range(50)]
+    revision = store.write_chat(record("long", *texts), expected_revision=0)
+    calls = []
+    original = memory.message_terms
+    monkeypatch.setattr(memory, "message_terms", lambda m: calls.append(m) or original(m))
+    store.write_chat(record("long", *texts, "appended quokka"), expected_revision=revision)
+    assert calls == [{"role": "user", "content": "appended quokka"}]
+    chat = Chat.objects.get(chat_id="long")
+    assert (chat.message_count, chat.indexed_count) == (51, 51)
+    assert [h.index for h in store.transcript.search(ADA, "quokka")] == [50]
+    assert len(store.transcript.search(ADA, "number", limit=100)) == 50
+
+
 def test_system_check_warns_only_for_the_like_fallback():
     ids = [message.id for message in app_checks()]
     assert "deuz_transcripts.W001" not in ids
@@ -167,13 +185,13 @@ class Boom(Exception):
 
 def test_failed_indexing_leaves_no_chat_message_or_search_row(monkeypatch):
     store = DjangoConditionalChatStore()
-    original = store.transcript.index
+    original = store.transcript.index_checked
 
     def index_then_fail(chat: ChatRecord) -> None:
         original(chat)  # rows written inside the transaction...
         raise Boom("index failed")  # ...then the write must roll them all back
 
-    monkeypatch.setattr(store.transcript, "index", index_then_fail)
+    monkeypatch.setattr(store.transcript, "index_checked", index_then_fail)
     with pytest.raises(Boom):
         store.write_chat(record("c1", "quokka sighting"), expected_revision=0)
     assert not Chat.objects.exists()
