@@ -41,10 +41,9 @@ T = TypeVar("T")
 #: Bump when the text rules change what a message indexes: re-indexing then rewrites rows.
 STORED_FORM_VERSION = 1
 
-#: A search of a big scope with at most this many terms counts its masks first and then
-#: reads only the rows the page needs; longer queries (whose mask sets grow as 2^terms)
-#: rank every match in one statement.
-PLAN_MAX_TERMS = 4
+#: The newest-first walk of rows holding every term is tried for queries of at most this
+#: many terms (longer ones rarely have a page of such rows: the probe would be wasted).
+WALK_MAX_TERMS = 4
 #: A mask with at least this many rows (or the page depth, if larger) is walked newest
 #: chat first instead of being read and sorted whole.
 WALK_MIN_ROWS = 2_048
@@ -342,14 +341,14 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         depth = request.offset + request.limit
         terms = request.terms
         with database_errors(self.using), connections[self.using].cursor() as cursor:
+            page = self._newest_page(backend, cursor, chats, terms, depth)
+            if page is not None:  # N is not needed: every hit of the page scores 1.0
+                plan = ranking.RankPlan(raws={page[0].mask: 1.0}, best=1.0, page_masks=frozenset())
+                return self._hits(cursor, page[request.offset :], plan, request.around)
             total = backend.total(cursor, chats)
             if not total:
                 return []
-            page = self._newest_page(backend, cursor, chats, terms, depth, total)
-            if page is not None:
-                plan = ranking.RankPlan(raws={page[0].mask: 1.0}, best=1.0, page_masks=frozenset())
-                return self._hits(cursor, page[request.offset :], plan, request.around)
-            if len(terms) > PLAN_MAX_TERMS or backend.single_statement(chats, total):
+            if len(terms) > backend.plan_max_terms or backend.single_statement(chats, total):
                 histogram, candidates = backend.candidates(cursor, chats, terms, depth, total)
                 plan = ranking.plan_page(
                     histogram, len(terms), total, request.offset, request.limit
@@ -401,7 +400,6 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         chats: ChatFilter,
         terms: Sequence[str],
         depth: int,
-        total: int,
     ) -> list[Candidate] | None:
         """The first ``depth`` hits without ranking every match, when that is exact.
 
@@ -414,8 +412,7 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         cap = max(WALK_MIN_ROWS, depth)
         if (
             not backend.walks_newest_first
-            or len(terms) > PLAN_MAX_TERMS
-            or total < cap
+            or len(terms) > WALK_MAX_TERMS
             or backend.count_with_all_terms(cursor, chats, terms, cap) < cap
         ):
             return None

@@ -60,12 +60,7 @@ class ChatFilter:
         joins ``Chat`` by primary key, so its cost follows the scope, never the table.
         """
         params: list[Any] = []
-        check = "c.is_indexed"
-        check_params: list[Any] = []
-        if self.chat_ids is not None:
-            ids = sorted(self.chat_ids)
-            check += f" AND c.chat_id IN ({', '.join(['%s'] * len(ids))})"
-            check_params.extend(ids)
+        check, check_params = self._chat_check()
         fields = sorted(self.scope.items())
         if not fields:
             return f"SELECT c.id FROM {table(Chat)} c WHERE {check}", check_params
@@ -85,11 +80,29 @@ class ChatFilter:
         )
         return sql, [*params, *fields[0], *check_params]
 
+    def _chat_check(self) -> tuple[str, list[Any]]:
+        """What chat row ``c`` itself must satisfy: indexed, and one of ``chat_ids``."""
+        if self.chat_ids is None:
+            return "c.is_indexed", []
+        ids = sorted(self.chat_ids)
+        return f"c.is_indexed AND c.chat_id IN ({', '.join(['%s'] * len(ids))})", ids
+
+    def chat_condition(self) -> tuple[str, list[Any]]:
+        """SQL true when chat row ``c`` is admitted.
+
+        Without a scope it tests ``c`` itself: ``c.id IN (every indexed chat)`` would
+        make the engine list the whole chat table before using any row of it.
+        """
+        if self.scope:
+            pks, params = self.chat_pks_sql()
+            return f"c.id IN ({pks})", params
+        return self._chat_check()
+
     def total_sql(self) -> tuple[str, list[Any]]:
         """N: the number of indexed messages the search may return."""
-        pks, params = self.chat_pks_sql()
+        condition, params = self.chat_condition()
         return (
-            f"SELECT COALESCE(SUM(indexed_count), 0) FROM {table(Chat)} WHERE id IN ({pks})",
+            f"SELECT COALESCE(SUM(c.indexed_count), 0) FROM {table(Chat)} c WHERE {condition}",
             params,
         )
 
@@ -242,6 +255,10 @@ class SearchBackend(ABC):
 
     # big scopes: the histogram first, then only the rows the page needs (see ``sql_index``)
 
+    #: Longest query planned that way; longer ones rank every match in one statement
+    #: (PostgreSQL's exact-mask tsqueries grow with masks x terms).
+    plan_max_terms = 4
+
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> dict[int, int]:
@@ -308,14 +325,14 @@ class SearchBackend(ABC):
     ) -> list[Candidate]:
         """The first ``depth`` rows of ``mask`` in tie order, walking newest chats first
         and stopping there: the cost follows how common the mask is, not N."""
-        pks, pks_params = chats.chat_pks_sql()
+        admitted, admitted_params = chats.chat_condition()
         condition, params = self.mask_condition("m", terms, mask)
         cursor.execute(
             "SELECT m.id, m.chat_id, c.chat_id, c.updated_at, m.position, m.visible_position "
             f"FROM {table(Chat)} c {self.walk_join} {table(Message)} m ON m.chat_id = c.id "
-            f"WHERE c.id IN ({pks}) AND m.has_terms AND {condition} "
+            f"WHERE {admitted} AND m.has_terms AND {condition} "
             f"ORDER BY c.updated_at DESC, {self.chat_id_order}, m.position LIMIT %s",
-            [*pks_params, *params, depth],
+            [*admitted_params, *params, depth],
         )
         return [Candidate(row[0], mask, *row[1:]) for row in cursor.fetchall()]
 

@@ -17,7 +17,7 @@ from django.db.backends.utils import CursorWrapper
 
 from ..conf import conf
 from ..models import Chat, Message
-from ..text import stored_term, stored_terms_text
+from ..text import MAX_QUERY_TERMS, stored_term, stored_terms_text
 from .base import Candidate, ChatFilter, StoredRow, mask_sql, table
 from .sqlite import FTS_TABLE, SQLiteBackend, fts_table_exists
 
@@ -67,18 +67,6 @@ def match_expression(chats: ChatFilter, terms: Sequence[str], *, every: bool = F
     if every:
         return _scoped(chats, " AND ".join(_phrase(stored_term(term)) for term in terms))
     return _scoped(chats, _any(stored_term(term) for term in terms))
-
-
-def mask_expression(terms: Sequence[str], mask: int) -> str:
-    """``((a AND b) NOT (c OR d))``: rows holding exactly the terms of ``mask``."""
-    present = [stored_term(term) for bit, term in enumerate(terms) if mask >> bit & 1]
-    absent = [stored_term(term) for bit, term in enumerate(terms) if not mask >> bit & 1]
-    expression = "(" + " AND ".join(_phrase(token) for token in present) + ")"
-    return f"({expression} NOT {_any(absent)})" if absent else expression
-
-
-def masks_expression(chats: ChatFilter, terms: Sequence[str], masks: Collection[int]) -> str:
-    return _scoped(chats, "(" + " OR ".join(mask_expression(terms, m) for m in sorted(masks)) + ")")
 
 
 class Fts5Upkeep(SQLiteBackend):
@@ -198,6 +186,25 @@ class SQLiteFts5Backend(Fts5Upkeep):
             [*params, match],
         )
 
+    plan_max_terms = MAX_QUERY_TERMS  # masks are computed inside FTS5 for any query
+
+    def mask_candidates(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        masks: Collection[int],
+        depth: int,
+    ) -> list[Candidate]:
+        """Masks computed in FTS5 as for the histogram; message rows read for ``masks`` only."""
+        found, params = self._fts_masks(chats, terms, match_expression(chats, terms))
+        wanted = ", ".join(str(int(mask)) for mask in sorted(masks))
+        matches = (
+            "SELECT m.id, f.mask, m.chat_id AS chat_pk, m.position, m.visible_position "
+            f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id WHERE f.mask IN ({wanted})"
+        )
+        return self.ranked_candidates(cursor, matches, params, depth)[1]
+
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> dict[int, int]:
@@ -219,13 +226,11 @@ class SQLiteFts5Backend(Fts5Upkeep):
     def matches_sql(
         self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int] | None = None
     ) -> tuple[str, list[Any]]:
-        """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once."""
-        match = (
-            match_expression(chats, terms)
-            if masks is None
-            else masks_expression(chats, terms, masks)
-        )
-        found, params = self._fts_masks(chats, terms, match)
+        """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once.
+
+        ``masks`` is not used: ``mask_candidates`` filters masks inside FTS5 itself.
+        """
+        found, params = self._fts_masks(chats, terms, match_expression(chats, terms))
         return (
             "SELECT m.id, f.mask, m.chat_id AS chat_pk, m.position, m.visible_position "
             f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id",
