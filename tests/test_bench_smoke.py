@@ -75,3 +75,9 @@ def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
         assert results["peers"][name]["status"] in ("ok", "skipped", "failed")
     assert all(t["status"] in ("met", "missed", "n/a") for t in results["targets"])
     assert "| scope | class |" in proc.stdout
+    # before -> after of two runs (here the same run twice)
+    from bench.compare import table
+
+    compared = table(results, results).splitlines()
+    assert compared[0].startswith("| scope | class | p50 before | p50 after")
+    assert len(compared) == 2 + sum(len(s["classes"]) for s in results["search"].values())
