@@ -50,17 +50,22 @@ def plain_write(chat: CorpusChat, chat_id: str, user: str) -> None:
             message_count=len(chat.messages),
         )
         ChatScope.objects.create(chat=row, key="userId", value=user)
-        Message.objects.bulk_create(
-            Message(
-                chat=row,
-                position=i,
-                message_id=f"{chat_id}:{i}",
-                role=m["role"],
-                payload=json.dumps(m, ensure_ascii=False, separators=(",", ":")),
-                digest="",
-            )
-            for i, m in enumerate(chat.messages)
+        Message.objects.bulk_create(plain_messages(row, chat, chat_id))
+
+
+def plain_messages(row: Chat, chat: CorpusChat, chat_id: str) -> list[Message]:
+    """The message rows of ``chat`` as the store keeps them, without search data."""
+    return [
+        Message(
+            chat=row,
+            position=i,
+            message_id=f"{chat_id}:{i}",
+            role=m["role"],
+            payload=json.dumps(m, ensure_ascii=False, separators=(",", ":")),
+            digest="",
         )
+        for i, m in enumerate(chat.messages)
+    ]
 
 
 def write_cost(store: DjangoConditionalChatStore, seed: int, quick: bool) -> dict[str, Any]:
@@ -295,16 +300,9 @@ def plain_bulk(legacy: Corpus, limit: int | None = None) -> float:
             for chat in pending
         )
         Message.objects.bulk_create(
-            Message(
-                chat=row,
-                position=i,
-                message_id=f"{chat.chat_id}:{i}",
-                role=m["role"],
-                payload=json.dumps(m, ensure_ascii=False),
-                digest="",
-            )
+            message
             for row, chat in zip(chats, pending, strict=True)
-            for i, m in enumerate(chat.messages)
+            for message in plain_messages(row, chat, chat.chat_id)
         )
         pending.clear()
 

@@ -200,11 +200,16 @@ class SearchBackend(ABC):
     chat_id_order = "c.chat_id"
 
     @abstractmethod
-    def matches_sql(
-        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int] | None = None
+    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        """``SELECT id, mask, chat_pk, position, visible_position`` of every match in scope."""
+
+    def mask_matches_sql(
+        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int]
     ) -> tuple[str, list[Any]]:
-        """``SELECT id, mask, chat_pk, position, visible_position`` of every match in scope
-        (with ``masks``: at least the rows of those masks, found through the index)."""
+        """``matches_sql`` of the rows of ``masks`` only (backends narrow it in the index)."""
+        matches, params = self.matches_sql(chats, terms)
+        wanted = ", ".join(str(int(mask)) for mask in sorted(masks))
+        return f"SELECT * FROM ({matches}) x WHERE x.mask IN ({wanted})", params
 
     def single_statement(self, chats: ChatFilter, total: int) -> bool:
         """Whether one statement ranking every match is cheapest (small scopes)."""
@@ -276,9 +281,7 @@ class SearchBackend(ABC):
         depth: int,
     ) -> list[Candidate]:
         """The first ``depth`` rows of each of ``masks`` (masks with few rows)."""
-        matches, params = self.matches_sql(chats, terms, masks)
-        wanted = ", ".join(str(int(mask)) for mask in sorted(masks))
-        matches = f"SELECT * FROM ({matches}) x WHERE x.mask IN ({wanted})"
+        matches, params = self.mask_matches_sql(chats, terms, masks)
         return self.ranked_candidates(cursor, matches, params, depth)[1]
 
     # the newest-first walk (see ``sql_index``)

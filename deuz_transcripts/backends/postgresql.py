@@ -132,27 +132,27 @@ class PostgresBackend(SearchBackend):
         )
         return int(cursor.fetchone()[0])
 
-    def matches_sql(
-        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int] | None = None
+    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        return self._matches(chats, terms, " | ".join(tsquery_literal(term) for term in terms))
+
+    def mask_matches_sql(
+        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int]
+    ) -> tuple[str, list[Any]]:
+        """GIN finds the rows through one ``('a' & !'b') | ...`` tsquery of the masks."""
+        query = " | ".join(f"({mask_tsquery(terms, mask)})" for mask in sorted(masks))
+        return self._matches(chats, terms, query)
+
+    def _matches(
+        self, chats: ChatFilter, terms: Sequence[str], query: str
     ) -> tuple[str, list[Any]]:
         pks_sql, pks_params = chats.chat_pks_sql()
         literals = [tsquery_literal(term) for term in terms]
         conditions = [f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms]
         if len(terms) == 1:
-            conditions, literals_in_mask = ["TRUE"], []
-        else:
-            literals_in_mask = literals
+            conditions, literals = ["TRUE"], []
         return (
             f"SELECT m.id, {mask_sql(conditions)} AS mask, m.chat_id AS chat_pk, m.position, "
             f"m.visible_position FROM {table(Message)} m WHERE m.chat_id IN ({pks_sql}) "
             f"AND m.{VECTOR_COLUMN} @@ %s::tsquery",
-            [
-                *literals_in_mask,
-                *pks_params,
-                " | ".join(
-                    literals
-                    if masks is None
-                    else (f"({mask_tsquery(terms, mask)})" for mask in sorted(masks))
-                ),
-            ],
+            [*literals, *pks_params, query],
         )

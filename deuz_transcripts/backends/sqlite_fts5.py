@@ -188,22 +188,17 @@ class SQLiteFts5Backend(Fts5Upkeep):
 
     plan_max_terms = MAX_QUERY_TERMS  # masks are computed inside FTS5 for any query
 
-    def mask_candidates(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        masks: Collection[int],
-        depth: int,
-    ) -> list[Candidate]:
+    def mask_matches_sql(
+        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int]
+    ) -> tuple[str, list[Any]]:
         """Masks computed in FTS5 as for the histogram; message rows read for ``masks`` only."""
         found, params = self._fts_masks(chats, terms, match_expression(chats, terms))
         wanted = ", ".join(str(int(mask)) for mask in sorted(masks))
-        matches = (
+        return (
             "SELECT m.id, f.mask, m.chat_id AS chat_pk, m.position, m.visible_position "
-            f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id WHERE f.mask IN ({wanted})"
+            f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id WHERE f.mask IN ({wanted})",
+            params,
         )
-        return self.ranked_candidates(cursor, matches, params, depth)[1]
 
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
@@ -223,13 +218,8 @@ class SQLiteFts5Backend(Fts5Upkeep):
         )
         return int(cursor.fetchone()[0])
 
-    def matches_sql(
-        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int] | None = None
-    ) -> tuple[str, list[Any]]:
-        """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once.
-
-        ``masks`` is not used: ``mask_candidates`` filters masks inside FTS5 itself.
-        """
+    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once."""
         found, params = self._fts_masks(chats, terms, match_expression(chats, terms))
         return (
             "SELECT m.id, f.mask, m.chat_id AS chat_pk, m.position, m.visible_position "

@@ -9,7 +9,7 @@ back to FTS5 needs no re-index.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..models import Message
@@ -27,9 +27,7 @@ class SQLiteLikeBackend(Fts5Upkeep):
     def single_statement(self, chats: ChatFilter, total: int) -> bool:
         return True  # every search scans the scope's rows once
 
-    def matches_sql(
-        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int] | None = None
-    ) -> tuple[str, list[Any]]:
+    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         pks_sql, pks_params = chats.chat_pks_sql()
         conditions = ["instr(m.search_text, %s) > 0" for _ in terms]
         return (
