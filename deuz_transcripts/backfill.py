@@ -4,7 +4,10 @@ Rows are walked by primary-key ranges (``pk > last ORDER BY pk LIMIT n``), never
 OFFSET and never all at once, so memory stays constant and rows added during a
 run are still seen. Chats are written ``chats_per_transaction`` to a transaction
 (one commit, not one per chat, is what makes a backfill fast), each chat in its
-own savepoint, so a failing chat rolls back alone. A killed run loses at most
+own savepoint, so a failing chat rolls back alone. Legacy chats with no row yet
+(all of them, in a first backfill) are written a group at a time in a few
+multi-row statements, falling back to the chat-by-chat path if the group write
+fails. A killed run loses at most
 the transaction in flight, and a rerun converges because a chat already in its
 indexed form is recognised as unchanged and not written.
 """
