@@ -57,28 +57,34 @@ class ChatFilter:
         """``SELECT chat pk ...`` of the searchable chats this filter admits.
 
         A scoped filter starts from the ``(key, value)`` btree of ``ChatScope`` and
-        joins ``Chat`` by primary key, so its cost follows the scope, never the table.
+        checks each chat by a scalar subquery, one primary-key probe per scope row (as
+        a join, PostgreSQL hashes it and reads the whole chat table for a big scope),
+        so its cost follows the scope, never the table.
         """
-        params: list[Any] = []
         check, check_params = self._chat_check()
-        fields = sorted(self.scope.items())
-        if not fields:
+        if not self.scope:
             return f"SELECT c.id FROM {table(Chat)} c WHERE {check}", check_params
-        joins = []
+        rows, params = self._scope_rows()
+        return (
+            f"SELECT s0.chat_id {rows} "
+            f"AND (SELECT {check} FROM {table(Chat)} c WHERE c.id = s0.chat_id)",
+            [*params, *check_params],
+        )
+
+    def _scope_rows(self) -> tuple[str, list[Any]]:
+        """``FROM ... WHERE ...`` of the scope's ``ChatScope`` rows, one per chat (``s0``)."""
+        fields = sorted(self.scope.items())
+        joins, params = [], []
         for number, (key, value) in enumerate(fields[1:], start=1):
             joins.append(
                 f"JOIN {table(ChatScope)} s{number} ON s{number}.chat_id = s0.chat_id "
                 f"AND s{number}.key = %s AND s{number}.value = %s"
             )
             params.extend([key, value])
-        # The chat is checked by a scalar subquery, one primary-key probe per scope row:
-        # as a join, PostgreSQL hashes it and reads the whole chat table for a big scope.
-        sql = (
-            f"SELECT s0.chat_id FROM {table(ChatScope)} s0 {' '.join(joins)} "
-            f"WHERE s0.key = %s AND s0.value = %s "
-            f"AND (SELECT {check} FROM {table(Chat)} c WHERE c.id = s0.chat_id)"
+        return (
+            f"FROM {table(ChatScope)} s0 {' '.join(joins)} WHERE s0.key = %s AND s0.value = %s",
+            [*params, *fields[0]],
         )
-        return sql, [*params, *fields[0], *check_params]
 
     def _chat_check(self) -> tuple[str, list[Any]]:
         """What chat row ``c`` itself must satisfy: indexed, and one of ``chat_ids``."""
@@ -99,12 +105,16 @@ class ChatFilter:
         return self._chat_check()
 
     def total_sql(self) -> tuple[str, list[Any]]:
-        """N: the number of indexed messages the search may return."""
-        condition, params = self.chat_condition()
-        return (
-            f"SELECT COALESCE(SUM(c.indexed_count), 0) FROM {table(Chat)} c WHERE {condition}",
-            params,
-        )
+        """N: the number of indexed messages the search may return (one probe per chat)."""
+        check, check_params = self._chat_check()
+        if not self.scope:
+            return (
+                f"SELECT COALESCE(SUM(c.indexed_count), 0) FROM {table(Chat)} c WHERE {check}",
+                check_params,
+            )
+        rows, params = self._scope_rows()
+        probe = f"SELECT c.indexed_count FROM {table(Chat)} c WHERE c.id = s0.chat_id AND {check}"
+        return f"SELECT COALESCE(SUM(({probe})), 0) {rows}", [*check_params, *params]
 
 
 @dataclass(frozen=True)
