@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["RankPlan", "idf", "mask_raw", "plan_page", "sort_key"]
+__all__ = ["RankPlan", "idf", "mask_raw", "masks_from_subset_counts", "plan_page", "sort_key"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MICROSECOND = timedelta(microseconds=1)
@@ -82,6 +82,30 @@ def plan_page(
         floor = raws[ordered[-1]]
     page_masks = frozenset(mask for mask in ordered if raws[mask] >= floor)
     return RankPlan(raws=raws, best=raws[ordered[0]], page_masks=page_masks)
+
+
+def masks_from_subset_counts(together: Mapping[int, int], term_count: int) -> dict[int, int]:
+    """``{mask: rows holding exactly those terms}`` from ``{subset: rows holding at least
+    that subset}`` of every non-empty subset (inclusion-exclusion).
+
+    Engines that count "rows with all of these terms" cheaply (FTS5 merges doclists)
+    get the exact mask histogram without listing any row.
+    """
+    full = (1 << term_count) - 1
+    exact: dict[int, int] = {}
+    for mask in range(1, full + 1):
+        count = 0
+        rest = full & ~mask
+        extra = rest
+        while True:  # every superset: mask | (each subset of the other terms)
+            sign = -1 if bin(extra).count("1") % 2 else 1
+            count += sign * together.get(mask | extra, 0)
+            if extra == 0:
+                break
+            extra = (extra - 1) & rest
+        if count:
+            exact[mask] = count
+    return exact
 
 
 def sort_key(raw: float, updated_at: datetime, chat_id: str, index: int) -> tuple:

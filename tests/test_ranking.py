@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from deuz_transcripts.ranking import RankPlan, idf, mask_raw, plan_page, sort_key
+from deuz_transcripts.ranking import (
+    RankPlan,
+    idf,
+    mask_raw,
+    masks_from_subset_counts,
+    plan_page,
+    sort_key,
+)
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 
@@ -195,3 +205,18 @@ def test_sort_key_compares_instants_not_timezones():
 def test_sort_key_is_exact_for_far_dates():
     late = datetime(9999, 12, 31, 23, 59, 59, 999_998, tzinfo=UTC)
     assert sort_key(1.0, late + timedelta(microseconds=1), "c", 0) < sort_key(1.0, late, "c", 0)
+
+
+@given(
+    term_count=st.integers(1, 5),
+    rows=st.lists(st.integers(0, 31), max_size=40),
+)
+def test_subset_counts_give_back_the_exact_mask_histogram(term_count, rows):
+    """FTS5 counts rows holding at least each subset; inclusion-exclusion recovers masks."""
+    masks = [row & ((1 << term_count) - 1) for row in rows]
+    expected = Counter(mask for mask in masks if mask)
+    together = {
+        subset: sum(1 for mask in masks if mask & subset == subset)
+        for subset in range(1, 1 << term_count)
+    }
+    assert masks_from_subset_counts(together, term_count) == expected

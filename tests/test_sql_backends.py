@@ -144,6 +144,11 @@ def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypa
         )
         return [(h.chat_id, h.message_id, h.score) for h in hits], walked
 
+    monkeypatch.setattr(sql_index, "WALK_MIN_ROWS", 5)
+    with CaptureQueriesContext(connection) as queries:
+        store.transcript.search(ADA, "common")
+    probe = queries.captured_queries[0]["sql"]  # counted in the index, no message row read
+    assert ("tsquery" if connection.vendor == "postgresql" else "MATCH") in probe
     common, walked = search("common", 5)
     assert walked and common == [("c5", "c5:1", 1.0), ("c4", "c4:0", 1.0), ("c4", "c4:1", 1.0)]
     assert search("common", 10_000) == (common, False)  # too few rows to walk: ranked

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
+from .. import ranking
 from ..conf import conf
 from ..models import Chat, Message
 from ..text import MAX_QUERY_TERMS, stored_term, stored_terms_text
@@ -67,6 +68,20 @@ def match_expression(chats: ChatFilter, terms: Sequence[str], *, every: bool = F
     if every:
         return _scoped(chats, " AND ".join(_phrase(stored_term(term)) for term in terms))
     return _scoped(chats, _any(stored_term(term) for term in terms))
+
+
+def mask_expression(chats: ChatFilter, terms: Sequence[str], mask: int) -> str:
+    """``scope AND ((a AND b) NOT (c OR d))``: rows holding exactly the terms of ``mask``."""
+    present = [stored_term(term) for bit, term in enumerate(terms) if mask >> bit & 1]
+    absent = [stored_term(term) for bit, term in enumerate(terms) if not mask >> bit & 1]
+    expression = "(" + " AND ".join(_phrase(token) for token in present) + ")"
+    return _scoped(chats, f"({expression} NOT {_any(absent)})" if absent else expression)
+
+
+#: Queries of at most this many terms count their masks by inclusion-exclusion over
+#: FTS5 counts of every term subset (2^n - 1 counts, each a doclist merge); longer
+#: ones compute each match's mask inside FTS5.
+SUBSET_COUNT_MAX_TERMS = 4
 
 
 class Fts5Upkeep(SQLiteBackend):
@@ -191,12 +206,26 @@ class SQLiteFts5Backend(Fts5Upkeep):
     def mask_matches_sql(
         self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int]
     ) -> tuple[str, list[Any]]:
-        """Masks computed in FTS5 as for the histogram; message rows read for ``masks`` only."""
-        found, params = self._fts_masks(chats, terms, match_expression(chats, terms))
-        wanted = ", ".join(str(int(mask)) for mask in sorted(masks))
+        """Rows of ``masks`` only, message rows read for those alone.
+
+        Few terms: one exact FTS5 query per mask (``a NOT b``), the mask a constant.
+        More: masks computed in FTS5 as for the histogram, then filtered.
+        """
+        if len(terms) <= SUBSET_COUNT_MAX_TERMS:
+            ordered = sorted(masks)
+            found = " UNION ALL ".join(
+                f"SELECT rowid AS id, {int(mask)} AS mask FROM {FTS_TABLE} "
+                f"WHERE {FTS_TABLE} MATCH %s"
+                for mask in ordered
+            )
+            params = [mask_expression(chats, terms, mask) for mask in ordered]
+            where = ""
+        else:
+            found, params = self._fts_masks(chats, terms, match_expression(chats, terms))
+            where = f" WHERE f.mask IN ({', '.join(str(int(mask)) for mask in sorted(masks))})"
         return (
             "SELECT m.id, f.mask, m.chat_id AS chat_pk, m.position, m.visible_position "
-            f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id WHERE f.mask IN ({wanted})",
+            f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id{where}",
             params,
         )
 
@@ -204,6 +233,23 @@ class SQLiteFts5Backend(Fts5Upkeep):
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> dict[int, int]:
         """Counted in FTS5 alone: no message row is read (that lookup is what costs)."""
+        if len(terms) <= SUBSET_COUNT_MAX_TERMS:
+            subsets = range(1, 1 << len(terms))
+            cursor.execute(
+                " UNION ALL ".join(
+                    f"SELECT {subset}, (SELECT count(*) FROM {FTS_TABLE} "
+                    f"WHERE {FTS_TABLE} MATCH %s)"
+                    for subset in subsets
+                ),
+                [
+                    match_expression(
+                        chats, [t for bit, t in enumerate(terms) if subset >> bit & 1], every=True
+                    )
+                    for subset in subsets
+                ],
+            )
+            together = {int(subset): int(count) for subset, count in cursor.fetchall()}
+            return ranking.masks_from_subset_counts(together, len(terms))
         masks, params = self._fts_masks(chats, terms, match_expression(chats, terms))
         cursor.execute(f"SELECT f.mask, count(*) FROM ({masks}) f GROUP BY f.mask", params)
         return {int(mask): int(count) for mask, count in cursor.fetchall()}
