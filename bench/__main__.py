@@ -28,6 +28,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="few queries, short budgets")
     parser.add_argument("--no-peers", action="store_true", help="skip watson/modelsearch/tantivy")
     parser.add_argument(
+        "--skip-peer",
+        action="append",
+        choices=["watson", "modelsearch", "tantivy"],
+        default=[],
+        help="skip one peer (repeatable); e.g. watson, whose build is slowest",
+    )
+    parser.add_argument(
         "--peer-cap",
         type=int,
         default=200_000,
@@ -79,6 +86,9 @@ def setup_django(args: argparse.Namespace) -> dict[str, str]:
     peers, skipped = ([], {}) if args.no_peers else available_peers(args.db)
     if args.no_peers:
         skipped = dict.fromkeys(("watson", "modelsearch", "tantivy"), "--no-peers")
+    for name in args.skip_peer:
+        skipped[name] = "--skip-peer"
+    peers = [name for name in peers if name not in skipped]
     os.environ["BENCH_DB"] = prepare_database(args)
     os.environ["BENCH_PEERS"] = ",".join(peers)
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
