@@ -239,11 +239,12 @@ class SearchBackend(ABC):
         depth: int,
         total: int,
     ) -> tuple[dict[int, int], list[Candidate]]:
-        """N, the mask histogram, and the first ``depth`` rows of every mask, in one pass.
+        """The mask histogram and the first ``depth`` rows of every mask, in one pass.
 
         Each match is read and its mask computed once (a materialized CTE); a window
         numbers the rows of each mask in tie order. Any row of the global page
         (``offset + limit`` = ``depth``) is among the first ``depth`` of its own mask.
+        ``total`` (N) lets a backend choose how to find the matches (SQLite's scan).
         """
         matches, params = self.matches_sql(chats, terms)
         return self.ranked_candidates(cursor, matches, params, depth)
@@ -302,11 +303,12 @@ class SearchBackend(ABC):
     walk_join = "JOIN"
 
     def term_condition(self, alias: str, term: str) -> tuple[str, list[Any]]:
-        """SQL true when message row ``alias`` holds ``term`` (backends that walk)."""
+        """SQL true when message row ``alias`` holds ``term`` (for ``mask_condition``)."""
         raise NotImplementedError
 
     def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:
-        """SQL true when row ``alias`` holds exactly the terms of ``mask``."""
+        """SQL true when row ``alias`` holds exactly the terms of ``mask`` (backends that
+        walk override it, or ``term_condition``)."""
         sql: list[str] = []
         params: list[Any] = []
         for bit, term in enumerate(terms):

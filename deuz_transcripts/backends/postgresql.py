@@ -113,24 +113,9 @@ class PostgresBackend(SearchBackend):
 
     chat_id_order = 'c.chat_id COLLATE "C"'
 
-    def term_condition(self, alias: str, term: str) -> tuple[str, list[Any]]:
-        return f"{alias}.{VECTOR_COLUMN} @@ %s::tsquery", [tsquery_literal(term)]
-
     def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:
         """One ``'a' & 'b' & !'c'`` tsquery: one vector test per row, GIN-searchable."""
         return f"{alias}.{VECTOR_COLUMN} @@ %s::tsquery", [mask_tsquery(terms, mask)]
-
-    def count_with_all_terms(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
-    ) -> int:
-        """One ``t1 & t2 ...`` tsquery: GIN intersects the posting lists."""
-        pks, pks_params = chats.chat_pks_sql()
-        cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {table(Message)} m WHERE m.chat_id IN ({pks}) "
-            f"AND m.{VECTOR_COLUMN} @@ %s::tsquery LIMIT %s) AS probe",
-            [*pks_params, " & ".join(tsquery_literal(term) for term in terms), cap],
-        )
-        return int(cursor.fetchone()[0])
 
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         return self._matches(chats, terms, " | ".join(tsquery_literal(term) for term in terms))
