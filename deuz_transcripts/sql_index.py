@@ -348,19 +348,16 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
             total = backend.total(cursor, chats)
             if not total:
                 return []
-            if len(terms) > backend.plan_max_terms or backend.single_statement(chats, total):
+            single = len(terms) > backend.plan_max_terms or backend.single_statement(chats, total)
+            if single:
                 histogram, candidates = backend.candidates(cursor, chats, terms, depth, total)
-                plan = ranking.plan_page(
-                    histogram, len(terms), total, request.offset, request.limit
-                )
             else:
                 histogram = backend.mask_histogram(cursor, chats, terms)
-                plan = ranking.plan_page(
-                    histogram, len(terms), total, request.offset, request.limit
-                )
-                candidates = self._page_rows(backend, cursor, chats, terms, plan, histogram, depth)
+            plan = ranking.plan_page(histogram, len(terms), total, request.offset, request.limit)
             if plan is None:
                 return []
+            if not single:
+                candidates = self._page_rows(backend, cursor, chats, terms, plan, histogram, depth)
             page = order_page(candidates, plan)[request.offset : depth]
             return self._hits(cursor, page, plan, request.around)
 
@@ -370,7 +367,7 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         cursor: Any,
         chats: ChatFilter,
         terms: Sequence[str],
-        plan: ranking.RankPlan | None,
+        plan: ranking.RankPlan,
         histogram: Mapping[int, int],
         depth: int,
     ) -> list[Candidate]:
@@ -380,8 +377,6 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         many (at least ``WALK_MIN_ROWS``) is walked newest chat first, stopping after
         ``depth`` rows, instead of sorting all of them.
         """
-        if plan is None:
-            return []
         walked = {
             mask
             for mask in plan.page_masks
@@ -389,7 +384,7 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
         }
         few = plan.page_masks - walked
         rows = backend.mask_candidates(cursor, chats, terms, few, depth) if few else []
-        for mask in sorted(walked, key=lambda mask: -plan.raws[mask]):
+        for mask in walked:  # order_page orders the rows of every mask
             rows.extend(backend.newest_with_mask(cursor, chats, terms, mask, depth))
         return rows
 

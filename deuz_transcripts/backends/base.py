@@ -244,10 +244,16 @@ class SearchBackend(ABC):
         Each match is read and its mask computed once (a materialized CTE); a window
         numbers the rows of each mask in tie order. Any row of the global page
         (``offset + limit`` = ``depth``) is among the first ``depth`` of its own mask.
-        ``total`` (N) lets a backend choose how to find the matches (SQLite's scan).
         """
-        matches, params = self.matches_sql(chats, terms)
+        matches, params = self.candidate_matches_sql(chats, terms, total)
         return self.ranked_candidates(cursor, matches, params, depth)
+
+    def candidate_matches_sql(
+        self, chats: ChatFilter, terms: Sequence[str], total: int
+    ) -> tuple[str, list[Any]]:
+        """The matches ``candidates`` ranks; ``total`` (N) lets a backend pick how to find
+        them (SQLite FTS5 scans small scopes)."""
+        return self.matches_sql(chats, terms)
 
     def ranked_candidates(
         self, cursor: CursorWrapper, matches: str, params: Sequence[Any], depth: int

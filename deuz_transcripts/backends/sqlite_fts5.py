@@ -19,7 +19,7 @@ from .. import ranking
 from ..conf import conf
 from ..models import Chat, Message
 from ..text import MAX_QUERY_TERMS, stored_term, stored_terms_text
-from .base import Candidate, ChatFilter, StoredRow, mask_sql, table
+from .base import ChatFilter, StoredRow, mask_sql, table
 from .sqlite import FTS_TABLE, SQLiteBackend, fts_table_exists
 
 __all__ = ["Fts5Upkeep", "SQLiteFts5Backend", "fts_body"]
@@ -153,14 +153,9 @@ def scan_matches_sql(chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list
 class SQLiteFts5Backend(Fts5Upkeep):
     name = "sqlite-fts5"
 
-    def candidates(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        depth: int,
-        total: int,
-    ) -> tuple[dict[int, int], list[Candidate]]:
+    def candidate_matches_sql(
+        self, chats: ChatFilter, terms: Sequence[str], total: int
+    ) -> tuple[str, list[Any]]:
         """FTS5, or a scan of the scope's rows when it holds few messages.
 
         FTS5 reads a term's whole doclist (every scope's matches) before the scope
@@ -169,9 +164,8 @@ class SQLiteFts5Backend(Fts5Upkeep):
         row by row through the chat btree: its cost follows the scope alone.
         """
         if self._scans(chats, total):
-            matches, params = scan_matches_sql(chats, terms)
-            return self.ranked_candidates(cursor, matches, params, depth)
-        return super().candidates(cursor, chats, terms, depth, total)
+            return scan_matches_sql(chats, terms)
+        return self.matches_sql(chats, terms)
 
     def single_statement(self, chats: ChatFilter, total: int) -> bool:
         return self._scans(chats, total) or super().single_statement(chats, total)
