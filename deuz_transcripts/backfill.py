@@ -23,7 +23,6 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.models import QuerySet
 
-from .base import check_record
 from .indexing import index_chat
 from .memory import prepare_messages
 from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
@@ -224,9 +223,7 @@ class Backfill:
                 outcomes[chat_id] = Outcome.SKIPPED  # deleted since the batch was read
             elif chat_id not in existing:
                 try:
-                    record = with_filled_ids(
-                        check_record(DjangoChatStore.record_of(legacy[chat_id]))
-                    )
+                    record = with_filled_ids(DjangoChatStore.record_of(legacy[chat_id]))
                     fresh.append((record, prepare_messages(record)))
                 except Exception as exc:  # reported as this chat's failure
                     outcomes[chat_id] = exc
