@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import os
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import pytest
@@ -253,6 +254,19 @@ def check(store: Any, written: list[ChatRecord], queries: list[str], substring: 
                 assert tuple(m.message_id for m in hit.around) == want.around
 
 
+@contextmanager
+def store_for(backend: str) -> Iterator[Any]:
+    """A conditional store on the memory index, the database's backend or SQLite's LIKE."""
+    if backend == "like" and connection.vendor != "sqlite":
+        pytest.skip("the LIKE fallback is SQLite's")
+    like = override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"})
+    with like if backend == "like" else nullcontext():
+        if backend == "memory":
+            yield InMemoryConditionalChatStore(InMemoryTranscriptIndex())
+        else:
+            yield DjangoConditionalChatStore()
+
+
 @pytest.mark.parametrize("backend", ["memory", "database", "like"])
 @FUZZ
 @given(
@@ -260,16 +274,8 @@ def check(store: Any, written: list[ChatRecord], queries: list[str], substring: 
     queries=st.lists(wordy_text, min_size=1, max_size=3),
 )
 def test_random_chats_store_exactly_and_search_like_the_oracle(backend, drafts, queries):
-    if backend == "like" and connection.vendor != "sqlite":
-        pytest.skip("the LIKE fallback is SQLite's")
     assume(len({d["chatId"] for d in drafts}) == len(drafts))
-    like = override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"})
-    with like if backend == "like" else nullcontext():
-        store: Any = (
-            InMemoryConditionalChatStore(InMemoryTranscriptIndex())
-            if backend == "memory"
-            else DjangoConditionalChatStore()
-        )
+    with store_for(backend) as store:
         try:
             with transaction.atomic():
                 written = write_all(store, list(drafts))
@@ -282,15 +288,7 @@ def test_random_chats_store_exactly_and_search_like_the_oracle(backend, drafts, 
 @pytest.mark.parametrize("backend", ["memory", "database", "like"])
 def test_around_is_in_chat_order_after_rewrites(backend):
     """Found by this fuzzer on PostgreSQL: rewritten rows came back in heap order."""
-    if backend == "like" and connection.vendor != "sqlite":
-        pytest.skip("the LIKE fallback is SQLite's")
-    like = override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"})
-    with like if backend == "like" else nullcontext():
-        store: Any = (
-            InMemoryConditionalChatStore(InMemoryTranscriptIndex())
-            if backend == "memory"
-            else DjangoConditionalChatStore()
-        )
+    with store_for(backend) as store:
         if backend == "database" and connection.vendor == "postgresql":
             with connection.cursor() as cursor:  # the plans a bigger table gets: heap order
                 cursor.execute("SET LOCAL enable_indexscan = off")
