@@ -17,7 +17,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Q
 
-from deuz_transcripts.backends.base import ChatFilter
+from deuz_transcripts.backends.chat_filter import ChatFilter
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from deuz_transcripts.text import query_terms, stored_term
 
@@ -204,7 +204,7 @@ class SqlEngines:
                     [*params, _tsquery(terms)],
                 )
             else:
-                from deuz_transcripts.backends.sqlite_fts5 import match_expression
+                from deuz_transcripts.backends.fts5_expressions import match_expression
 
                 cursor.execute(
                     "SELECT rowid FROM deuz_transcripts_fts WHERE deuz_transcripts_fts MATCH %s "
@@ -226,7 +226,7 @@ class SqlEngines:
                     [*params, _tsquery(terms), _tsquery(terms)],
                 )
             else:
-                from deuz_transcripts.backends.sqlite_fts5 import match_expression
+                from deuz_transcripts.backends.fts5_expressions import match_expression
 
                 cursor.execute(
                     "SELECT rowid FROM deuz_transcripts_fts WHERE deuz_transcripts_fts MATCH %s "

@@ -22,7 +22,7 @@ from .admin_views import MESSAGES_PER_PAGE, can_search, message_page, search_vie
 from .forms import parse_scope
 from .models import Chat, Tombstone
 from .records import scope_matches
-from .sql_index import DjangoTranscriptIndex
+from .sql import DjangoTranscriptIndex
 from .stores import DjangoConditionalChatStore
 
 __all__ = ["CHANGELIST_SEARCH_CAP", "ChatAdmin", "TombstoneAdmin", "scope_named_in"]

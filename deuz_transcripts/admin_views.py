@@ -26,7 +26,7 @@ from .forms import TranscriptSearchForm
 from .highlight import highlighted_excerpt, render_spans
 from .models import Chat, Message
 from .records import TranscriptHit, TranscriptMessage, decode_message
-from .sql_index import DjangoTranscriptIndex
+from .sql import DjangoTranscriptIndex
 from .text import indexed_text, is_system
 
 if TYPE_CHECKING:

@@ -20,25 +20,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 
-from .indexing import index_chat
-from .memory import prepare_messages
-from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
-from .records import ChatRecord, with_filled_ids
-from .sql_index import DjangoTranscriptIndex, from_db_datetime, message_digest
-from .stores import DjangoChatStore, record_from_rows
+from .models import Chat, LegacyChat, Message
+from .prepared import PreparedChat
+from .sql import ChatWriter, LockedChat
+from .sql.stored import record_from_rows
+from .stores import DjangoChatStore
 
-__all__ = [
-    "SOURCES",
-    "Backfill",
-    "BackfillStats",
-    "Outcome",
-    "chat_is_current",
-    "pk_batches",
-    "record_from_rows",
-]
+__all__ = ["SOURCES", "Backfill", "BackfillStats", "Outcome", "pk_batches"]
 
 SOURCES = ("legacy", "stored", "all")
 
@@ -82,31 +73,6 @@ def pk_batches(queryset: QuerySet[Any], batch_size: int) -> Iterator[list[tuple[
         last = batch[-1][0]
 
 
-def chat_is_current(using: str, chat: Chat | None, record: ChatRecord) -> bool:
-    """Whether indexing ``record`` would change nothing: same fields, same row digests."""
-    if chat is None or not chat.is_indexed:
-        return False
-    prepared = prepare_messages(with_filled_ids(record))
-    if (
-        chat.scope != record.scope
-        or from_db_datetime(chat.updated_at) != record.updated_at
-        or chat.message_count != len(prepared)
-        or chat.indexed_count != sum(1 for message in prepared if message.terms)
-    ):
-        return False
-    stored = list(
-        Message.objects.using(using)
-        .filter(chat=chat)
-        .order_by("position")
-        .values_list("position", "digest")
-    )
-    expected = [(message.index, message_digest(message)) for message in prepared]
-    if stored != expected:
-        return False
-    scope_rows = ChatScope.objects.using(using).filter(chat=chat).values_list("key", "value")
-    return dict(scope_rows) == chat.scope
-
-
 Progress = Callable[[str, int, int], None]
 Failure = Callable[[str, BaseException], None]
 
@@ -130,7 +96,7 @@ class Backfill:
         self.chats_per_transaction = max(1, chats_per_transaction)
         self.chat_ids = None if chat_ids is None else sorted(set(chat_ids))
         self.dry_run = dry_run
-        self.index = DjangoTranscriptIndex(using)
+        self.writer = ChatWriter(using)
         self.progress = progress or (lambda label, done, total: None)
         self.on_failure = on_failure or (lambda chat_id, exc: None)
 
@@ -201,35 +167,25 @@ class Backfill:
 
     def _write_new_legacy_chats(self, chat_ids: list[str]) -> dict[str, Outcome | Exception]:
         db = self.using
-        with connections[db].cursor() as cursor:
-            self.index.backend.lock_chats(cursor, chat_ids)
-        tombstoned = set(
-            Tombstone.objects.using(db)
-            .filter(chat_id__in=chat_ids)
-            .values_list("chat_id", flat=True)
-        )
-        existing = set(
-            Chat.objects.using(db).filter(chat_id__in=chat_ids).values_list("chat_id", flat=True)
-        )
+        locked = self.writer.lock_many(chat_ids)
         legacy = {
             row.chat_id: row for row in LegacyChat.objects.using(db).filter(chat_id__in=chat_ids)
         }
         outcomes: dict[str, Outcome | Exception] = {}
         fresh = []
         for chat_id in chat_ids:
-            if chat_id in tombstoned:
+            if locked[chat_id].tombstoned:
                 outcomes[chat_id] = Outcome.TOMBSTONED
             elif chat_id not in legacy:
                 outcomes[chat_id] = Outcome.SKIPPED  # deleted since the batch was read
-            elif chat_id not in existing:
+            elif locked[chat_id].row is None:
                 try:
-                    record = with_filled_ids(DjangoChatStore.record_of(legacy[chat_id]))
-                    fresh.append((record, prepare_messages(record)))
+                    fresh.append(PreparedChat.of(DjangoChatStore.record_of(legacy[chat_id])))
                 except Exception as exc:  # reported as this chat's failure
                     outcomes[chat_id] = exc
         if fresh:
-            self.index.insert_new_chats(fresh)
-            outcomes.update((record.chat_id, Outcome.INDEXED) for record, _ in fresh)
+            self.writer.insert_new(fresh)
+            outcomes.update((chat.chat_id, Outcome.INDEXED) for chat in fresh)
         return outcomes
 
     @contextmanager
@@ -241,51 +197,52 @@ class Backfill:
             yield
 
     @contextmanager
-    def _chat_transaction(self, chat_id: str) -> Iterator[None]:
-        """A savepoint per chat, holding the chat's write lock before anything is read,
-        so a store writing the same chat concurrently is never overwritten with older rows."""
+    def _chat_transaction(self) -> Iterator[None]:
+        """A savepoint per chat (none in a dry run); the chat's write lock is taken
+        before anything is read, so a store writing the same chat concurrently is
+        never overwritten with older rows."""
         if self.dry_run:
             yield
             return
         with transaction.atomic(using=self.using):
-            with connections[self.using].cursor() as cursor:
-                self.index.backend.lock_chat(cursor, chat_id)
             yield
+
+    def _lock(self, chat_id: str) -> LockedChat:
+        return self.writer.read(chat_id) if self.dry_run else self.writer.lock(chat_id)
 
     def legacy_chat(self, pk: int, chat_id: str) -> Outcome:
         """Index one ``deuz_chats`` row with ``index_chat``'s id filling."""
-        with self._chat_transaction(chat_id):
-            if Tombstone.objects.using(self.using).filter(chat_id=chat_id).exists():
+        with self._chat_transaction():
+            locked = self._lock(chat_id)
+            if locked.tombstoned:
                 return Outcome.TOMBSTONED
             record = DjangoChatStore(self.using).load_chat(chat_id)
             if record is None:
                 return Outcome.SKIPPED  # deleted since the batch was read
-            chat = Chat.objects.using(self.using).filter(chat_id=chat_id).first()
-            if chat is not None and chat.revision > 0:
+            if locked.revision > 0:
                 return Outcome.SKIPPED  # a store owns this chat: its copy wins
-            record = with_filled_ids(record)
-            if chat_is_current(self.using, chat, record):
+            chat = PreparedChat.of(record)
+            if self.writer.is_current(locked, chat):
                 return Outcome.UNCHANGED
             if not self.dry_run:
-                with self.index.locked_write(chat, chat_id, 0):  # locked and checked above
-                    index_chat(self.index, record)
+                self.writer.write(locked, chat)
             return Outcome.INDEXED
 
     def stored_chat(self, pk: int, chat_id: str) -> Outcome:
         """Re-index one chat from its own rows (e.g. after the stored form changed)."""
-        with self._chat_transaction(chat_id):
-            chat = Chat.objects.using(self.using).filter(pk=pk).first()
-            if chat is None:
+        with self._chat_transaction():
+            locked = self._lock(chat_id)
+            row = locked.row
+            if row is None or row.pk != pk:
                 return Outcome.SKIPPED
-            if Tombstone.objects.using(self.using).filter(chat_id=chat.chat_id).exists():
+            if locked.tombstoned:
                 return Outcome.TOMBSTONED
-            if not chat.is_indexed:
+            if not row.is_indexed:
                 return Outcome.SKIPPED  # taken out of search on purpose: stays out
-            rows = list(Message.objects.using(self.using).filter(chat=chat).order_by("position"))
-            record = record_from_rows(chat, rows)
-            if chat_is_current(self.using, chat, record):
+            rows = list(Message.objects.using(self.using).filter(chat=row).order_by("position"))
+            chat = PreparedChat.of(record_from_rows(row, rows))
+            if self.writer.is_current(locked, chat):
                 return Outcome.UNCHANGED
             if not self.dry_run:
-                with self.index.locked_write(chat, chat.chat_id, chat.revision):
-                    self.index.index(record)
+                self.writer.write(locked, chat)
             return Outcome.INDEXED

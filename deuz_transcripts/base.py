@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .errors import InvalidRecord
+from .prepared import PreparedChat
 from .records import (
     ChatRecord,
     MemorySourceRef,
@@ -90,16 +91,13 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
     """Searches past messages by their words, inside one scope."""
 
     @abstractmethod
-    def index(self, record: ChatRecord) -> None:
-        """Index (or re-index) a chat; ids are filled as ``index_chat`` fills them."""
+    def index(self, record: ChatRecord | PreparedChat) -> None:
+        """Index (or re-index) a chat; ids are filled as ``index_chat`` fills them.
 
-    def index_checked(self, record: ChatRecord) -> None:
-        """``index`` of a record its store already validated and filled the ids of.
-
-        The hook stores call inside their write: indexes that can skip validating
-        the record a second time override it.
+        Stores pass the ``PreparedChat`` they validated (read-only, with the record's
+        fields), so the record is validated once per write; ``PreparedChat.of`` takes
+        either.
         """
-        self.index(record)
 
     @abstractmethod
     def remove(self, chat_id: str) -> None:
@@ -131,7 +129,7 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
     ) -> TranscriptMessage | None:
         """The cited message, only when its chat's scope matches."""
 
-    async def aindex(self, record: ChatRecord) -> None:
+    async def aindex(self, record: ChatRecord | PreparedChat) -> None:
         return await self._run(self.index, record)
 
     async def aremove(self, chat_id: str) -> None:
@@ -217,22 +215,6 @@ class BaseChatStore(_AsyncRunner, ABC):
 
     async def adelete_chat(self, chat_id: str) -> None:
         return await self._run(self.delete_chat, chat_id)
-
-
-def check_record(record: Any) -> ChatRecord:
-    """Accept a ``ChatRecord`` or its JSON form; anything else is ``InvalidRecord``."""
-    if isinstance(record, ChatRecord):
-        # Re-validate: dataclasses are mutable, the caller may have changed fields.
-        return ChatRecord(
-            chat_id=record.chat_id,
-            scope=record.scope,
-            messages=record.messages,
-            message_ids=record.message_ids,
-            updated_at=record.updated_at,
-        )
-    if isinstance(record, Mapping):
-        return ChatRecord.from_json(record)
-    raise InvalidRecord("record", f"must be a ChatRecord, not {type(record).__name__}")
 
 
 def check_chat_id(chat_id: Any) -> str:

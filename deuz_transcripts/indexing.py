@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from .base import BaseTranscriptIndex, check_record
-from .records import ChatRecord, with_filled_ids
+from .base import BaseTranscriptIndex
+from .prepared import PreparedChat
+from .records import ChatRecord
 
 __all__ = ["aindex_chat", "index_chat"]
 
 
 def index_chat(index: BaseTranscriptIndex, record: ChatRecord) -> ChatRecord:
     """Fill missing, empty or repeated ids as ``<chat_id>:<i>``, then index; returns the record indexed."""
-    filled = with_filled_ids(check_record(record))
-    index.index(filled)
-    return filled
+    prepared = PreparedChat.of(record)
+    index.index(prepared)
+    return prepared.to_record()
 
 
 async def aindex_chat(index: BaseTranscriptIndex, record: ChatRecord) -> ChatRecord:
-    filled = with_filled_ids(check_record(record))
-    await index.aindex(filled)
-    return filled
+    prepared = PreparedChat.of(record)
+    await index.aindex(prepared)
+    return prepared.to_record()

@@ -6,71 +6,24 @@ import heapq
 import threading
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
-from typing import Any
 
 from . import ranking
-from .base import BaseTranscriptIndex, SearchRequest, check_chat_id, check_record
+from .base import BaseTranscriptIndex, SearchRequest, check_chat_id
+from .prepared import PreparedChat, PreparedMessage
 from .records import (
     ChatRecord,
     MemorySourceRef,
     TranscriptHit,
     TranscriptMessage,
     decode_message,
-    encode_message,
-    fill_message_ids,
     scope_matches,
     validate_scope,
 )
-from .text import is_system, message_terms, stored_term
+from .text import stored_term
 
-__all__ = ["InMemoryTranscriptIndex", "prepare_messages"]
-
-
-@dataclass(frozen=True)
-class PreparedMessage:
-    """A message ready for storage: JSON payload, terms (``None`` when system).
-
-    Terms are extracted on first use: a rewrite of a long chat only needs the terms
-    of its changed messages (the payload digest says which), and folding is what costs.
-    """
-
-    index: int
-    message_id: str
-    role: str
-    payload: str
-    visible_position: int | None
-    message: Mapping[str, Any] = field(repr=False, compare=False)
-
-    @cached_property
-    def terms(self) -> list[str] | None:
-        return message_terms(self.message)
-
-
-def prepare_messages(record: ChatRecord) -> list[PreparedMessage]:
-    """Fill ids, encode payloads and extract terms; raises ``InvalidRecord``."""
-    prepared = []
-    visible = 0
-    for position, (message, message_id) in enumerate(
-        zip(record.messages, fill_message_ids(record), strict=True)
-    ):
-        payload = encode_message(message, f"messages[{position}]")
-        system = is_system(message)  # exactly when ``message_terms`` is None
-        prepared.append(
-            PreparedMessage(
-                index=position,
-                message_id=message_id,
-                role=message["role"],
-                payload=payload,
-                visible_position=None if system else visible,
-                message=message,
-            )
-        )
-        if not system:
-            visible += 1
-    return prepared
+__all__ = ["InMemoryTranscriptIndex"]
 
 
 @dataclass
@@ -78,7 +31,7 @@ class _Chat:
     chat_id: str
     scope: dict[str, str]
     updated_at: datetime
-    messages: list[PreparedMessage]
+    messages: tuple[PreparedMessage, ...]
     visible: list[int]  # indexes of non-system messages, in chat order
     by_id: dict[str, int]
     indexed_count: int
@@ -101,20 +54,20 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
 
     # writing
 
-    def index(self, record: ChatRecord) -> None:
-        record = check_record(record)
-        prepared = prepare_messages(record)
+    def index(self, record: ChatRecord | PreparedChat) -> None:
+        chat_record = PreparedChat.of(record)
+        prepared = chat_record.prepared
         chat = _Chat(
-            chat_id=record.chat_id,
-            scope=dict(record.scope),
-            updated_at=record.updated_at,
+            chat_id=chat_record.chat_id,
+            scope=dict(chat_record.scope),
+            updated_at=chat_record.updated_at,
             messages=prepared,
             visible=[m.index for m in prepared if m.visible_position is not None],
             by_id={m.message_id: m.index for m in prepared},
             indexed_count=sum(1 for m in prepared if m.terms),
         )
         with self._lock:
-            self._drop(record.chat_id)
+            self._drop(chat.chat_id)
             self._chats[chat.chat_id] = chat
             for field in chat.scope.items():
                 self._by_scope_field.setdefault(field, set()).add(chat.chat_id)

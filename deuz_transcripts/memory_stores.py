@@ -6,15 +6,10 @@ import copy
 import threading
 from collections.abc import Mapping
 
-from .base import (
-    BaseChatStore,
-    BaseConditionalChatStore,
-    BaseTranscriptIndex,
-    check_chat_id,
-    check_record,
-)
+from .base import BaseChatStore, BaseConditionalChatStore, BaseTranscriptIndex, check_chat_id
 from .errors import ChatDeleted, InvalidRecord, RevisionConflict
-from .records import ChatRecord, encode_message, scope_matches, validate_scope, with_filled_ids
+from .prepared import PreparedChat, check_record
+from .records import ChatRecord, encode_message, scope_matches, validate_scope
 
 __all__ = ["InMemoryChatStore", "InMemoryConditionalChatStore"]
 
@@ -31,51 +26,53 @@ def _newest_first(records: list[ChatRecord]) -> list[ChatRecord]:
 
 
 class InMemoryConditionalChatStore(BaseConditionalChatStore):
-    """Revisions and tombstones in memory; updates ``transcript`` on every committed write."""
+    """Revisions and tombstones in memory; updates ``transcript`` on every committed write.
+
+    A chat is kept as its ``PreparedChat`` (JSON payloads), so loads decode fresh
+    copies and nothing the caller holds can reach the store.
+    """
 
     def __init__(self, transcript: BaseTranscriptIndex | None = None) -> None:
         self.transcript = transcript
         self._lock = threading.RLock()
-        self._chats: dict[str, tuple[ChatRecord, int]] = {}
+        self._chats: dict[str, tuple[PreparedChat, int]] = {}
         self._tombstones: set[str] = set()
 
     def write_chat(self, record: ChatRecord, *, expected_revision: int) -> int:
-        record = with_filled_ids(check_record(record))
+        prepared = PreparedChat.of(record)
         if isinstance(expected_revision, bool) or not isinstance(expected_revision, int):
             raise InvalidRecord("expected_revision", "must be an integer")
-        stored = _frozen_copy(record)
         with self._lock:
-            if record.chat_id in self._tombstones:
-                raise ChatDeleted(record.chat_id)
-            current = self._chats.get(record.chat_id, (None, 0))[1]
+            if prepared.chat_id in self._tombstones:
+                raise ChatDeleted(prepared.chat_id)
+            current = self._chats.get(prepared.chat_id, (None, 0))[1]
             if expected_revision != current:
-                raise RevisionConflict(record.chat_id, expected_revision, current)
+                raise RevisionConflict(prepared.chat_id, expected_revision, current)
             if self.transcript is not None:
-                self.transcript.index_checked(record)  # raises: nothing was committed
-            self._chats[record.chat_id] = (stored, current + 1)
+                self.transcript.index(prepared)  # raises: nothing was committed
+            self._chats[prepared.chat_id] = (prepared, current + 1)
             return current + 1
 
     def load_chat(self, chat_id: str) -> tuple[ChatRecord, int] | None:
         chat_id = check_chat_id(chat_id)
         with self._lock:
             found = self._chats.get(chat_id)
-            return None if found is None else (copy.deepcopy(found[0]), found[1])
+        return None if found is None else (found[0].to_record(), found[1])
 
     def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
         scope = validate_scope(scope)
         with self._lock:
-            found = [
-                copy.deepcopy(r) for r, _ in self._chats.values() if scope_matches(r.scope, scope)
-            ]
-        return _newest_first(found)
+            found = [c for c, _ in self._chats.values() if scope_matches(c.scope, scope)]
+        return _newest_first([chat.to_record() for chat in found])
 
     def delete_chat(self, chat_id: str) -> None:
+        """Tombstone the chat; if the index's ``remove`` raises, nothing changes."""
         chat_id = check_chat_id(chat_id)
         with self._lock:
-            self._tombstones.add(chat_id)
-            self._chats.pop(chat_id, None)
             if self.transcript is not None:
                 self.transcript.remove(chat_id)
+            self._tombstones.add(chat_id)
+            self._chats.pop(chat_id, None)
 
     def is_deleted(self, chat_id: str) -> bool:
         with self._lock:

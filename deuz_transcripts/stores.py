@@ -4,28 +4,29 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import OperationalError, connections, transaction
-from django.db.models import BooleanField, Prefetch, QuerySet
+from django.db.models import Prefetch
 from django.db.models.expressions import RawSQL
 
-from .backends.sqlite import SQLiteBackend, secure_delete
-from .base import BaseChatStore, BaseConditionalChatStore, check_chat_id, check_record
+from .backends import get_backend
+from .backends.chat_filter import ChatFilter
+from .base import BaseChatStore, BaseConditionalChatStore, check_chat_id
 from .conf import conf
 from .errors import ChatDeleted, InvalidRecord, RevisionConflict, TranscriptError
-from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
-from .records import ChatRecord, decode_message, encode_message, validate_scope, with_filled_ids
-from .sql_index import DjangoTranscriptIndex, database_errors, from_db_datetime, to_db_datetime
+from .models import Chat, LegacyChat, Message, Tombstone
+from .prepared import PreparedChat, check_record
+from .records import ChatRecord, encode_message, validate_scope
+from .sql import DjangoTranscriptIndex, database_errors
+from .sql.stored import from_db_datetime, record_from_rows, to_db_datetime
 
 __all__ = [
     "DjangoChatStore",
     "DjangoConditionalChatStore",
     "DjangoTranscriptIndex",
-    "record_from_rows",
 ]
 
 T = TypeVar("T")
@@ -54,17 +55,6 @@ class _SqlRunner:
         raise AssertionError("unreachable")
 
 
-def record_from_rows(chat: Chat, messages: Sequence[Message]) -> ChatRecord:
-    """The chat as a store loads it, from its own message rows in order."""
-    return ChatRecord(
-        chat_id=chat.chat_id,
-        scope=dict(chat.scope),
-        messages=[decode_message(m.payload) for m in messages],
-        message_ids=[m.message_id for m in messages],
-        updated_at=from_db_datetime(chat.updated_at),
-    )
-
-
 class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
     """Revisioned chats; ``transcript`` is updated in the same transaction as each write."""
 
@@ -75,24 +65,25 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
         self.transcript = DjangoTranscriptIndex(using)
 
     def write_chat(self, record: ChatRecord, *, expected_revision: int) -> int:
-        record = with_filled_ids(check_record(record))
+        chat = PreparedChat.of(record)
         if isinstance(expected_revision, bool) or not isinstance(expected_revision, int):
             raise InvalidRecord("expected_revision", "must be an integer")
-        return self._retrying(lambda: self._write(record, expected_revision))
+        return self._retrying(lambda: self._write(chat, expected_revision))
 
-    def _write(self, record: ChatRecord, expected_revision: int) -> int:
+    def _write(self, chat: PreparedChat, expected_revision: int) -> int:
+        """Lock and check, then ``self.transcript.index(chat)`` (public: a subclass or
+        wrapper is honoured), then the revision: one transaction, so an exception from
+        ``index`` leaves the previous revision as it was."""
+        writer = self.transcript.writer
         with transaction.atomic(using=self.using):
-            with connections[self.using].cursor() as cursor:
-                self.transcript.backend.lock_chat(cursor, record.chat_id)
-            if Tombstone.objects.using(self.using).filter(chat_id=record.chat_id).exists():
-                raise ChatDeleted(record.chat_id)
-            chat = Chat.objects.using(self.using).filter(chat_id=record.chat_id).first()
-            current = 0 if chat is None else chat.revision
-            if current != expected_revision:
-                raise RevisionConflict(record.chat_id, expected_revision, current)
-            with self.transcript.locked_write(chat, record.chat_id, current + 1):
-                self.transcript.index_checked(record)  # validated by write_chat
-            return current + 1
+            locked = writer.lock(chat.chat_id)
+            if locked.tombstoned:
+                raise ChatDeleted(chat.chat_id)
+            if locked.revision != expected_revision:
+                raise RevisionConflict(chat.chat_id, expected_revision, locked.revision)
+            self.transcript.index(chat)
+            writer.set_revision(chat.chat_id, expected_revision + 1)
+            return expected_revision + 1
 
     def load_chat(self, chat_id: str) -> tuple[ChatRecord, int] | None:
         chat_id = check_chat_id(chat_id)
@@ -106,11 +97,9 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
     def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
         scope = validate_scope(scope)
         chats = Chat.objects.using(self.using).filter(revision__gt=0)
-        for key, value in scope.items():
+        if scope:
             chats = chats.filter(
-                pk__in=ChatScope.objects.using(self.using)
-                .filter(key=key, value=value)
-                .values("chat_id")
+                pk__in=RawSQL(*ChatFilter(scope, searchable_only=False).chat_pks_sql())
             )
         ordered = Message.objects.using(self.using).order_by("position")
         with database_errors(self.using):
@@ -134,21 +123,14 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
         (the admin's action) pays it once instead of once per chat.
         """
         chat_ids = [check_chat_id(chat_id) for chat_id in chat_ids]
-        backend = self.transcript.backend
-        erase = isinstance(backend, SQLiteBackend) and conf.SQLITE_SECURE_DELETE
+        writer = self.transcript.writer
 
         def delete() -> None:
-            with (
-                transaction.atomic(using=self.using),
-                secure_delete(self.using) if erase else nullcontext(),
-            ):
+            with transaction.atomic(using=self.using), writer.backend.rows.deleting():
                 for chat_id in chat_ids:
-                    self.transcript.purge(chat_id)
+                    writer.purge(writer.lock(chat_id))
                     Tombstone.objects.using(self.using).get_or_create(chat_id=chat_id)
                     LegacyChat.objects.using(self.using).filter(chat_id=chat_id).delete()
-                if erase:
-                    with connections[self.using].cursor() as cursor:
-                        backend.erase_deleted(cursor)
 
         self._retrying(delete)
 
@@ -166,7 +148,7 @@ class DjangoChatStore(_SqlRunner, BaseChatStore):
         self.using = using
 
     def save_chat(self, record: ChatRecord) -> None:
-        record = check_record(record)
+        record = check_record(record)  # the legacy store keeps ids as given: not prepared
         messages = ",".join(
             encode_message(message, f"messages[{i}]") for i, message in enumerate(record.messages)
         )
@@ -202,29 +184,11 @@ class DjangoChatStore(_SqlRunner, BaseChatStore):
 
     def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
         scope = validate_scope(scope)
-        rows = LegacyChat.objects.using(self.using).all()
-        for position, (key, value) in enumerate(scope.items()):
-            rows = self._scope_filter(rows, position, key, value)
+        rows = get_backend(self.using).legacy_scope_filter(
+            LegacyChat.objects.using(self.using).all(), scope
+        )
         with database_errors(self.using):
             return [self.record_of(row) for row in rows.order_by("-updated_at", "chat_id")]
-
-    def _scope_filter(self, rows: QuerySet[LegacyChat], position: int, key: str, value: str) -> Any:
-        """Rows whose scope has exactly ``key`` set to ``value``.
-
-        The key is compared as a string, never compiled into a JSON path: Django's key
-        transforms read ``"0"`` as an array index and SQLite's paths cannot quote ``"``.
-        """
-        if connections[self.using].vendor != "sqlite":
-            return rows.filter(scope__contains={key: value})  # jsonb @>
-        table = connections[self.using].ops.quote_name(LegacyChat._meta.db_table)
-        alias = f"_scope_{position}"
-        found = RawSQL(
-            f"EXISTS (SELECT 1 FROM json_each({table}.scope) AS f "
-            "WHERE f.key = %s AND f.type = 'text' AND f.value = %s)",
-            (key, value),
-            output_field=BooleanField(),
-        )
-        return rows.alias(**{alias: found}).filter(**{alias: True})
 
     def delete_chat(self, chat_id: str) -> None:
         chat_id = check_chat_id(chat_id)

@@ -14,33 +14,19 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import transaction
 
-from .backends.base import table
-from .backfill import chat_is_current, pk_batches, record_from_rows
-from .fts_check import FtsChecker
-from .indexing import index_chat
-from .memory import PreparedMessage, prepare_messages
+from .backends.base import SearchDataChecks
+from .backfill import pk_batches
 from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
-from .sql_index import DjangoTranscriptIndex, message_digest
+from .prepared import PreparedChat
+from .problems import Problem
+from .sql import ChatWriter
+from .sql.stored import record_from_rows
+from .sql.writer import stored_differences
 from .stores import DjangoChatStore
-from .text import stored_term
 
 __all__ = ["Problem", "Verifier", "VerifyResult"]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One chat whose search data is ``missing``, ``stale`` or ``orphaned``."""
-
-    chat_id: str
-    kind: str
-    detail: str
-    source: str = "stored"  # what --fix repairs: "stored", "legacy", "fts" or "sweep"
-    rowids: tuple[int, ...] = ()
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.chat_id}: {self.detail}"
 
 
 @dataclass
@@ -63,9 +49,10 @@ class Verifier:
         self.using = using
         self.batch_size = batch_size
         self.chat_ids = None if chat_ids is None else sorted(set(chat_ids))
-        self.index = DjangoTranscriptIndex(using)
-        self.backend_name = self.index.backend_name
-        self.fts = FtsChecker(using) if self.backend_name == "sqlite-fts5" else None
+        self.writer = ChatWriter(using)
+        backend = self.writer.backend
+        self.backend_name = backend.name
+        self.checks: SearchDataChecks = backend.checks
 
     def _rows(self, model: type[Chat] | type[LegacyChat]) -> Any:
         rows = model.objects.using(self.using).all()
@@ -81,8 +68,8 @@ class Verifier:
             for batch in pk_batches(self._rows(Chat), self.batch_size):
                 for pk, _ in batch:
                     yield from self.check_chat(pk)
-        if self.fts is not None and self.chat_ids is None:
-            yield from self.fts.sweep(self.batch_size)
+        if self.chat_ids is None:
+            yield from self.checks.sweep(self.batch_size)
 
     def run(self, source: str = "all", *, fix: bool = False, report: Any = None) -> VerifyResult:
         """Report (and with ``fix`` repair) every problem, then look again if anything was fixed.
@@ -111,15 +98,15 @@ class Verifier:
 
     def check_legacy(self, chat_id: str) -> list[Problem]:
         """A legacy row not tombstoned and not owned by a store must be indexed as it is."""
-        if Tombstone.objects.using(self.using).filter(chat_id=chat_id).exists():
+        locked = self.writer.read(chat_id)
+        if locked.tombstoned:
             return []
         record = DjangoChatStore(self.using).load_chat(chat_id)
-        chat = Chat.objects.using(self.using).filter(chat_id=chat_id).first()
-        if record is None or (chat is not None and chat.revision > 0):
+        if record is None or locked.revision > 0:
             return []
-        if chat is None:
+        if locked.row is None:
             return [Problem(chat_id, "missing", "legacy chat not indexed", "legacy")]
-        if chat.is_indexed and not chat_is_current(self.using, chat, record):
+        if locked.row.is_indexed and not self.writer.is_current(locked, PreparedChat.of(record)):
             return [
                 Problem(chat_id, "stale", "legacy chat differs from its indexed copy", "legacy")
             ]
@@ -132,84 +119,37 @@ class Verifier:
         if Tombstone.objects.using(self.using).filter(chat_id=chat.chat_id).exists():
             return [Problem(chat.chat_id, "orphaned", "rows of a deleted (tombstoned) chat")]
         rows = list(Message.objects.using(self.using).filter(chat=chat).order_by("position"))
+        if not chat.is_indexed:
+            return self.checks.check_chat(chat, [], None)
+        expected = self._expected(chat, rows)
+        if expected is None:  # an unreadable payload: reported as stale, --fix cannot help
+            problems = [Problem(chat.chat_id, "stale", "a message payload cannot be read")]
+            return problems + self.checks.check_chat(chat, rows, None)
         problems = []
-        if chat.is_indexed:
-            expected = self._expected(chat, rows)
-            detail = self._rows_detail(chat, rows, expected)
-            if detail:
-                problems.append(Problem(chat.chat_id, "stale", detail))
-            problems.extend(self._search_data(chat, rows, expected))
-        elif self.fts is not None:
-            problems.extend(self.fts.check_chat(chat, []))
-        return problems
+        detail = self._rows_detail(chat, rows, expected)
+        if detail:
+            problems.append(Problem(chat.chat_id, "stale", detail))
+        terms = [message.terms for message in expected.prepared]
+        return problems + self.checks.check_chat(chat, rows, terms)
 
-    def _expected(self, chat: Chat, rows: Sequence[Message]) -> list[PreparedMessage] | None:
+    def _expected(self, chat: Chat, rows: Sequence[Message]) -> PreparedChat | None:
         try:
-            return prepare_messages(record_from_rows(chat, rows))
-        except Exception:  # an unreadable payload: reported as stale, --fix cannot help
+            return PreparedChat.of(record_from_rows(chat, rows))
+        except Exception:
             return None
 
-    def _rows_detail(
-        self, chat: Chat, rows: Sequence[Message], expected: list[PreparedMessage] | None
-    ) -> str:
+    def _rows_detail(self, chat: Chat, rows: Sequence[Message], expected: PreparedChat) -> str:
         """What differs between the rows and indexing them again ("" when nothing)."""
-        if expected is None:
-            return "a message payload cannot be read"
-        reasons = []
-        if [row.position for row in rows] != list(range(len(rows))):
-            reasons.append("message positions have gaps")
-        keep_text = self.index.backend.stores_search_text()
-        bad = [
-            row.position
-            for row, message in zip(rows, expected, strict=True)
-            if row.digest != message_digest(message)
-            or row.visible_position != message.visible_position
-            or row.has_terms != bool(message.terms)
-            or row.message_id != message.message_id
-            or (keep_text and row.search_text != " ".join(message.terms or ()))
-        ]
-        if bad:
-            reasons.append(f"{len(bad)} message row(s) out of date (first index {bad[0]})")
-        if chat.message_count != len(rows):
-            reasons.append(f"message_count {chat.message_count} != {len(rows)}")
-        indexed = sum(1 for message in expected if message.terms)
-        if chat.indexed_count != indexed:
-            reasons.append(f"indexed_count {chat.indexed_count} != {indexed}")
         scope_rows = ChatScope.objects.using(self.using).filter(chat=chat)
-        if dict(scope_rows.values_list("key", "value")) != chat.scope:
-            reasons.append("scope lookup rows differ from the scope")
-        return "; ".join(reasons)
-
-    def _search_data(
-        self, chat: Chat, rows: Sequence[Message], expected: list[PreparedMessage] | None
-    ) -> list[Problem]:
-        if self.fts is not None:
-            return self.fts.check_chat(chat, rows)
-        if self.backend_name != "postgresql" or expected is None:
-            return []  # LIKE: search_text is the search data, checked with the rows
-        from .backends.postgresql import VECTOR_COLUMN
-
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(
-                f"SELECT id, tsvector_to_array({VECTOR_COLUMN}) FROM {table(Message)} "
-                "WHERE chat_id = %s",
-                [chat.pk],
+        return "; ".join(
+            stored_differences(
+                chat,
+                rows,
+                dict(scope_rows.values_list("key", "value")),
+                expected,
+                keeps_search_text=self.writer.backend.rows.keeps_search_text,
             )
-            vectors = dict(cursor.fetchall())
-        missing = stale = 0
-        for row, message in zip(rows, expected, strict=True):
-            want = {stored_term(term) for term in message.terms or ()}
-            have = vectors.get(row.pk)
-            if want and have is None:
-                missing += 1
-            elif set(have or ()) != want:
-                stale += 1
-        problems = []
-        if missing:
-            problems.append(Problem(chat.chat_id, "missing", f"{missing} row(s) without a vector"))
-        if stale:
-            problems.append(Problem(chat.chat_id, "stale", f"{stale} row(s) with a wrong vector"))
-        return problems
+        )
 
     # repair
 
@@ -217,37 +157,24 @@ class Verifier:
         """Repair one problem, in its own transaction, holding the chat's write lock."""
         with transaction.atomic(using=self.using):
             if problem.source in ("fts", "sweep"):
-                if self.fts is not None:
-                    self.fts.fix_rowids(problem.rowids)
+                self.checks.repair(problem)
                 return
-            with connections[self.using].cursor() as cursor:
-                self.index.backend.lock_chat(cursor, problem.chat_id)
+            locked = self.writer.lock(problem.chat_id)
             if problem.source == "legacy":
                 record = DjangoChatStore(self.using).load_chat(problem.chat_id)
-                if record is not None:
-                    index_chat(self.index, record)
+                if record is not None and not locked.tombstoned:
+                    self.writer.write(locked, PreparedChat.of(record))
                 return
-            chat = Chat.objects.using(self.using).filter(chat_id=problem.chat_id).first()
+            chat = locked.row
             if chat is None:
                 return
-            if self.fts is not None:  # first the FTS rows exactly as the rows say
-                rowids = set(self.fts.chat_rowids(chat))
-                rowids.update(
-                    Message.objects.using(self.using).filter(chat=chat).values_list("pk", flat=True)
-                )
-                self.fts.fix_rowids(sorted(rowids))
+            self.checks.repair_chat(chat)  # first the search data exactly as the rows say
             if problem.kind == "orphaned":
-                self.index.purge(chat.chat_id)  # a tombstoned chat: nothing may remain
+                self.writer.purge(locked)  # a tombstoned chat: nothing may remain
             elif chat.is_indexed:
-                self._rewrite(chat)
-
-    def _rewrite(self, chat: Chat) -> None:
-        """Rewrite every row of the chat from its payload, and its scope lookup rows."""
-        rows = list(Message.objects.using(self.using).filter(chat=chat).order_by("position"))
-        record = record_from_rows(chat, rows)
-        Message.objects.using(self.using).filter(chat=chat).update(digest="")
-        ChatScope.objects.using(self.using).filter(chat=chat).delete()
-        ChatScope.objects.using(self.using).bulk_create(
-            ChatScope(chat=chat, key=key, value=value) for key, value in chat.scope.items()
-        )
-        self.index.index(record)
+                rows = list(
+                    Message.objects.using(self.using).filter(chat=chat).order_by("position")
+                )
+                self.writer.write(
+                    locked, PreparedChat.of(record_from_rows(chat, rows)), rewrite=True
+                )

@@ -1041,7 +1041,7 @@ class TranscriptContract:
         def failing_index(record: ChatRecord) -> None:
             raise IndexFailure(record.chat_id)
 
-        monkeypatch.setattr(store.transcript, "index_checked", failing_index)
+        monkeypatch.setattr(store.transcript, "index", failing_index)
 
     def test_failed_index_on_create_commits_nothing(self, store, index, monkeypatch):
         self._break_index(monkeypatch, store)
@@ -1071,7 +1071,7 @@ class TranscriptContract:
         def failing_index(record: ChatRecord) -> None:
             raise error
 
-        monkeypatch.setattr(store.transcript, "index_checked", failing_index)
+        monkeypatch.setattr(store.transcript, "index", failing_index)
         with pytest.raises(IndexFailure) as excinfo:
             store.write_chat(chat("c1", "x"), expected_revision=0)
         assert excinfo.value is error

@@ -19,8 +19,9 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex, sql_index
-from deuz_transcripts.backends import base as backends_base
+from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
+from deuz_transcripts.backends import policy
+from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.stores import DjangoTranscriptIndex
 from tests import oracle
 
@@ -253,9 +254,13 @@ ROUTES = {
 def route(name: str) -> Iterator[None]:
     values = ROUTES[name]
     with (
-        mock.patch.object(sql_index, "WALK_MIN_ROWS", values["WALK_MIN_ROWS"]),
         mock.patch.object(
-            backends_base, "SINGLE_STATEMENT_MAX", values.get("SINGLE_STATEMENT_MAX", 5_000)
+            policy,
+            "DEFAULT_POLICY",
+            PlanPolicy(
+                walk_min_rows=values["WALK_MIN_ROWS"],
+                single_statement_max=values.get("SINGLE_STATEMENT_MAX", 5_000),
+            ),
         ),
         override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}),
     ):
@@ -267,7 +272,7 @@ def route(name: str) -> Iterator[None]:
 @given(records=dense_corpora(), searches=st.lists(DENSE_SEARCHES, min_size=1, max_size=4))
 def test_every_search_route_matches_the_oracle(name, records, searches):
     """Dense words, so pages fill from one mask and walks and pruned plans really run."""
-    if not DjangoTranscriptIndex().backend.walks_newest_first:
+    if not DjangoTranscriptIndex().backend.matcher.walks_newest_first:
         pytest.skip("the LIKE fallback ranks every match in one statement")
     with route(name):
         check_corpus(records, searches, substring=False)

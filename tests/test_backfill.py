@@ -9,9 +9,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from deuz_transcripts import ChatRecord, sql_index
+from deuz_transcripts import ChatRecord, prepared
 from deuz_transcripts.backfill import Backfill
 from deuz_transcripts.models import Chat, ChatScope, LegacyChat, Message, Tombstone
+from deuz_transcripts.sql import ChatWriter
 from deuz_transcripts.stores import (
     DjangoChatStore,
     DjangoConditionalChatStore,
@@ -105,7 +106,7 @@ def test_a_store_owned_chat_is_not_overwritten_by_its_legacy_copy() -> None:
 def test_stored_chats_are_reindexed_when_the_stored_form_changes(monkeypatch: Any) -> None:
     stored(*(record(f"s{n}", f"word{n} common", n=n) for n in range(4)))
     assert Backfill().run("stored").unchanged == 4
-    monkeypatch.setattr(sql_index, "STORED_FORM_VERSION", sql_index.STORED_FORM_VERSION + 1)
+    monkeypatch.setattr(prepared, "STORED_FORM_VERSION", prepared.STORED_FORM_VERSION + 1)
     assert {problem.kind for problem in Verifier().problems()} == {"stale"}
     stats = Backfill().run("stored")
     assert (stats.indexed, stats.unchanged) == (4, 0)
@@ -202,7 +203,7 @@ def test_a_failing_group_write_falls_back_to_chat_by_chat(monkeypatch: Any) -> N
         Chat.objects.create(chat_id="half-written", scope={}, updated_at=BASE)
         raise DatabaseError("the group statement failed")
 
-    monkeypatch.setattr(DjangoTranscriptIndex, "insert_new_chats", broken)
+    monkeypatch.setattr(ChatWriter, "insert_new", broken)
     stats = Backfill().run("legacy")
     assert (stats.indexed, stats.failed) == (4, 0)
     assert not Chat.objects.filter(chat_id="half-written").exists()  # rolled back
@@ -224,11 +225,11 @@ def test_an_interrupted_run_resumes_to_the_same_state(monkeypatch: Any) -> None:
         return original_insert(self, cursor, batches)
 
     backend = DjangoTranscriptIndex().backend
-    original_insert = type(backend).insert_chat_messages
-    monkeypatch.setattr(type(backend), "insert_chat_messages", dying_insert)
+    original_insert = type(backend.rows).insert
+    monkeypatch.setattr(type(backend.rows), "insert", dying_insert)
     with pytest.raises(Killed):
         Backfill(batch_size=2).run()
-    monkeypatch.setattr(type(backend), "insert_chat_messages", original_insert)
+    monkeypatch.setattr(type(backend.rows), "insert", original_insert)
     # the transaction in flight (c2 and c3: one per batch of 2 here) is lost whole
     assert set(Chat.objects.values_list("chat_id", flat=True)) == {"c0", "c1"}
     assert not Message.objects.filter(chat__chat_id__in=["c2", "c3"]).exists()
@@ -334,7 +335,7 @@ def _fts(sql: str, params: list[Any]) -> None:
 
 
 def _body(message_id: str) -> tuple[int, str]:
-    from deuz_transcripts.backends.sqlite_fts5 import fts_body
+    from deuz_transcripts.backends.fts5_expressions import fts_body
 
     row = Message.objects.select_related("chat").get(message_id=message_id)
     return row.pk, fts_body(row.search_text, row.chat.scope, row.chat.chat_id)

@@ -19,8 +19,8 @@ from django.test import override_settings
 if "tests.contract" not in sys.modules:
     pytest.register_assert_rewrite("tests.contract")
 
-from deuz_transcripts import sql_index
-from deuz_transcripts.backends import base as backends_base
+from deuz_transcripts.backends import policy
+from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.contract import TranscriptContract
 
@@ -58,8 +58,9 @@ class TestPrunedPlanContract(SqlContract):
     @pytest.fixture(autouse=True)
     def _plan_as_big_scope(self):
         with (
-            mock.patch.object(sql_index, "WALK_MIN_ROWS", 1),
-            mock.patch.object(backends_base, "SINGLE_STATEMENT_MAX", 0),
+            mock.patch.object(
+                policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=1, single_statement_max=0)
+            ),
             override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}),
         ):
             yield

@@ -99,8 +99,8 @@ def test_revision_chain_each_revision_has_exactly_one_winner(postgres):
 class FailingIndex(DjangoTranscriptIndex):
     """Writes every row of a chat, then fails when the chat says ``failword``."""
 
-    def index_checked(self, record: ChatRecord) -> None:
-        super().index_checked(record)
+    def index(self, record: ChatRecord) -> None:
+        super().index(record)
         if any("failword" in str(m.get("content")) for m in record.messages):
             raise RuntimeError("index failed after writing its rows")
 

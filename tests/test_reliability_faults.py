@@ -276,7 +276,7 @@ def test_statement_timeout_while_waiting_for_the_chat_lock(postgres, monkeypatch
     store = DjangoConditionalChatStore()
     seed(store, "")
     before = snapshot(store, "")
-    backend_class = type(store.transcript.backend)
+    backend_class = type(store.transcript.backend.rows)
     real_lock = backend_class.lock_chat
 
     def lock_with_timeout(self: Any, cursor: Any, chat_id: str) -> None:

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatDeleted, ChatRecord, InvalidRecord, TranscriptError
 from deuz_transcripts.backends import backend_name_for
+from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.backends.sqlite import FTS_TABLE
 from deuz_transcripts.checks import check_search_backends, check_settings
 from deuz_transcripts.models import Chat, ChatScope, Message, Tombstone
@@ -123,7 +124,7 @@ def test_fts5_scans_small_scopes_and_matches_big_ones_in_the_index():
 
 def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypatch):
     """The walk runs only when enough rows hold every term; both routes give one answer."""
-    from deuz_transcripts import sql_index
+    from deuz_transcripts.backends import policy
 
     store = DjangoConditionalChatStore()
     for n in range(6):
@@ -133,7 +134,7 @@ def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypa
         store.write_chat(chat, expected_revision=0)
 
     def search(query: str, walk_from: int) -> tuple[list[tuple], bool]:
-        monkeypatch.setattr(sql_index, "WALK_MIN_ROWS", walk_from)
+        monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=walk_from))
         with CaptureQueriesContext(connection) as queries:
             hits = store.transcript.search(ADA, query, limit=3, offset=1)
         walked = any(
@@ -144,7 +145,7 @@ def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypa
         )
         return [(h.chat_id, h.message_id, h.score) for h in hits], walked
 
-    monkeypatch.setattr(sql_index, "WALK_MIN_ROWS", 5)
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=5))
     with CaptureQueriesContext(connection) as queries:
         store.transcript.search(ADA, "common")
     probe = queries.captured_queries[0]["sql"]  # counted in the index, no message row read
@@ -159,14 +160,14 @@ def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypa
 
 def test_an_append_extracts_the_terms_of_the_new_messages_only(monkeypatch):
     """A rewrite keeps unchanged rows by digest and never folds their text again."""
-    from deuz_transcripts import memory
+    from deuz_transcripts import prepared
 
     store = DjangoConditionalChatStore()
     texts = [f"message number {n}" for n in range(50)]
     revision = store.write_chat(record("long", *texts), expected_revision=0)
     calls = []
-    original = memory.message_terms
-    monkeypatch.setattr(memory, "message_terms", lambda m: calls.append(m) or original(m))
+    original = prepared.message_terms
+    monkeypatch.setattr(prepared, "message_terms", lambda m: calls.append(m) or original(m))
     store.write_chat(record("long", *texts, "appended quokka"), expected_revision=revision)
     assert calls == [{"role": "user", "content": "appended quokka"}]
     chat = Chat.objects.get(chat_id="long")
@@ -190,13 +191,13 @@ class Boom(Exception):
 
 def test_failed_indexing_leaves_no_chat_message_or_search_row(monkeypatch):
     store = DjangoConditionalChatStore()
-    original = store.transcript.index_checked
+    original = store.transcript.index
 
     def index_then_fail(chat: ChatRecord) -> None:
         original(chat)  # rows written inside the transaction...
         raise Boom("index failed")  # ...then the write must roll them all back
 
-    monkeypatch.setattr(store.transcript, "index_checked", index_then_fail)
+    monkeypatch.setattr(store.transcript, "index", index_then_fail)
     with pytest.raises(Boom):
         store.write_chat(record("c1", "quokka sighting"), expected_revision=0)
     assert not Chat.objects.exists()

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 from ..conf import SQLITE_BACKENDS, conf
 from .base import SearchBackend
 
-__all__ = ["SearchBackend", "backend_name_for", "get_backend"]
+__all__ = ["SearchBackend", "backend_name_for", "get_backend", "storage_steps"]
+
+StorageStep = Callable[[BaseDatabaseSchemaEditor], None]
 
 
 def backend_name_for(alias: str, *, inspect_database: bool = True) -> str:
@@ -57,3 +62,16 @@ def get_backend(alias: str) -> SearchBackend:
     from .sqlite_like import SQLiteLikeBackend
 
     return SQLiteLikeBackend(alias)
+
+
+def storage_steps(vendor: str) -> tuple[StorageStep, StorageStep] | None:
+    """The vendor's ``(create, drop)`` of its search storage; ``None`` for other vendors."""
+    if vendor == "postgresql":
+        from . import postgresql
+
+        return postgresql.create_storage, postgresql.drop_storage
+    if vendor == "sqlite":
+        from . import sqlite
+
+        return sqlite.create_storage, sqlite.drop_storage
+    return None

@@ -1,32 +1,42 @@
-"""What every SQL search backend provides, and the SQL they share.
+"""What every SQL search backend provides, by role.
 
-A backend only knows how to store a message's terms and how to answer two
-questions about a scope: the histogram of query-term masks, and the ordered rows
-of the masks a page needs (see ``deuz_transcripts.ranking``). Everything else
-(rows, around, scores) is done once, in ``deuz_transcripts.sql_index``.
+A backend is three parts: ``SearchRows`` writes and deletes message rows with their
+search data (and owns the chat write lock), ``SearchMatcher`` finds and counts the
+rows holding query terms (see ``deuz_transcripts.ranking`` for masks), and
+``SearchDataChecks`` verifies and repairs the search data against the rows. Rows,
+``around`` and scores are built once, in ``deuz_transcripts.sql``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from django.db import models
 from django.db.backends.utils import CursorWrapper
 
-from ..models import Chat, ChatScope, Message
+from ..models import Chat, Message
+from .chat_filter import ChatFilter, table
+from .policy import PlanPolicy, current_policy
 
-__all__ = ["Candidate", "ChatFilter", "NewRows", "SearchBackend", "StoredRow", "mask_sql"]
+if TYPE_CHECKING:
+    from ..problems import Problem
+    from ..records import Scope
 
-
-#: Scopes of at most this many indexed messages rank every match in one statement;
-#: bigger ones count masks first and fetch only what the page needs.
-SINGLE_STATEMENT_MAX = 5_000
-
-
-def table(model: type) -> str:
-    return model._meta.db_table  # type: ignore[attr-defined, no-any-return]
+__all__ = [
+    "Candidate",
+    "NewRows",
+    "SearchBackend",
+    "SearchDataChecks",
+    "SearchMatcher",
+    "SearchRows",
+    "StoredRow",
+    "mask_sql",
+]
 
 
 @dataclass(frozen=True)
@@ -47,77 +57,6 @@ class NewRows:
 
 
 @dataclass(frozen=True)
-class ChatFilter:
-    """The chats a search may return: scope fields and an optional chat id list."""
-
-    scope: Mapping[str, str]
-    chat_ids: frozenset[str] | None
-
-    def chat_pks_sql(self) -> tuple[str, list[Any]]:
-        """``SELECT chat pk ...`` of the searchable chats this filter admits.
-
-        A scoped filter starts from the ``(key, value)`` btree of ``ChatScope`` and
-        checks each chat by a scalar subquery, one primary-key probe per scope row (as
-        a join, PostgreSQL hashes it and reads the whole chat table for a big scope),
-        so its cost follows the scope, never the table.
-        """
-        check, check_params = self._chat_check()
-        if not self.scope:
-            return f"SELECT c.id FROM {table(Chat)} c WHERE {check}", check_params
-        rows, params = self._scope_rows()
-        return (
-            f"SELECT s0.chat_id {rows} "
-            f"AND (SELECT {check} FROM {table(Chat)} c WHERE c.id = s0.chat_id)",
-            [*params, *check_params],
-        )
-
-    def _scope_rows(self) -> tuple[str, list[Any]]:
-        """``FROM ... WHERE ...`` of the scope's ``ChatScope`` rows, one per chat (``s0``)."""
-        fields = sorted(self.scope.items())
-        joins, params = [], []
-        for number, (key, value) in enumerate(fields[1:], start=1):
-            joins.append(
-                f"JOIN {table(ChatScope)} s{number} ON s{number}.chat_id = s0.chat_id "
-                f"AND s{number}.key = %s AND s{number}.value = %s"
-            )
-            params.extend([key, value])
-        return (
-            f"FROM {table(ChatScope)} s0 {' '.join(joins)} WHERE s0.key = %s AND s0.value = %s",
-            [*params, *fields[0]],
-        )
-
-    def _chat_check(self) -> tuple[str, list[Any]]:
-        """What chat row ``c`` itself must satisfy: indexed, and one of ``chat_ids``."""
-        if self.chat_ids is None:
-            return "c.is_indexed", []
-        ids = sorted(self.chat_ids)
-        return f"c.is_indexed AND c.chat_id IN ({', '.join(['%s'] * len(ids))})", ids
-
-    def chat_condition(self) -> tuple[str, list[Any]]:
-        """SQL true when chat row ``c`` is admitted.
-
-        Without a scope it tests ``c`` itself: ``c.id IN (every indexed chat)`` would
-        make the engine list the whole chat table before using any row of it.
-        """
-        if self.scope:
-            pks, params = self.chat_pks_sql()
-            return f"c.id IN ({pks})", params
-        return self._chat_check()
-
-    def total_sql(self) -> tuple[str, list[Any]]:
-        """N: the number of indexed messages the search may return (one probe per chat)."""
-        check, check_params = self._chat_check()
-        if not self.scope:
-            return (
-                f"SELECT COALESCE(SUM(c.indexed_count), 0) FROM {table(Chat)} c WHERE {check}",
-                check_params,
-            )
-        rows, params = self._scope_rows()
-        probe = f"SELECT c.indexed_count FROM {table(Chat)} c WHERE c.id = s0.chat_id AND {check}"
-        return f"SELECT COALESCE(SUM(({probe})), 0) {rows}", [*check_params, *params]
-
-
-@dataclass(frozen=True)
 class Candidate:
     """A matching message that may reach the page: the best of its mask by the tie rules."""
 
@@ -125,7 +64,7 @@ class Candidate:
     mask: int
     chat_pk: int
     chat_id: str
-    updated_at: Any  # datetime on PostgreSQL, Django's sortable text on SQLite
+    updated_at: datetime | str  # datetime on PostgreSQL, Django's sortable text on SQLite
     position: int
     visible_position: int
 
@@ -138,17 +77,19 @@ def mask_sql(conditions: Sequence[str]) -> str:
     )
 
 
-class SearchBackend(ABC):
-    """One database engine's way of storing and matching terms."""
+def fetch_int(cursor: CursorWrapper) -> int:
+    row = cursor.fetchone()
+    return 0 if row is None else int(row[0])
 
-    name: str
-    #: True when a query term matches any word containing it (the LIKE fallback).
-    substring_matching = False
+
+class SearchRows(ABC):
+    """Writes message rows and their search data; serializes writers of a chat."""
+
+    #: Whether ``Message.search_text`` is kept (SQLite: LIKE haystack, FTS5 delete key).
+    keeps_search_text: ClassVar[bool] = True
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
-
-    # writing
 
     @abstractmethod
     def lock_chat(self, cursor: CursorWrapper, chat_id: str) -> None:
@@ -159,23 +100,14 @@ class SearchBackend(ABC):
         for chat_id in chat_ids:
             self.lock_chat(cursor, chat_id)
 
-    def stores_search_text(self) -> bool:
-        """Whether ``Message.search_text`` is kept (SQLite: LIKE haystack, FTS5 delete key)."""
-        return True
-
-    def insert_messages(
-        self, cursor: CursorWrapper, chat: Chat, messages: Sequence[Message], terms: Sequence[str]
-    ) -> None:
-        """Insert new message rows with their search data (``terms``: space-separated)."""
-        self.insert_chat_messages(cursor, [NewRows(chat, messages, terms)])
-
-    def insert_chat_messages(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
-        """Insert the new rows of several chats: one ``bulk_create``, then their search data."""
+    def insert(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
+        """Insert the new rows of one chat or several: one ``bulk_create``, then their
+        search data."""
         rows = [message for batch in batches for message in batch.messages]
         if not rows:
             return
         created = iter(Message.objects.using(self.alias).bulk_create(rows))
-        self.write_chats_rows(
+        self.add_search_data(
             cursor,
             [
                 (batch.chat, [StoredRow(next(created).pk, text) for text in batch.terms])
@@ -183,31 +115,40 @@ class SearchBackend(ABC):
             ],
         )
 
-    def write_chats_rows(
+    def add_search_data(  # noqa: B027  (optional hook)
         self, cursor: CursorWrapper, written: Sequence[tuple[Chat, Sequence[StoredRow]]]
     ) -> None:
-        """``write_rows`` for several chats (a backend may do it in one statement)."""
-        for chat, rows in written:
-            self.write_rows(cursor, chat, rows)
+        """Search data of freshly inserted rows (default: the row's columns are enough)."""
 
-    def write_rows(  # noqa: B027  (optional hook)
+    def delete(  # noqa: B027  (optional hook)
         self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]
     ) -> None:
-        """Add search data for freshly inserted message rows (default: the column is enough)."""
+        """Remove search data of rows about to be deleted or rewritten, with ``chat``'s
+        old scope."""
 
-    def delete_rows(  # noqa: B027  (optional hook)
-        self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]
-    ) -> None:
-        """Remove search data of rows about to be deleted or rewritten, with ``chat``'s old scope."""
-
-    def clear_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
+    def clear(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
         """Remove search data of rows that stay (``remove()`` of a chat a store owns)."""
-        self.delete_rows(cursor, chat, rows)
+        self.delete(cursor, chat, rows)
 
-    # reading
+    def deleting(self) -> AbstractContextManager[None]:
+        """Wraps a delete inside its transaction; its exit is the after-delete hook
+        (SQLite erases what deleted rows left in the file)."""
+        return nullcontext()
+
+
+class SearchMatcher(ABC):
+    """Finds and counts the rows of a scope holding query terms."""
 
     #: ``ORDER BY`` of a chat id in code point order.
-    chat_id_order = "c.chat_id"
+    chat_id_order: ClassVar[str] = "c.chat_id"
+    #: Whether walking newest chats first pays off (not for LIKE: its probe is a scan).
+    walks_newest_first: ClassVar[bool] = True
+    #: Joins ``c`` (chats) to ``m`` (messages) so rows come out newest chat first.
+    walk_join: ClassVar[str] = "JOIN"
+
+    def __init__(self, alias: str, policy: PlanPolicy) -> None:
+        self.alias = alias
+        self.policy = policy
 
     @abstractmethod
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
@@ -221,23 +162,29 @@ class SearchBackend(ABC):
         wanted = ", ".join(str(int(mask)) for mask in sorted(masks))
         return f"SELECT * FROM ({matches}) x WHERE x.mask IN ({wanted})", params
 
-    def single_statement(self, chats: ChatFilter, total: int) -> bool:
-        """Whether one statement ranking every match is cheapest (small scopes)."""
-        return total <= SINGLE_STATEMENT_MAX
+    def candidate_matches_sql(
+        self, chats: ChatFilter, terms: Sequence[str], total: int
+    ) -> tuple[str, list[Any]]:
+        """The matches ``candidates`` ranks; ``total`` (N) lets a backend pick how to find
+        them (SQLite FTS5 scans small scopes)."""
+        return self.matches_sql(chats, terms)
+
+    def plans_masks(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
+        """Whether to count masks first and read only the page's rows (big scopes), rather
+        than rank every match in one statement."""
+        return (
+            len(terms) <= self.policy.mask_plan_max_terms
+            and total > self.policy.single_statement_max
+        )
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """N: the indexed messages the search may return (the scope's chats, summed)."""
         sql, params = chats.total_sql()
         cursor.execute(sql, params)
-        return int(cursor.fetchone()[0])
+        return fetch_int(cursor)
 
     def candidates(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        depth: int,
-        total: int,
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int, total: int
     ) -> tuple[dict[int, int], list[Candidate]]:
         """The mask histogram and the first ``depth`` rows of every mask, in one pass.
 
@@ -247,13 +194,6 @@ class SearchBackend(ABC):
         """
         matches, params = self.candidate_matches_sql(chats, terms, total)
         return self.ranked_candidates(cursor, matches, params, depth)
-
-    def candidate_matches_sql(
-        self, chats: ChatFilter, terms: Sequence[str], total: int
-    ) -> tuple[str, list[Any]]:
-        """The matches ``candidates`` ranks; ``total`` (N) lets a backend pick how to find
-        them (SQLite FTS5 scans small scopes)."""
-        return self.matches_sql(chats, terms)
 
     def ranked_candidates(
         self, cursor: CursorWrapper, matches: str, params: Sequence[Any], depth: int
@@ -275,12 +215,6 @@ class SearchBackend(ABC):
         found = [Candidate(row[2], row[0], row[3], row[4], row[5], row[6], row[7]) for row in rows]
         return histogram, found
 
-    # big scopes: the histogram first, then only the rows the page needs (see ``sql_index``)
-
-    #: Longest query planned that way; longer ones rank every match in one statement
-    #: (PostgreSQL's exact-mask tsqueries grow with masks x terms).
-    plan_max_terms = 4
-
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> dict[int, int]:
@@ -301,27 +235,11 @@ class SearchBackend(ABC):
         matches, params = self.mask_matches_sql(chats, terms, masks)
         return self.ranked_candidates(cursor, matches, params, depth)[1]
 
-    # the newest-first walk (see ``sql_index``)
-
-    #: Whether walking newest chats first pays off (not for LIKE: its probe is a scan).
-    walks_newest_first = True
-    #: Joins ``c`` (chats) to ``m`` (messages) so rows come out newest chat first.
-    walk_join = "JOIN"
-
-    def term_condition(self, alias: str, term: str) -> tuple[str, list[Any]]:
-        """SQL true when message row ``alias`` holds ``term`` (for ``mask_condition``)."""
-        raise NotImplementedError
+    # the newest-first walk (see ``deuz_transcripts.sql.planner``)
 
     def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:
-        """SQL true when row ``alias`` holds exactly the terms of ``mask`` (backends that
-        walk override it, or ``term_condition``)."""
-        sql: list[str] = []
-        params: list[Any] = []
-        for bit, term in enumerate(terms):
-            condition, condition_params = self.term_condition(alias, term)
-            sql.append(condition if mask >> bit & 1 else f"NOT ({condition})")
-            params.extend(condition_params)
-        return " AND ".join(sql), params
+        """SQL true when row ``alias`` holds exactly the terms of ``mask``."""
+        raise NotImplementedError(f"{type(self).__name__} does not walk")
 
     def count_with_all_terms(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
@@ -334,15 +252,10 @@ class SearchBackend(ABC):
             f"AND m.has_terms AND {condition} LIMIT %s) AS probe",
             [*pks_params, *params, cap],
         )
-        return int(cursor.fetchone()[0])
+        return fetch_int(cursor)
 
     def newest_with_mask(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        mask: int,
-        depth: int,
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], mask: int, depth: int
     ) -> list[Candidate]:
         """The first ``depth`` rows of ``mask`` in tie order, walking newest chats first
         and stopping there: the cost follows how common the mask is, not N."""
@@ -357,5 +270,54 @@ class SearchBackend(ABC):
         )
         return [Candidate(row[0], mask, *row[1:]) for row in cursor.fetchall()]
 
-    def message_table(self) -> str:
-        return table(Message)
+
+class SearchDataChecks:
+    """Verifies a chat's search data against its message rows (``verify``); by default
+    the rows' own columns are the search data, checked with the rows."""
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    def check_chat(
+        self,
+        chat: Chat,
+        rows: Sequence[Message],
+        expected_terms: Sequence[list[str] | None] | None,
+    ) -> list[Problem]:
+        """Problems of the chat's search data; ``expected_terms`` holds each row's terms in
+        order, ``None`` when a payload cannot be read (the rows are reported then)."""
+        return []
+
+    def sweep(self, batch_size: int) -> Iterator[Problem]:
+        """Search data that no row owns (a full run's last pass)."""
+        return iter(())
+
+    def repair(self, problem: Problem) -> None:
+        """Repair search data ``check_chat`` or ``sweep`` found, before rows are rewritten."""
+
+    def repair_chat(self, chat: Chat) -> None:
+        """Make the chat's search data hold exactly what its rows say (before a rewrite)."""
+
+
+class SearchBackend:
+    """One database engine's way of storing and matching terms: its three parts."""
+
+    name: ClassVar[str]
+    #: True when a query term matches any word containing it (the LIKE fallback).
+    substring_matching: ClassVar[bool] = False
+    rows_class: ClassVar[type[SearchRows]]
+    matcher_class: ClassVar[type[SearchMatcher]]
+    checks_class: ClassVar[type[SearchDataChecks]] = SearchDataChecks
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+        self.rows = self.rows_class(alias)
+        self.matcher = self.matcher_class(alias, current_policy())
+        self.checks = self.checks_class(alias)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.alias!r})"
+
+    def legacy_scope_filter(self, rows: models.QuerySet[Any], scope: Scope) -> models.QuerySet[Any]:
+        """Legacy ``deuz_chats`` rows whose JSON scope has every field of ``scope``."""
+        raise NotImplementedError

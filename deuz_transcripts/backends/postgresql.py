@@ -10,18 +10,51 @@ tsquery syntax.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.db import connections
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
+from django.db.models import QuerySet
 
 from ..models import Chat, Message
+from ..problems import Problem
 from ..text import stored_term, stored_terms_text
-from .base import ChatFilter, NewRows, SearchBackend, StoredRow, mask_sql, table
+from .base import (
+    ChatFilter,
+    NewRows,
+    SearchBackend,
+    SearchDataChecks,
+    SearchMatcher,
+    SearchRows,
+    StoredRow,
+    mask_sql,
+    table,
+)
 
-__all__ = ["PostgresBackend"]
+if TYPE_CHECKING:
+    from ..records import Scope
+
+__all__ = ["PostgresBackend", "create_storage", "drop_storage"]
 
 VECTOR_COLUMN = "search_vector"
+VECTOR_INDEX = "deuz_message_vector"
 _LOCK_NAMESPACE = 733_120  # the advisory-lock key space of this app
+
+
+def create_storage(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """The migration's PostgreSQL step: a tsvector column and its GIN index."""
+    schema_editor.execute(f"ALTER TABLE {table(Message)} ADD COLUMN {VECTOR_COLUMN} tsvector")
+    # A small pending list bounds the latency a search pays for fast inserts.
+    schema_editor.execute(
+        f"CREATE INDEX {VECTOR_INDEX} ON {table(Message)} USING gin ({VECTOR_COLUMN}) "
+        "WITH (fastupdate = on, gin_pending_list_limit = 256)"
+    )
+
+
+def drop_storage(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    schema_editor.execute(f"DROP INDEX IF EXISTS {VECTOR_INDEX}")
+    schema_editor.execute(f"ALTER TABLE {table(Message)} DROP COLUMN IF EXISTS {VECTOR_COLUMN}")
 
 
 def tsquery_literal(term: str) -> str:
@@ -38,11 +71,8 @@ def mask_tsquery(terms: Sequence[str], mask: int) -> str:
     )
 
 
-class PostgresBackend(SearchBackend):
-    name = "postgresql"
-
-    def stores_search_text(self) -> bool:
-        return False  # the tsvector is the search data
+class PostgresRows(SearchRows):
+    keeps_search_text = False  # the tsvector is the search data
 
     def lock_chat(self, cursor: CursorWrapper, chat_id: str) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_NAMESPACE, chat_id])
@@ -55,7 +85,7 @@ class PostgresBackend(SearchBackend):
             [_LOCK_NAMESPACE, list(chat_ids)],
         )
 
-    def insert_chat_messages(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
+    def insert(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
         """One INSERT that writes each row and its tsvector together (no second tuple),
         for the rows of one chat (a write) or of many (a backfill's new chats)."""
         pairs = [
@@ -85,32 +115,14 @@ class PostgresBackend(SearchBackend):
             ],
         )
 
-    def write_vectors(
-        self, cursor: CursorWrapper, pks: Sequence[int], search_texts: Sequence[str]
-    ) -> None:
-        """Set the tsvector of existing rows (backfill repairs)."""
-        if not pks:
-            return
-        cursor.execute(
-            f"UPDATE {table(Message)} AS m SET {VECTOR_COLUMN} = "
-            "array_to_tsvector(string_to_array(v.terms, ' ')) "
-            "FROM unnest(%s::bigint[], %s::text[]) AS v(id, terms) WHERE m.id = v.id",
-            [
-                list(pks),
-                [stored_terms_text(text) for text in search_texts],
-            ],
-        )
-
-    def write_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
-        rows = [row for row in rows if row.search_text]
-        self.write_vectors(cursor, [row.pk for row in rows], [row.search_text for row in rows])
-
-    def clear_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
+    def clear(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
         """The vector lives on the row: NULL it, so nothing searchable stays behind."""
         cursor.execute(
             f"UPDATE {table(Message)} SET {VECTOR_COLUMN} = NULL WHERE chat_id = %s", [chat.pk]
         )
 
+
+class PostgresMatcher(SearchMatcher):
     chat_id_order = 'c.chat_id COLLATE "C"'
 
     def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:
@@ -141,3 +153,47 @@ class PostgresBackend(SearchBackend):
             f"AND m.{VECTOR_COLUMN} @@ %s::tsquery",
             [*literals, *pks_params, query],
         )
+
+
+class PostgresChecks(SearchDataChecks):
+    """Each row's tsvector holds exactly its message's stored terms."""
+
+    def check_chat(
+        self,
+        chat: Chat,
+        rows: Sequence[Message],
+        expected_terms: Sequence[list[str] | None] | None,
+    ) -> list[Problem]:
+        if expected_terms is None or not rows:
+            return []
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, tsvector_to_array({VECTOR_COLUMN}) FROM {table(Message)} "
+                "WHERE chat_id = %s",
+                [chat.pk],
+            )
+            vectors = dict(cursor.fetchall())
+        missing = stale = 0
+        for row, terms in zip(rows, expected_terms, strict=True):
+            want = {stored_term(term) for term in terms or ()}
+            have = vectors.get(row.pk)
+            if want and have is None:
+                missing += 1
+            elif set(have or ()) != want:
+                stale += 1
+        problems = []
+        if missing:
+            problems.append(Problem(chat.chat_id, "missing", f"{missing} row(s) without a vector"))
+        if stale:
+            problems.append(Problem(chat.chat_id, "stale", f"{stale} row(s) with a wrong vector"))
+        return problems
+
+
+class PostgresBackend(SearchBackend):
+    name = "postgresql"
+    rows_class = PostgresRows
+    matcher_class = PostgresMatcher
+    checks_class = PostgresChecks
+
+    def legacy_scope_filter(self, rows: QuerySet[Any], scope: Scope) -> QuerySet[Any]:
+        return rows.filter(scope__contains=dict(scope)) if scope else rows  # jsonb @>

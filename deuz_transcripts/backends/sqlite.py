@@ -1,21 +1,33 @@
-"""What the two SQLite backends share: the write lock and the FTS5 probe."""
+"""What the two SQLite backends share: the write lock, the FTS5 probe, the storage DDL,
+erasing deleted text, and the legacy table's scope filter."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from django.db import connections
+from django.db import connections, router
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
+from django.db.models import BooleanField, QuerySet
+from django.db.models.expressions import RawSQL
 
-from ..models import Message, Tombstone
-from .base import SearchBackend, table
+from ..conf import conf
+from ..models import LegacyChat, Message, Tombstone
+from .base import SearchBackend, SearchRows, table
+
+if TYPE_CHECKING:
+    from ..records import Scope
 
 __all__ = [
     "FTS_TABLE",
     "SQLiteBackend",
+    "SQLiteRows",
+    "create_storage",
+    "drop_storage",
     "fts5_available",
     "fts_table_exists",
     "secure_delete",
@@ -66,6 +78,21 @@ def forget_probes() -> None:
     _tables.clear()
 
 
+def create_storage(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """The migration's SQLite step: a contentless FTS5 table, when the library has FTS5."""
+    forget_probes()
+    if fts5_available():
+        schema_editor.execute(
+            f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(body, content='', "
+            "tokenize='ascii', detail=none, columnsize=0)"
+        )
+
+
+def drop_storage(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    schema_editor.execute(f"DROP TABLE IF EXISTS {FTS_TABLE}")
+    forget_probes()
+
+
 @contextmanager
 def secure_delete(alias: str) -> Iterator[None]:
     """``PRAGMA secure_delete = ON`` inside: SQLite zeroes the bytes of what is deleted.
@@ -89,10 +116,8 @@ def secure_delete(alias: str) -> Iterator[None]:
             raw.execute(f"PRAGMA secure_delete = {previous}")
 
 
-class SQLiteBackend(SearchBackend):
-    # Without the hint SQLite sorts every row of the scope before the LIMIT; with it, it
-    # walks chats newest first (sorting only ties) and stops at the LIMIT.
-    walk_join = "INDEXED BY deuz_chat_updated CROSS JOIN"
+class SQLiteRows(SearchRows):
+    """SQLite's write lock, and deletes that leave no trace (``SQLITE_SECURE_DELETE``)."""
 
     def lock_chat(self, cursor: CursorWrapper, chat_id: str) -> None:
         # A write statement takes SQLite's RESERVED lock now, not at the first real
@@ -106,8 +131,40 @@ class SQLiteBackend(SearchBackend):
         if chat_ids:
             self.lock_chat(cursor, chat_ids[0])
 
+    def deleting(self) -> AbstractContextManager[None]:
+        return self._erasing() if conf.SQLITE_SECURE_DELETE else super().deleting()
+
+    @contextmanager
+    def _erasing(self) -> Iterator[None]:
+        """Freed pages zeroed, then whatever search structures still hold merged away."""
+        with secure_delete(self.alias):
+            yield
+            with connections[self.alias].cursor() as cursor:
+                self.erase_deleted(cursor)
+
     def erase_deleted(self, cursor: CursorWrapper) -> None:
         """Drop what deleted rows left in search structures (nothing, without FTS5)."""
+
+
+class SQLiteBackend(SearchBackend):
+    def legacy_scope_filter(self, rows: QuerySet[Any], scope: Scope) -> QuerySet[Any]:
+        """Rows whose scope has exactly each ``key`` set to its ``value``.
+
+        The key is compared as a string, never compiled into a JSON path: Django's key
+        transforms read ``"0"`` as an array index and SQLite's paths cannot quote ``"``.
+        """
+        legacy = connections[self.alias].ops.quote_name(table(LegacyChat))
+        for position, (key, value) in enumerate(scope.items()):
+            found = RawSQL(
+                f"EXISTS (SELECT 1 FROM json_each({legacy}.scope) AS f "
+                "WHERE f.key = %s AND f.type = 'text' AND f.value = %s)",
+                (key, value),
+                output_field=BooleanField(),
+            )
+            rows = rows.alias(**{f"_scope_{position}": found}).filter(
+                **{f"_scope_{position}": True}
+            )
+        return rows
 
 
 def empty_fts_after_flush(using: str, **kwargs: object) -> None:
@@ -115,10 +172,15 @@ def empty_fts_after_flush(using: str, **kwargs: object) -> None:
 
     A contentless FTS5 table cannot be scanned or deleted from by SQL, so when no
     message row is left, the whole FTS5 index is dropped with ``delete-all``;
-    otherwise stale rowids could attach old words to new messages.
+    otherwise stale rowids could attach old words to new messages. Databases the
+    routers keep this app off are left alone.
     """
     connection = connections[using]
-    if connection.vendor != "sqlite" or not fts_table_exists(using):
+    if (
+        connection.vendor != "sqlite"
+        or not router.allow_migrate_model(using, Message)
+        or not fts_table_exists(using)
+    ):
         return
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT 1 FROM {table(Message)} LIMIT 1")

@@ -9,82 +9,22 @@ term) let FTS5 intersect the scope inside its own index instead of joining.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
 from .. import ranking
-from ..conf import conf
 from ..models import Chat, Message
-from ..text import MAX_QUERY_TERMS, stored_term, stored_terms_text
-from .base import ChatFilter, StoredRow, mask_sql, table
-from .sqlite import FTS_TABLE, SQLiteBackend, fts_table_exists
+from .base import ChatFilter, SearchMatcher, StoredRow, fetch_int, mask_sql, table
+from .fts5_expressions import chat_token, fts_body, mask_expression, match_expression
+from .sqlite import FTS_TABLE, SQLiteBackend, SQLiteRows, fts_table_exists
+from .sqlite_fts5_checks import Fts5Checks
 
-__all__ = ["Fts5Upkeep", "SQLiteFts5Backend", "fts_body"]
-
-_SCOPE_PREFIX = "\ue000"
-_CHAT_PREFIX = "\ue002"
+__all__ = ["Fts5Matcher", "Fts5Rows", "SQLiteFts5Backend", "chat_token", "fts_body"]
 
 
-def _token(prefix: str, *parts: str) -> str:
-    digest = hashlib.blake2b("\x00".join(parts).encode("utf-8"), digest_size=12).hexdigest()
-    return prefix + digest
-
-
-def scope_tokens(scope: Mapping[str, str]) -> list[str]:
-    return [_token(_SCOPE_PREFIX, key, value) for key, value in sorted(scope.items())]
-
-
-def chat_token(chat_id: str) -> str:
-    return _token(_CHAT_PREFIX, chat_id)
-
-
-def fts_body(search_text: str, scope: Mapping[str, str], chat_id: str) -> str:
-    return " ".join([stored_terms_text(search_text), *scope_tokens(scope), chat_token(chat_id)])
-
-
-def _phrase(token: str) -> str:
-    return '"' + token.replace('"', '""') + '"'
-
-
-def _any(tokens: Iterable[str]) -> str:
-    return "(" + " OR ".join(_phrase(token) for token in tokens) + ")"
-
-
-def _scoped(chats: ChatFilter, expression: str) -> str:
-    """``scope AND (chats) AND expression``."""
-    parts = [_phrase(token) for token in scope_tokens(chats.scope)]
-    if chats.chat_ids is not None:
-        parts.append(_any(chat_token(chat_id) for chat_id in sorted(chats.chat_ids)))
-    parts.append(expression)
-    return " AND ".join(parts)
-
-
-def match_expression(chats: ChatFilter, terms: Sequence[str], *, every: bool = False) -> str:
-    """``scope AND (chats) AND (t1 OR t2 ...)`` (``every``: ``t1 AND t2 ...``); every
-    token quoted, so never syntax."""
-    if every:
-        return _scoped(chats, " AND ".join(_phrase(stored_term(term)) for term in terms))
-    return _scoped(chats, _any(stored_term(term) for term in terms))
-
-
-def mask_expression(chats: ChatFilter, terms: Sequence[str], mask: int) -> str:
-    """``scope AND ((a AND b) NOT (c OR d))``: rows holding exactly the terms of ``mask``."""
-    present = [stored_term(term) for bit, term in enumerate(terms) if mask >> bit & 1]
-    absent = [stored_term(term) for bit, term in enumerate(terms) if not mask >> bit & 1]
-    expression = "(" + " AND ".join(_phrase(token) for token in present) + ")"
-    return _scoped(chats, f"({expression} NOT {_any(absent)})" if absent else expression)
-
-
-#: Queries of at most this many terms count their masks by inclusion-exclusion over
-#: FTS5 counts of every term subset (2^n - 1 counts, each a doclist merge); longer
-#: ones compute each match's mask inside FTS5.
-SUBSET_COUNT_MAX_TERMS = 4
-
-
-class Fts5Upkeep(SQLiteBackend):
+class Fts5Rows(SQLiteRows):
     """Keeps the FTS5 table current whenever it exists, whichever SQLite backend searches.
 
     So ``SQLITE_BACKEND`` can move between ``"like"`` and FTS5 at any time: the
@@ -100,10 +40,7 @@ class Fts5Upkeep(SQLiteBackend):
             if row.search_text
         ]
 
-    def write_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
-        self.write_chats_rows(cursor, [(chat, rows)])
-
-    def write_chats_rows(
+    def add_search_data(
         self, cursor: CursorWrapper, written: Sequence[tuple[Chat, Sequence[StoredRow]]]
     ) -> None:
         cursor.executemany(
@@ -111,7 +48,7 @@ class Fts5Upkeep(SQLiteBackend):
             [fts_row for chat, rows in written for fts_row in self._fts_rows(chat, rows)],
         )
 
-    def delete_rows(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
+    def delete(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
         cursor.executemany(
             f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, body) VALUES ('delete', %s, %s)",
             self._fts_rows(chat, rows),
@@ -150,8 +87,12 @@ def scan_matches_sql(chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list
     )
 
 
-class SQLiteFts5Backend(Fts5Upkeep):
-    name = "sqlite-fts5"
+class Fts5Matcher(SearchMatcher):
+    """Matches and counts inside FTS5 (scope tokens in the MATCH), small scopes by scan."""
+
+    # Without the hint SQLite sorts every row of the scope before the LIMIT; with it, it
+    # walks chats newest first (sorting only ties) and stops at the LIMIT.
+    walk_join = "INDEXED BY deuz_chat_updated CROSS JOIN"
 
     def candidate_matches_sql(
         self, chats: ChatFilter, terms: Sequence[str], total: int
@@ -167,16 +108,24 @@ class SQLiteFts5Backend(Fts5Upkeep):
             return scan_matches_sql(chats, terms)
         return self.matches_sql(chats, terms)
 
-    def single_statement(self, chats: ChatFilter, total: int) -> bool:
-        return self._scans(chats, total) or super().single_statement(chats, total)
+    def plans_masks(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
+        """Masks are computed inside FTS5 for a query of any length; scanned scopes
+        rank in one statement."""
+        return total > self.policy.single_statement_max and not self._scans(chats, total)
 
-    @staticmethod
-    def _scans(chats: ChatFilter, total: int) -> bool:
+    def _scans(self, chats: ChatFilter, total: int) -> bool:
         scoped = bool(chats.scope) or chats.chat_ids is not None
-        return scoped and total <= conf.SQLITE_SCAN_SCOPE_MAX
+        return scoped and total <= self.policy.scan_scope_max
 
-    def term_condition(self, alias: str, term: str) -> tuple[str, list[Any]]:
-        return word_condition(alias, term)
+    def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:
+        """``instr`` tests on the row's own terms (the walk reads rows newest first)."""
+        sql: list[str] = []
+        params: list[Any] = []
+        for bit, term in enumerate(terms):
+            condition, condition_params = word_condition(alias, term)
+            sql.append(condition if mask >> bit & 1 else f"NOT ({condition})")
+            params.extend(condition_params)
+        return " AND ".join(sql), params
 
     def _fts_masks(
         self, chats: ChatFilter, terms: Sequence[str], match: str
@@ -195,8 +144,6 @@ class SQLiteFts5Backend(Fts5Upkeep):
             [*params, match],
         )
 
-    plan_max_terms = MAX_QUERY_TERMS  # masks are computed inside FTS5 for any query
-
     def mask_matches_sql(
         self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int]
     ) -> tuple[str, list[Any]]:
@@ -205,7 +152,7 @@ class SQLiteFts5Backend(Fts5Upkeep):
         Few terms: one exact FTS5 query per mask (``a NOT b``), the mask a constant.
         More: masks computed in FTS5 as for the histogram, then filtered.
         """
-        if len(terms) <= SUBSET_COUNT_MAX_TERMS:
+        if len(terms) <= self.policy.subset_count_max_terms:
             ordered = sorted(masks)
             found = " UNION ALL ".join(
                 f"SELECT rowid AS id, {int(mask)} AS mask FROM {FTS_TABLE} "
@@ -227,7 +174,7 @@ class SQLiteFts5Backend(Fts5Upkeep):
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> dict[int, int]:
         """Counted in FTS5 alone: no message row is read (that lookup is what costs)."""
-        if len(terms) <= SUBSET_COUNT_MAX_TERMS:
+        if len(terms) <= self.policy.subset_count_max_terms:
             subsets = range(1, 1 << len(terms))
             cursor.execute(
                 " UNION ALL ".join(
@@ -256,7 +203,7 @@ class SQLiteFts5Backend(Fts5Upkeep):
             f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT %s)",
             [match_expression(chats, terms, every=True), cap],
         )
-        return int(cursor.fetchone()[0])
+        return fetch_int(cursor)
 
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once."""
@@ -266,3 +213,10 @@ class SQLiteFts5Backend(Fts5Upkeep):
             f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id",
             params,
         )
+
+
+class SQLiteFts5Backend(SQLiteBackend):
+    name = "sqlite-fts5"
+    rows_class = Fts5Rows
+    matcher_class = Fts5Matcher
+    checks_class = Fts5Checks

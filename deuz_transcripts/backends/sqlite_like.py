@@ -3,8 +3,8 @@
 The haystack is the message's distinct terms separated by spaces, so a query
 term (letters and digits only) matches exactly the words that contain it.
 ``instr`` is used rather than ``LIKE`` so no character of a term is a wildcard.
-Writes still keep an existing FTS5 table current (``Fts5Upkeep``), so switching
-back to FTS5 needs no re-index.
+Its rows are written by ``Fts5Rows``, which keeps an existing FTS5 table
+current, so switching back to FTS5 needs no re-index.
 """
 
 from __future__ import annotations
@@ -13,19 +13,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..models import Message
-from .base import ChatFilter, mask_sql, table
-from .sqlite_fts5 import Fts5Upkeep
+from .base import ChatFilter, SearchMatcher, mask_sql, table
+from .sqlite import SQLiteBackend
+from .sqlite_fts5 import Fts5Rows
 
-__all__ = ["SQLiteLikeBackend"]
+__all__ = ["LikeMatcher", "SQLiteLikeBackend"]
 
 
-class SQLiteLikeBackend(Fts5Upkeep):
-    name = "sqlite-like"
-    substring_matching = True
+class LikeMatcher(SearchMatcher):
     walks_newest_first = False  # its probe would scan the scope, as its search does
 
-    def single_statement(self, chats: ChatFilter, total: int) -> bool:
-        return True  # every search scans the scope's rows once
+    def plans_masks(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
+        return False  # every search scans the scope's rows once
 
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         pks_sql, pks_params = chats.chat_pks_sql()
@@ -36,3 +35,10 @@ class SQLiteLikeBackend(Fts5Upkeep):
             f"WHERE m.chat_id IN ({pks_sql}) AND m.has_terms) WHERE mask > 0",
             [*terms, *pks_params],
         )
+
+
+class SQLiteLikeBackend(SQLiteBackend):
+    name = "sqlite-like"
+    substring_matching = True
+    rows_class = Fts5Rows
+    matcher_class = LikeMatcher

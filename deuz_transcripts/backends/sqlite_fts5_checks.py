@@ -14,57 +14,47 @@ of a searchable chat, and holds ``fts_body(search_text, scope, chat_id)``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
 
 from django.db import connections
+from django.db.backends.utils import CursorWrapper
 
-from .backends.sqlite import FTS_TABLE
-from .backends.sqlite_fts5 import chat_token, fts_body
-from .models import Chat, Message
+from ..models import Chat, Message
+from ..problems import Problem
+from .base import SearchDataChecks
+from .fts5_expressions import chat_token, fts_body, phrase
+from .sqlite import FTS_TABLE
 
-if TYPE_CHECKING:
-    from .verify import Problem
-
-__all__ = ["FtsChecker"]
+__all__ = ["Fts5Checks"]
 
 VOCAB_TABLE = "deuz_fts_vocab"
 _AND_CHUNK = 200  # tokens per AND query
 _IN_CHUNK = 500  # rowids per vocabulary scan
 
 
-def _quote(token: str) -> str:
-    return '"' + token.replace('"', '""') + '"'
-
-
 def _problem(
     chat_id: str, kind: str, detail: str, rowids: Sequence[int], source: str = "fts"
 ) -> Problem:
-    from .verify import Problem
-
     return Problem(chat_id, kind, detail, source, tuple(rowids))
 
 
-class FtsChecker:
+class Fts5Checks(SearchDataChecks):
     """The FTS5 side of ``Verifier``: per-chat checks, the full sweep, exact repairs."""
 
-    def __init__(self, using: str) -> None:
-        self.using = using
-
-    def _cursor(self) -> Any:
-        return connections[self.using].cursor()
+    def _cursor(self) -> CursorWrapper:
+        return connections[self.alias].cursor()
 
     def chat_rowids(self, chat: Chat) -> list[int]:
         with self._cursor() as cursor:
             cursor.execute(
                 f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s",
-                [_quote(chat_token(chat.chat_id))],
+                [phrase(chat_token(chat.chat_id))],
             )
             return sorted(row[0] for row in cursor.fetchall())
 
     def _holds_all(self, rowid: int, tokens: Sequence[str]) -> bool:
         with self._cursor() as cursor:
             for start in range(0, len(tokens), _AND_CHUNK):
-                expression = " AND ".join(_quote(t) for t in tokens[start : start + _AND_CHUNK])
+                expression = " AND ".join(phrase(t) for t in tokens[start : start + _AND_CHUNK])
                 cursor.execute(
                     f"SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s AND rowid = %s",
                     [expression, rowid],
@@ -79,8 +69,14 @@ class FtsChecker:
             return None
         return fts_body(row.search_text, chat.scope, chat.chat_id)
 
-    def check_chat(self, chat: Chat, rows: Sequence[Message]) -> list[Problem]:
-        """The chat's FTS rows against its message rows (``rows`` unused when not searchable)."""
+    def check_chat(
+        self,
+        chat: Chat,
+        rows: Sequence[Message],
+        expected_terms: Sequence[list[str] | None] | None,
+    ) -> list[Problem]:
+        """The chat's FTS rows against its message rows (``rows`` unused when not searchable;
+        the rows' own ``search_text`` is what FTS must hold)."""
         expected = {}
         for row in rows:
             body = self.expected_body(chat, row)
@@ -175,7 +171,7 @@ class FtsChecker:
         )
         while True:
             batch = list(
-                Message.objects.using(self.using)
+                Message.objects.using(self.alias)
                 .filter(pk__gt=last)
                 .order_by("pk")
                 .values_list(*fields)[:batch_size]
@@ -191,13 +187,24 @@ class FtsChecker:
 
     # repair
 
+    def repair(self, problem: Problem) -> None:
+        if problem.source in ("fts", "sweep"):
+            self.fix_rowids(problem.rowids)
+
+    def repair_chat(self, chat: Chat) -> None:
+        rowids = set(self.chat_rowids(chat))
+        rowids.update(
+            Message.objects.using(self.alias).filter(chat=chat).values_list("pk", flat=True)
+        )
+        self.fix_rowids(sorted(rowids))
+
     def fix_rowids(self, rowids: Sequence[int]) -> int:
         """Make each FTS row hold exactly what its message row says; returns rows changed."""
         if not rowids:
             return 0
         held = self.actual_tokens(rowids)
         rows = (
-            Message.objects.using(self.using)
+            Message.objects.using(self.alias)
             .select_related("chat")
             .only(
                 "pk", "has_terms", "search_text", "chat__chat_id", "chat__scope", "chat__is_indexed"

@@ -1,0 +1,77 @@
+"""What an FTS5 row holds and how a search asks for it.
+
+The FTS5 body of a message is its stored terms and one token per scope field and
+per chat, all separated by spaces. Scope tokens (private-use prefix, never in a
+term) let FTS5 intersect the scope inside its own index instead of joining. Every
+token of a MATCH expression is quoted, so query text is never FTS5 syntax.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+
+from ..text import stored_term, stored_terms_text
+from .chat_filter import ChatFilter
+
+__all__ = [
+    "chat_token",
+    "fts_body",
+    "mask_expression",
+    "match_expression",
+    "phrase",
+    "scope_tokens",
+]
+
+_SCOPE_PREFIX = "\ue000"
+_CHAT_PREFIX = "\ue002"
+
+
+def _token(prefix: str, *parts: str) -> str:
+    digest = hashlib.blake2b("\x00".join(parts).encode("utf-8"), digest_size=12).hexdigest()
+    return prefix + digest
+
+
+def scope_tokens(scope: Mapping[str, str]) -> list[str]:
+    return [_token(_SCOPE_PREFIX, key, value) for key, value in sorted(scope.items())]
+
+
+def chat_token(chat_id: str) -> str:
+    return _token(_CHAT_PREFIX, chat_id)
+
+
+def fts_body(search_text: str, scope: Mapping[str, str], chat_id: str) -> str:
+    return " ".join([stored_terms_text(search_text), *scope_tokens(scope), chat_token(chat_id)])
+
+
+def phrase(token: str) -> str:
+    return '"' + token.replace('"', '""') + '"'
+
+
+def _any(tokens: Iterable[str]) -> str:
+    return "(" + " OR ".join(phrase(token) for token in tokens) + ")"
+
+
+def _scoped(chats: ChatFilter, expression: str) -> str:
+    """``scope AND (chats) AND expression``."""
+    parts = [phrase(token) for token in scope_tokens(chats.scope)]
+    if chats.chat_ids is not None:
+        parts.append(_any(chat_token(chat_id) for chat_id in sorted(chats.chat_ids)))
+    parts.append(expression)
+    return " AND ".join(parts)
+
+
+def match_expression(chats: ChatFilter, terms: Sequence[str], *, every: bool = False) -> str:
+    """``scope AND (chats) AND (t1 OR t2 ...)`` (``every``: ``t1 AND t2 ...``); every
+    token quoted, so never syntax."""
+    if every:
+        return _scoped(chats, " AND ".join(phrase(stored_term(term)) for term in terms))
+    return _scoped(chats, _any(stored_term(term) for term in terms))
+
+
+def mask_expression(chats: ChatFilter, terms: Sequence[str], mask: int) -> str:
+    """``scope AND ((a AND b) NOT (c OR d))``: rows holding exactly the terms of ``mask``."""
+    present = [stored_term(term) for bit, term in enumerate(terms) if mask >> bit & 1]
+    absent = [stored_term(term) for bit, term in enumerate(terms) if not mask >> bit & 1]
+    expression = "(" + " AND ".join(phrase(token) for token in present) + ")"
+    return _scoped(chats, f"({expression} NOT {_any(absent)})" if absent else expression)

@@ -1,0 +1,43 @@
+"""The planner's thresholds, in one frozen value.
+
+Each number picks between exact plans of different cost; none changes a result.
+Tests replace ``DEFAULT_POLICY`` to force every plan on small data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..conf import conf
+
+__all__ = ["DEFAULT_POLICY", "PlanPolicy", "current_policy"]
+
+
+@dataclass(frozen=True)
+class PlanPolicy:
+    #: Scopes of at most this many indexed messages rank every match in one statement;
+    #: bigger ones count masks first and fetch only what the page needs.
+    single_statement_max: int = 5_000
+    #: A mask with at least this many rows (or the page depth, if larger) is walked
+    #: newest chat first instead of being read and sorted whole.
+    walk_min_rows: int = 2_048
+    #: The newest-first walk of rows holding every term is tried for queries of at most
+    #: this many terms (longer ones rarely have a page of such rows).
+    walk_max_terms: int = 4
+    #: Longest query planned mask by mask; longer ones rank every match in one
+    #: statement (PostgreSQL's exact-mask tsqueries grow with masks x terms).
+    mask_plan_max_terms: int = 4
+    #: SQLite FTS5: queries of at most this many terms count masks by
+    #: inclusion-exclusion over the counts of every term subset (2^n - 1 counts).
+    subset_count_max_terms: int = 4
+    #: SQLite FTS5: scopes of at most this many indexed messages scan their own rows
+    #: (``DEUZ_TRANSCRIPTS["SQLITE_SCAN_SCOPE_MAX"]``).
+    scan_scope_max: int = 2_000
+
+
+DEFAULT_POLICY = PlanPolicy()
+
+
+def current_policy() -> PlanPolicy:
+    """``DEFAULT_POLICY`` with the settings' thresholds, read now (``override_settings``)."""
+    return replace(DEFAULT_POLICY, scan_scope_max=conf.SQLITE_SCAN_SCOPE_MAX)

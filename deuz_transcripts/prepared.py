@@ -1,0 +1,151 @@
+"""A chat validated once and ready to store: what every index and store writes from.
+
+``PreparedChat.of(record)`` validates a record, fills its message ids as ``index_chat``
+fills them and encodes each message to its JSON payload, once. The memory index, the
+SQL write unit, the stores, the backfill and the verifier all take the result, so none
+of them validates or encodes a message again. Terms are extracted lazily per message:
+a rewrite of a long chat folds only the messages whose digest changed.
+
+Pure Python: no Django import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from .errors import InvalidRecord
+from .records import ChatRecord, decode_message, encode_message, fill_message_ids
+from .text import is_system, message_terms
+
+__all__ = ["STORED_FORM_VERSION", "PreparedChat", "PreparedMessage"]
+
+#: Bump when the text rules change what a message indexes: re-indexing then rewrites rows.
+STORED_FORM_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PreparedMessage:
+    """One message ready for storage: its JSON payload, position and (lazily) terms."""
+
+    index: int
+    message_id: str
+    role: str
+    payload: str
+    #: Position among the chat's non-system messages; ``None`` for a system message.
+    visible_position: int | None
+    message: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @cached_property
+    def terms(self) -> list[str] | None:
+        """Distinct terms of the indexed text; ``None`` for a system message."""
+        return message_terms(self.message)
+
+    @property
+    def search_text(self) -> str:
+        """The terms separated by spaces (``""`` when none): the stored search form."""
+        return " ".join(self.terms or ())
+
+    @property
+    def has_terms(self) -> bool:
+        return bool(self.terms)
+
+    @cached_property
+    def digest(self) -> str:
+        """Changes whenever anything the stored row or its terms come from changes."""
+        key = f"{STORED_FORM_VERSION}\x00{self.message_id}\x00{self.visible_position}\x00"
+        return hashlib.blake2b((key + self.payload).encode("utf-8"), digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class PreparedChat:
+    """A validated chat with complete, unique message ids; read-only.
+
+    It carries the ``ChatRecord`` fields (``chat_id``, ``scope``, ``messages``,
+    ``message_ids``, ``updated_at``), so an ``index()`` override written for records
+    reads it the same way.
+    """
+
+    chat_id: str
+    scope: Mapping[str, str]
+    updated_at: datetime
+    prepared: tuple[PreparedMessage, ...]
+
+    @classmethod
+    def of(cls, record: Any) -> PreparedChat:
+        """Validate ``record`` (a ``ChatRecord`` or its JSON form) once; a
+        ``PreparedChat`` is returned as it is (it cannot have changed)."""
+        if isinstance(record, PreparedChat):
+            return record
+        checked = check_record(record)
+        return cls.from_checked(checked, fill_message_ids(checked))
+
+    @classmethod
+    def from_checked(cls, record: ChatRecord, message_ids: Sequence[str]) -> PreparedChat:
+        """From a record validated just now and its filled ids (no second validation)."""
+        prepared = []
+        visible = 0
+        for position, (message, message_id) in enumerate(
+            zip(record.messages, message_ids, strict=True)
+        ):
+            system = is_system(message)  # exactly when ``message_terms`` is None
+            prepared.append(
+                PreparedMessage(
+                    index=position,
+                    message_id=message_id,
+                    role=message["role"],
+                    payload=encode_message(message, f"messages[{position}]"),
+                    visible_position=None if system else visible,
+                    message=message,
+                )
+            )
+            if not system:
+                visible += 1
+        return cls(record.chat_id, dict(record.scope), record.updated_at, tuple(prepared))
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """Fresh copies of the messages, decoded from their payloads."""
+        return [decode_message(message.payload) for message in self.prepared]
+
+    @property
+    def message_ids(self) -> list[str]:
+        return [message.message_id for message in self.prepared]
+
+    @property
+    def indexed_count(self) -> int:
+        """Messages with at least one term (extracts every message's terms)."""
+        return sum(1 for message in self.prepared if message.terms)
+
+    def to_record(self) -> ChatRecord:
+        """A new, independent ``ChatRecord`` of this chat (ids filled)."""
+        return ChatRecord(
+            chat_id=self.chat_id,
+            scope=dict(self.scope),
+            messages=self.messages,
+            message_ids=list(self.message_ids),
+            updated_at=self.updated_at,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return self.to_record().to_json()
+
+
+def check_record(record: Any) -> ChatRecord:
+    """Accept a ``ChatRecord`` or its JSON form; anything else is ``InvalidRecord``."""
+    if isinstance(record, ChatRecord):
+        # Re-validate: dataclasses are mutable, the caller may have changed fields.
+        return ChatRecord(
+            chat_id=record.chat_id,
+            scope=record.scope,
+            messages=record.messages,
+            message_ids=record.message_ids,
+            updated_at=record.updated_at,
+        )
+    if isinstance(record, Mapping):
+        return ChatRecord.from_json(record)
+    raise InvalidRecord("record", f"must be a ChatRecord, not {type(record).__name__}")

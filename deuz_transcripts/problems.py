@@ -1,0 +1,21 @@
+"""``Problem``: one thing ``verify`` found wrong with a chat's search data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Problem"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One chat whose search data is ``missing``, ``stale`` or ``orphaned``."""
+
+    chat_id: str
+    kind: str
+    detail: str
+    source: str = "stored"  # what --fix repairs: "stored", "legacy", "fts" or "sweep"
+    rowids: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.chat_id}: {self.detail}"

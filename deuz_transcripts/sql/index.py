@@ -1,0 +1,113 @@
+"""``DjangoTranscriptIndex``: the SQL index, one class for every backend.
+
+A facade: writes go through the ``ChatWriter`` unit, searches through the
+``SearchPlanner`` and ``read_hits``; the backend (picked per call from the
+connection) supplies the vendor SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import connections, transaction
+
+from ..backends import SearchBackend, get_backend
+from ..base import BaseTranscriptIndex, SearchRequest, check_chat_id
+from ..errors import InvalidRecord
+from ..models import Message
+from ..prepared import PreparedChat
+from ..records import (
+    MAX_MESSAGE_ID_LENGTH,
+    ChatRecord,
+    MemorySourceRef,
+    TranscriptHit,
+    TranscriptMessage,
+    _check_identifier,
+    decode_message,
+    scope_matches,
+    validate_scope,
+)
+from .errors import database_errors
+from .hits import read_hits
+from .planner import SearchPlanner
+from .writer import ChatWriter
+
+__all__ = ["DjangoTranscriptIndex"]
+
+
+class DjangoTranscriptIndex(BaseTranscriptIndex):
+    """Search rows in the database ``using``, written in the caller's transaction."""
+
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+        self.writer = ChatWriter(using)
+
+    def __repr__(self) -> str:
+        return f"DjangoTranscriptIndex(using={self.using!r})"
+
+    async def _run(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        return await sync_to_async(method, thread_sensitive=True)(*args, **kwargs)
+
+    @property
+    def backend(self) -> SearchBackend:
+        return get_backend(self.using)
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    # writing
+
+    def index(self, record: ChatRecord | PreparedChat) -> None:
+        """Index a chat; skipped when the chat has a tombstone in this database."""
+        chat = PreparedChat.of(record)
+        with database_errors(self.using), transaction.atomic(using=self.using, savepoint=False):
+            locked = self.writer.lock(chat.chat_id)
+            if not locked.tombstoned:
+                self.writer.write(locked, chat)
+
+    def remove(self, chat_id: str) -> None:
+        """Take a chat out of search; a chat no store wrote (revision 0) is deleted whole."""
+        chat_id = check_chat_id(chat_id)
+        with database_errors(self.using), transaction.atomic(using=self.using, savepoint=False):
+            self.writer.purge(self.writer.lock(chat_id), keep_content=True)
+
+    # reading
+
+    def _search(self, request: SearchRequest) -> list[TranscriptHit]:
+        with database_errors(self.using), connections[self.using].cursor() as cursor:
+            planned = SearchPlanner(self.backend.matcher).page(cursor, request)
+            if planned is None:
+                return []
+            page, plan = planned
+            return read_hits(cursor, page, plan, request.around)
+
+    def resolve_source(
+        self, scope: Mapping[str, str], ref: MemorySourceRef
+    ) -> TranscriptMessage | None:
+        scope = validate_scope(scope)
+        ref = MemorySourceRef.coerce(ref)
+        for value in (ref.chat_id, ref.message_id):
+            try:  # no stored id is a non-string, too long, or holds NUL or a lone surrogate
+                _check_identifier(value, "ref", allow_empty=True, max_length=MAX_MESSAGE_ID_LENGTH)
+            except InvalidRecord:
+                return None
+        with database_errors(self.using):
+            row = (
+                Message.objects.using(self.using)
+                .select_related("chat")
+                .filter(
+                    chat__chat_id=ref.chat_id,
+                    message_id=ref.message_id,
+                    chat__is_indexed=True,
+                    visible_position__isnull=False,
+                )
+                .first()
+            )
+        if row is None or not scope_matches(row.chat.scope, scope):
+            return None
+        return TranscriptMessage(
+            row.chat.chat_id, row.message_id, row.position, decode_message(row.payload)
+        )

@@ -1,0 +1,119 @@
+"""Which rows one page of ranked hits needs, planned so cost follows the page.
+
+Three exact plans (same hits, order and scores): the newest-first walk when enough
+rows hold every query term; for big scopes the mask histogram first and only the
+page's masks read; otherwise one statement ranking every match. The thresholds
+are the backend's ``PlanPolicy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from django.db.backends.utils import CursorWrapper
+
+from .. import ranking
+from ..backends.base import Candidate, ChatFilter, SearchMatcher
+from ..base import SearchRequest
+
+__all__ = ["PlannedPage", "SearchPlanner", "order_page"]
+
+PlannedPage = tuple[list[Candidate], ranking.RankPlan]
+
+
+def order_page(candidates: Sequence[Candidate], plan: ranking.RankPlan) -> list[Candidate]:
+    """Candidates of the plan's masks, best first with the shared tie rules.
+
+    Three stable sorts (chat id and index, then newer chat, then raw score) because
+    ``updated_at`` may be Django's sortable SQLite text, which cannot be negated.
+    """
+    found = [c for c in candidates if c.mask in plan.page_masks]
+    found.sort(key=lambda c: (c.chat_id, c.position))
+    found.sort(key=lambda c: c.updated_at, reverse=True)
+    found.sort(key=lambda c: plan.raws[c.mask], reverse=True)
+    return found
+
+
+class SearchPlanner:
+    """Plans and reads one page through a backend's matcher."""
+
+    def __init__(self, matcher: SearchMatcher) -> None:
+        self.matcher = matcher
+        self.policy = matcher.policy
+
+    def page(self, cursor: CursorWrapper, request: SearchRequest) -> PlannedPage | None:
+        """The page's candidates (offset applied) and the plan that scores them."""
+        matcher = self.matcher
+        chats = ChatFilter(request.scope, request.chat_ids)
+        depth = request.offset + request.limit
+        terms = request.terms
+        newest = self._newest_page(cursor, chats, terms, depth)
+        if newest is not None:  # N is not needed: every hit of the page scores 1.0
+            plan = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
+            return newest[request.offset :], plan
+        total = matcher.total(cursor, chats)
+        if not total:
+            return None
+        if not matcher.plans_masks(chats, terms, total):
+            histogram, candidates = matcher.candidates(cursor, chats, terms, depth, total)
+            plan = ranking.plan_page(histogram, len(terms), total, request.offset, request.limit)
+            if plan is None:
+                return None
+        else:
+            histogram = matcher.mask_histogram(cursor, chats, terms)
+            plan = ranking.plan_page(histogram, len(terms), total, request.offset, request.limit)
+            if plan is None:
+                return None
+            candidates = self._page_rows(cursor, chats, terms, plan, histogram, depth)
+        return order_page(candidates, plan)[request.offset : depth], plan
+
+    def _page_rows(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        plan: ranking.RankPlan,
+        histogram: Mapping[int, int],
+        depth: int,
+    ) -> list[Candidate]:
+        """The rows a page needs, once the histogram has told which masks reach it.
+
+        Masks with few rows are read in one statement through the index; a mask with
+        many (at least ``walk_min_rows``) is walked newest chat first, stopping after
+        ``depth`` rows, instead of sorting all of them.
+        """
+        matcher = self.matcher
+        walked = {
+            mask
+            for mask in plan.page_masks
+            if matcher.walks_newest_first
+            and histogram[mask] >= max(self.policy.walk_min_rows, depth)
+        }
+        few = plan.page_masks - walked
+        rows = matcher.mask_candidates(cursor, chats, terms, few, depth) if few else []
+        for mask in walked:  # order_page orders the rows of every mask
+            rows.extend(matcher.newest_with_mask(cursor, chats, terms, mask, depth))
+        return rows
+
+    def _newest_page(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
+    ) -> list[Candidate] | None:
+        """The first ``depth`` hits without ranking every match, when that is exact.
+
+        A row holding every query term has the highest raw score whatever the idfs,
+        so when at least ``depth`` rows hold them all, the page is the first ``depth``
+        of those in tie order (newest chat first), each scoring 1.0. A probe counts
+        such rows up to ``walk_min_rows`` (it stops there); only then does the walk
+        run, visiting about ``depth * N / rows`` messages instead of every match.
+        """
+        matcher = self.matcher
+        cap = max(self.policy.walk_min_rows, depth)
+        if (
+            not matcher.walks_newest_first
+            or len(terms) > self.policy.walk_max_terms
+            or matcher.count_with_all_terms(cursor, chats, terms, cap) < cap
+        ):
+            return None
+        full = (1 << len(terms)) - 1
+        page = matcher.newest_with_mask(cursor, chats, terms, full, depth)
+        return page if len(page) >= depth else None  # rows deleted meanwhile: rank them all

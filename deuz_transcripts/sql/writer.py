@@ -1,0 +1,284 @@
+"""The one write unit of the SQL half: lock and load a chat, then write its rows.
+
+The store, ``DjangoTranscriptIndex.index()``/``remove()``, the backfill and the
+verifier all write through ``ChatWriter`` inside their own transaction, so "lock
+the chat id, check its tombstone, read its row" and "which rows changed" are
+written here once. Nothing is handed over between callers: each one that needs
+the locked state asks ``lock()`` for it (taking a lock this transaction already
+holds is a no-op).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from django.db import connections
+
+from ..backends import SearchBackend, get_backend
+from ..backends.base import NewRows, SearchRows, StoredRow
+from ..models import Chat, ChatScope, Message, Tombstone
+from ..prepared import PreparedChat, PreparedMessage
+from .stored import from_db_datetime, to_db_datetime
+
+__all__ = ["ChatWriter", "LockedChat", "stored_differences"]
+
+
+@dataclass(frozen=True)
+class LockedChat:
+    """A chat id whose write lock this transaction holds, and what the database has for it."""
+
+    chat_id: str
+    tombstoned: bool
+    row: Chat | None
+
+    @property
+    def revision(self) -> int:
+        return 0 if self.row is None else self.row.revision
+
+
+def stored_differences(
+    chat: Chat,
+    rows: Sequence[Message],
+    scope_rows: Mapping[str, str],
+    prepared: PreparedChat,
+    *,
+    keeps_search_text: bool,
+) -> list[str]:
+    """What differs between a chat's stored rows and what indexing ``prepared`` writes.
+
+    ``[]`` means re-indexing would change nothing. ``rows`` are the chat's message
+    rows in position order; ``scope_rows`` its ``ChatScope`` lookup rows.
+    """
+    reasons = []
+    if chat.scope != dict(prepared.scope):
+        reasons.append("scope differs")
+    if from_db_datetime(chat.updated_at) != prepared.updated_at:
+        reasons.append("updated_at differs")
+    if [row.position for row in rows] != list(range(len(rows))):
+        reasons.append("message positions have gaps")
+    bad = [
+        row.position
+        for row, message in zip(rows, prepared.prepared, strict=False)
+        if row.digest != message.digest
+        or row.visible_position != message.visible_position
+        or row.has_terms != message.has_terms
+        or row.message_id != message.message_id
+        or (keeps_search_text and row.search_text != message.search_text)
+    ]
+    if bad:
+        reasons.append(f"{len(bad)} message row(s) out of date (first index {bad[0]})")
+    expected_count = len(prepared.prepared)
+    if chat.message_count != len(rows) or len(rows) != expected_count:
+        reasons.append(f"message_count {chat.message_count} != {expected_count}")
+    if chat.indexed_count != prepared.indexed_count:
+        reasons.append(f"indexed_count {chat.indexed_count} != {prepared.indexed_count}")
+    if dict(scope_rows) != chat.scope:
+        reasons.append("scope lookup rows differ from the scope")
+    return reasons
+
+
+def _new_rows(chat: Chat, messages: Sequence[PreparedMessage], keeps_search_text: bool) -> NewRows:
+    """The ``Message`` rows of ``messages`` for ``chat``, with their space-separated terms."""
+    texts = [message.search_text for message in messages]
+    return NewRows(
+        chat,
+        [
+            Message(
+                chat=chat,
+                position=message.index,
+                message_id=message.message_id,
+                role=message.role,
+                payload=message.payload,
+                digest=message.digest,
+                visible_position=message.visible_position,
+                search_text=text if keeps_search_text else None,
+                has_terms=bool(text),
+            )
+            for message, text in zip(messages, texts, strict=True)
+        ],
+        texts,
+    )
+
+
+class ChatWriter:
+    """Writes chats into database ``using``; every method runs in the caller's transaction."""
+
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+
+    @property
+    def backend(self) -> SearchBackend:
+        """Looked up at each use: ``SQLITE_BACKEND`` may change between calls."""
+        return get_backend(self.using)
+
+    # locking
+
+    def lock(self, chat_id: str) -> LockedChat:
+        """Take the chat's write lock, then read its tombstone and row."""
+        with connections[self.using].cursor() as cursor:
+            self.backend.rows.lock_chat(cursor, chat_id)
+        return self.read(chat_id)
+
+    def read(self, chat_id: str) -> LockedChat:
+        """What ``lock`` reads, without the lock (a dry run, which writes nothing)."""
+        return self._load([chat_id])[chat_id]
+
+    def lock_many(self, chat_ids: Sequence[str]) -> dict[str, LockedChat]:
+        """``lock`` for several chats in a few statements (locks taken in the order given)."""
+        with connections[self.using].cursor() as cursor:
+            self.backend.rows.lock_chats(cursor, chat_ids)
+        return self._load(chat_ids)
+
+    def _load(self, chat_ids: Sequence[str]) -> dict[str, LockedChat]:
+        db = self.using
+        if len(chat_ids) == 1:
+            tombstones = Tombstone.objects.using(db).filter(chat_id=chat_ids[0])
+            chats = Chat.objects.using(db).filter(chat_id=chat_ids[0])
+        else:
+            tombstones = Tombstone.objects.using(db).filter(chat_id__in=chat_ids)
+            chats = Chat.objects.using(db).filter(chat_id__in=chat_ids)
+        tombstoned = set(tombstones.values_list("chat_id", flat=True))
+        rows = {chat.chat_id: chat for chat in chats}
+        return {
+            chat_id: LockedChat(chat_id, chat_id in tombstoned, rows.get(chat_id))
+            for chat_id in chat_ids
+        }
+
+    # writing
+
+    def write(self, locked: LockedChat, chat: PreparedChat, *, rewrite: bool = False) -> Chat:
+        """Write ``chat`` over what ``locked`` read: rows whose digest is unchanged stay
+        (their terms are never extracted again); ``rewrite`` rewrites every row and the
+        scope lookup rows (verify's repair). Returns the chat row."""
+        db = self.using
+        rows = self.backend.rows
+        row = locked.row
+        unchanged: dict[int, bool] = {}  # kept rows: {position: has_terms}
+        if row is not None:
+            unchanged = self._drop_changed_rows(rows, row, chat, rewrite_all=rewrite)
+        fresh = [m for m in chat.prepared if m.index not in unchanged]
+        fields = {
+            "scope": dict(chat.scope),
+            "updated_at": to_db_datetime(chat.updated_at),
+            "is_indexed": True,
+            "indexed_count": sum(unchanged.values()) + sum(1 for m in fresh if m.terms),
+            "message_count": len(chat.prepared),
+        }
+        if row is None:
+            row = Chat.objects.using(db).create(chat_id=chat.chat_id, **fields)
+            self._write_scope(row)
+        else:
+            scope_changed = row.scope != fields["scope"]
+            for name, value in fields.items():
+                setattr(row, name, value)
+            row.save(using=db, update_fields=list(fields))
+            if scope_changed or rewrite:
+                ChatScope.objects.using(db).filter(chat=row).delete()
+                self._write_scope(row)
+        with connections[db].cursor() as cursor:
+            rows.insert(cursor, [_new_rows(row, fresh, rows.keeps_search_text)])
+        return row
+
+    def insert_new(self, chats: Sequence[PreparedChat]) -> None:
+        """Write chats that have no row yet in a few statements for all (backfill's fast
+        path). The caller holds every chat's lock and found no tombstone and no row."""
+        db = self.using
+        search_rows = self.backend.rows
+        rows = Chat.objects.using(db).bulk_create(
+            Chat(
+                chat_id=chat.chat_id,
+                scope=dict(chat.scope),
+                updated_at=to_db_datetime(chat.updated_at),
+                is_indexed=True,
+                indexed_count=chat.indexed_count,
+                message_count=len(chat.prepared),
+            )
+            for chat in chats
+        )
+        ChatScope.objects.using(db).bulk_create(
+            ChatScope(chat=row, key=key, value=value)
+            for row in rows
+            for key, value in row.scope.items()
+        )
+        with connections[db].cursor() as cursor:
+            search_rows.insert(
+                cursor,
+                [
+                    _new_rows(row, chat.prepared, search_rows.keeps_search_text)
+                    for row, chat in zip(rows, chats, strict=True)
+                ],
+            )
+
+    def set_revision(self, chat_id: str, revision: int) -> None:
+        Chat.objects.using(self.using).filter(chat_id=chat_id).update(revision=revision)
+
+    def _write_scope(self, row: Chat) -> None:
+        ChatScope.objects.using(self.using).bulk_create(
+            ChatScope(chat=row, key=key, value=value) for key, value in row.scope.items()
+        )
+
+    def _drop_changed_rows(
+        self, search_rows: SearchRows, row: Chat, chat: PreparedChat, *, rewrite_all: bool
+    ) -> dict[int, bool]:
+        """Delete rows whose message changed; return the positions kept as they are,
+        each with its ``has_terms`` (the digest covers everything the terms come from)."""
+        rewrite_all = rewrite_all or row.scope != dict(chat.scope) or not row.is_indexed
+        digests = [message.digest for message in chat.prepared]
+        unchanged: dict[int, bool] = {}
+        stale: list[tuple[int, str | None]] = []
+        rows = Message.objects.using(self.using).filter(chat=row)
+        for pk, position, digest, search_text, has_terms in rows.values_list(
+            "pk", "position", "digest", "search_text", "has_terms"
+        ):
+            if not rewrite_all and position < len(digests) and digests[position] == digest:
+                unchanged[position] = has_terms
+            else:
+                stale.append((pk, search_text))
+        if stale:
+            if row.is_indexed:  # rows of a removed chat have no search data left
+                with connections[self.using].cursor() as cursor:
+                    search_rows.delete(
+                        cursor, row, [StoredRow(pk, text) for pk, text in stale if text]
+                    )
+            Message.objects.using(self.using).filter(pk__in=[pk for pk, _ in stale]).delete()
+        return unchanged
+
+    def purge(self, locked: LockedChat, *, keep_content: bool = False) -> None:
+        """Delete a chat's search data, and its rows unless ``keep_content`` and a store
+        owns them (revision > 0)."""
+        row = locked.row
+        if row is None:
+            return
+        keep = keep_content and row.revision > 0
+        if row.is_indexed:
+            search_rows = self.backend.rows
+            texts = Message.objects.using(self.using).filter(chat=row, has_terms=True)
+            rows = [StoredRow(pk, text) for pk, text in texts.values_list("pk", "search_text")]
+            with connections[self.using].cursor() as cursor:
+                (search_rows.clear if keep else search_rows.delete)(cursor, row, rows)
+        if keep:
+            row.is_indexed = False
+            row.indexed_count = 0
+            row.save(using=self.using, update_fields=["is_indexed", "indexed_count"])
+        else:
+            row.delete(using=self.using)
+
+    # reading back
+
+    def differences(self, row: Chat, chat: PreparedChat) -> list[str]:
+        """``stored_differences`` of the chat's rows as they are in the database now."""
+        rows = list(Message.objects.using(self.using).filter(chat=row).order_by("position"))
+        scope_rows = ChatScope.objects.using(self.using).filter(chat=row)
+        return stored_differences(
+            row,
+            rows,
+            dict(scope_rows.values_list("key", "value")),
+            chat,
+            keeps_search_text=self.backend.rows.keeps_search_text,
+        )
+
+    def is_current(self, locked: LockedChat, chat: PreparedChat) -> bool:
+        """Whether writing ``chat`` would change nothing (a backfill skips it)."""
+        row = locked.row
+        return row is not None and row.is_indexed and not self.differences(row, chat)
