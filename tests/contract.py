@@ -1076,6 +1076,24 @@ class TranscriptContract:
             store.write_chat(chat("c1", "x"), expected_revision=0)
         assert excinfo.value is error
 
+    def test_the_store_indexes_through_the_public_index_method(self, store, index, monkeypatch):
+        """A subclass or wrapper overriding ``index`` sees every write (SPEC section 5)."""
+        seen: list[tuple[str, list[str], list[dict[str, Any]]]] = []
+        original = store.transcript.index
+
+        def spying_index(record: ChatRecord) -> None:
+            seen.append((record.chat_id, list(record.message_ids), list(record.messages)))
+            original(record)
+
+        monkeypatch.setattr(store.transcript, "index", spying_index)
+        store.write_chat(chat("c1", "hello there", message_ids=["m-1"]), expected_revision=0)
+        store.write_chat(chat("c1", "hello there", "again"), expected_revision=1)
+        assert seen == [
+            ("c1", ["m-1"], [user("hello there")]),
+            ("c1", ["c1:0", "c1:1"], [user("hello there"), assistant("again")]),
+        ]
+        assert ids(index.search(ADA, "again")) == ["c1:1"]
+
     # ------------------------------------------------------------------ message ids
 
     def test_missing_ids_are_filled(self, store, index):

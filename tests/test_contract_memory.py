@@ -316,3 +316,26 @@ def test_concurrent_writers_of_one_chat_conflict_cleanly():
     winner = record.messages[0]["content"]
     assert ids(store.transcript.search(ADA, winner)) == ["c1:0"]
     assert len(store.transcript) == 1
+
+
+def test_a_failing_remove_leaves_no_tombstone():
+    """``delete_chat`` commits its tombstone only after the index took the chat out."""
+    index = InMemoryTranscriptIndex()
+    store = InMemoryConditionalChatStore(index)
+    store.write_chat(chat("c1", "keepword"), expected_revision=0)
+
+    class RemoveFailure(Exception):
+        pass
+
+    def failing_remove(chat_id: str) -> None:
+        raise RemoveFailure(chat_id)
+
+    index.remove = failing_remove  # type: ignore[method-assign]
+    with pytest.raises(RemoveFailure):
+        store.delete_chat("c1")
+    assert not store.is_deleted("c1")
+    assert store.load_chat("c1") is not None
+    assert ids(index.search(ADA, "keepword")) == ["c1:0"]
+    del index.remove
+    store.delete_chat("c1")
+    assert store.is_deleted("c1") and index.search(ADA, "keepword") == []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, connections
+from django.test import override_settings
 
 from deuz_transcripts import ChatRecord
 from deuz_transcripts.backends import sqlite as sqlite_backend
@@ -74,3 +75,33 @@ def test_sqlite_without_fts5_migrates_and_falls_back(monkeypatch):
         call_command("migrate", "deuz_transcripts", verbosity=0)
     assert sqlite_backend.FTS_TABLE in tables()
     assert DjangoTranscriptIndex().backend_name == "sqlite-fts5"
+
+
+class AppOnDefaultOnly:
+    """A router that keeps deuz_transcripts on the ``default`` database only."""
+
+    def allow_migrate(self, db: str, app_label: str, **hints: object) -> bool | None:
+        return db == "default" if app_label == "deuz_transcripts" else None
+
+
+def other_tables() -> set[str]:
+    other = connections["other"]
+    with other.cursor() as cursor:
+        return set(other.introspection.table_names(cursor))
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "other"])
+def test_a_router_that_keeps_the_app_off_a_database_is_honoured():
+    """Neither the search storage nor the post-migrate FTS5 upkeep touches that database."""
+    call_command("migrate", "deuz_transcripts", "zero", database="other", verbosity=0)
+    assert "deuz_transcripts_message" not in other_tables()
+    try:
+        with override_settings(DATABASE_ROUTERS=[f"{__name__}.AppOnDefaultOnly"]):
+            call_command("migrate", "deuz_transcripts", database="other", verbosity=0)
+            assert "deuz_transcripts_message" not in other_tables()
+            assert sqlite_backend.FTS_TABLE not in other_tables()
+            call_command("migrate", "deuz_transcripts", database="default", verbosity=0)
+            call_command("migrate", "deuz_transcripts", "zero", database="other", verbosity=0)
+    finally:
+        call_command("migrate", "deuz_transcripts", database="other", verbosity=0)
+    assert "deuz_transcripts_message" in other_tables()
