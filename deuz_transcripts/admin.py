@@ -8,7 +8,7 @@ search row survives, which a plain row delete would not guarantee.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin
 from django.db import router
@@ -37,6 +37,12 @@ def scope_named_in(request: HttpRequest, chat: Chat) -> bool:
     return bool(scope) and scope_matches(chat.scope, scope)
 
 
+if TYPE_CHECKING:
+    _ChatModelAdmin = admin.ModelAdmin[Chat]
+    _TombstoneModelAdmin = admin.ModelAdmin[Tombstone]
+else:  # ModelAdmin is generic in django-stubs only: it cannot be subscripted at runtime
+    _ChatModelAdmin = _TombstoneModelAdmin = admin.ModelAdmin
+
 #: The changelist's search box shows the chats of at most this many best hits.
 CHANGELIST_SEARCH_CAP = 500
 
@@ -47,7 +53,9 @@ class SourceFilter(admin.SimpleListFilter):
     title = _("source")
     parameter_name = "source"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Chat]
+    ) -> list[tuple[str, Any]]:
         return [("stored", _("written by a store")), ("indexed", _("indexed only"))]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Chat]) -> QuerySet[Chat]:
@@ -59,7 +67,7 @@ class SourceFilter(admin.SimpleListFilter):
 
 
 @admin.register(Chat)
-class ChatAdmin(admin.ModelAdmin):
+class ChatAdmin(_ChatModelAdmin):
     list_display = [
         "chat_id",
         "scope_display",
@@ -87,7 +95,8 @@ class ChatAdmin(admin.ModelAdmin):
         "message_count",
         "indexed_count",
     ]
-    readonly_fields = fields
+    # ``fields`` is typed as fieldset groups; the list above holds plain names only.
+    readonly_fields = cast("list[str]", fields)
 
     @admin.display(description=_("scope"))
     def scope_display(self, chat: Chat) -> str:
@@ -197,7 +206,7 @@ class ChatAdmin(admin.ModelAdmin):
 
 
 @admin.register(Tombstone)
-class TombstoneAdmin(admin.ModelAdmin):
+class TombstoneAdmin(_TombstoneModelAdmin):
     """Deleted chat ids: read-only, since removing one would let the chat be written again."""
 
     list_display = ["chat_id", "deleted_at"]

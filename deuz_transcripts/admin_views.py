@@ -138,7 +138,7 @@ def _page_url(request: HttpRequest, form: TranscriptSearchForm, page: int) -> st
     return f"{request.path}?{urlencode(params)}"
 
 
-def search_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
+def search_view(model_admin: ModelAdmin[Chat], request: HttpRequest) -> HttpResponse:
     """GET ``q``, ``scope``, ``around``, ``page``; staff with the search permission only."""
     if not can_search(request):
         raise PermissionDenied
@@ -284,7 +284,9 @@ def message_row(row: Message) -> MessageRow:
     return MessageRow(row.position, row.message_id, role, row.has_terms, reason, parts)
 
 
-def message_page(request: HttpRequest, chat: Chat, database: str) -> tuple[Page, list[MessageRow]]:
+def message_page(
+    request: HttpRequest, chat: Chat, database: str
+) -> tuple[Page[Message], list[MessageRow]]:
     """One page (``?messages=N``) of the chat's messages in order."""
     rows = Message.objects.using(database).filter(chat=chat).order_by("position")
     paginator = Paginator(rows, MESSAGES_PER_PAGE)

@@ -7,9 +7,9 @@ imports this module, so the app itself does not require them.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import factory
 import factory.random
@@ -129,7 +129,7 @@ def deploy_log(rng: random.Random, host: str, lines: int) -> str:
 
 
 def _assistant(
-    text: str, reasoning: str | None = None, extra: list[Any] | None = None
+    text: str, reasoning: str | None = None, extra: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     if reasoning:
@@ -140,9 +140,15 @@ def _assistant(
     return {"role": "assistant", "content": parts}
 
 
-def build_messages(kind: str, fake: Any, rng: random.Random, locale: str) -> list[dict[str, Any]]:
+class _WordList(TypedDict, total=False):
+    """Faker's optional ``ext_word_list`` keyword (its lorem words for the locale otherwise)."""
+
+    ext_word_list: Sequence[str]
+
+
+def build_messages(kind: str, fake: Faker, rng: random.Random, locale: str) -> list[dict[str, Any]]:
     """One conversation: system prompt, user turns, assistant turns with tools and reasoning."""
-    words = {"ext_word_list": TURKISH_WORDS} if locale == "tr_TR" else {}
+    words: _WordList = {"ext_word_list": TURKISH_WORDS} if locale == "tr_TR" else {}
     host = f"web-{rng.randint(1, 9)}.{fake.domain_word()}.internal"
     number = f"{rng.randint(100000, 999999)}"
     city = fake.city()
@@ -161,7 +167,7 @@ def build_messages(kind: str, fake: Any, rng: random.Random, locale: str) -> lis
         ),
     ]
     if kind == "devops":
-        output: Any = deploy_log(rng, host, rng.randint(60, 400))
+        output: str | dict[str, Any] = deploy_log(rng, host, rng.randint(60, 400))
     elif kind == "support":
         output = {"type": "json", "value": {"order": number, "status": "shipped", "city": city}}
     else:
@@ -189,7 +195,7 @@ def build_messages(kind: str, fake: Any, rng: random.Random, locale: str) -> lis
     return messages
 
 
-class DemoChatFactory(factory.Factory):
+class DemoChatFactory(factory.Factory[ChatRecord]):
     """A demo ``ChatRecord``; ``user`` and ``kind`` pick scope, language and shape."""
 
     class Meta:
@@ -267,8 +273,9 @@ def izmir_chat(updated_at: datetime | None = None) -> ChatRecord:
 def demo_chats(count: int, seed: int) -> Iterator[ChatRecord]:
     """``count`` chats spread over the demo users, the İzmir chat first; same seed, same chats."""
     factory.random.reseed_random(seed)
-    DemoChatFactory.reset_sequence(0, force=True)
+    DemoChatFactory.reset_sequence(0, force=True)  # type: ignore[no-untyped-call]  # unannotated in factory-boy
     yield izmir_chat()
     users, kinds = list(DEMO_USERS), list(AGENTS)
     for n in range(max(0, count - 1)):
-        yield DemoChatFactory(user=users[n % len(users)], kind=kinds[n % len(kinds)])
+        # create(): what DemoChatFactory(...) calls (the default strategy), typed as ChatRecord
+        yield DemoChatFactory.create(user=users[n % len(users)], kind=kinds[n % len(kinds)])

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from .records import MAX_ID_LENGTH
 from .text import query_terms
+
+if TYPE_CHECKING:
+    from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import AnonymousUser
 
 __all__ = ["MAX_AROUND", "MAX_PAGE", "MAX_QUERY_LENGTH", "TranscriptSearchForm", "parse_scope"]
 
@@ -73,7 +77,7 @@ class TranscriptSearchForm(forms.Form):
     )
     page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, initial=1)
 
-    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: AbstractBaseUser | AnonymousUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
         self.fields["page"].widget = forms.HiddenInput()
@@ -105,6 +109,7 @@ class TranscriptSearchForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        assert cleaned is not None  # Form.clean returns self.cleaned_data
         query = cleaned.get("q") or ""
         superuser = getattr(self.user, "is_superuser", False)
         if "scope" in cleaned and query.strip() and not cleaned["scope"] and not superuser:

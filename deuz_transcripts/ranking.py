@@ -108,7 +108,9 @@ def masks_from_subset_counts(together: Mapping[int, int], term_count: int) -> di
     return exact
 
 
-def sort_key(raw: float, updated_at: datetime, chat_id: str, index: int) -> tuple:
+def sort_key(
+    raw: float, updated_at: datetime, chat_id: str, index: int
+) -> tuple[float, int, str, int]:
     """Best first; ties: newer chat, then chat id (code points), then lower index."""
     micros = (updated_at - _EPOCH) // _ONE_MICROSECOND
     return (-raw, -micros, chat_id, index)

@@ -131,7 +131,12 @@ def encode_message(message: Any, field_name: str = "message") -> str:
 
 
 def decode_message(payload: str) -> dict[str, Any]:
-    return json.loads(payload)
+    message: dict[str, Any] = json.loads(payload)  # payloads are encode_message's JSON objects
+    return message
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -142,26 +147,29 @@ class ChatRecord:
     scope: dict[str, str]
     messages: list[dict[str, Any]]
     message_ids: list[str | None] | None = None
-    updated_at: datetime = field(default=None)  # type: ignore[assignment]
+    updated_at: datetime = field(default_factory=_now)
 
     def __post_init__(self) -> None:
+        # The annotations are what a record holds once checked; callers may still pass
+        # anything (``from_json`` passes JSON values through, e.g. epoch milliseconds
+        # or None for ``updated_at``), so the raw values are checked as plain objects.
         _check_identifier(self.chat_id, "chat_id")
         self.scope = validate_scope(self.scope)
-        if isinstance(self.messages, str | bytes) or not isinstance(self.messages, Sequence):
+        messages: object = self.messages
+        if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
             raise InvalidRecord("messages", "must be a list of message mappings")
-        self.messages = list(self.messages)
+        self.messages = list(messages)
         for position, message in enumerate(self.messages):
             if not isinstance(message, Mapping):
                 raise InvalidRecord(f"messages[{position}]", "must be a mapping")
             if "role" not in message:
                 raise InvalidRecord(f"messages[{position}].role", "is missing")
             _check_identifier(message["role"], f"messages[{position}].role")
-        if self.message_ids is not None:
-            if isinstance(self.message_ids, str | bytes) or not isinstance(
-                self.message_ids, Sequence
-            ):
+        message_ids: object = self.message_ids
+        if message_ids is not None:
+            if isinstance(message_ids, str | bytes) or not isinstance(message_ids, Sequence):
                 raise InvalidRecord("message_ids", "must be a list of strings or None")
-            self.message_ids = list(self.message_ids)
+            self.message_ids = list(message_ids)
             if len(self.message_ids) != len(self.messages):
                 raise InvalidRecord(
                     "message_ids",

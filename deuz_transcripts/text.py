@@ -86,8 +86,8 @@ def terms(text: str) -> list[str]:
     return list(dict.fromkeys(_TERM_RE.findall(fold(text))))
 
 
-def query_terms(query: str) -> list[str]:
-    """The first 32 distinct terms of a query; no term means no hits."""
+def query_terms(query: object) -> list[str]:
+    """The first 32 distinct terms of a query; no term means no hits (nor has a non-string)."""
     if not isinstance(query, str):
         return []
     found: dict[str, None] = {}

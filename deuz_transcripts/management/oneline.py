@@ -24,5 +24,5 @@ class OneLineErrors(BaseCommand):
                 django_error(message)  # raises CommandError
             parser.exit(2, f"{parser.prog}: error: {message} (see --help)\n")
 
-        parser.error = error  # type: ignore[method-assign]
+        parser.error = error  # type: ignore[method-assign]  # patching this one parser on purpose
         return parser
