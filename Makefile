@@ -33,6 +33,7 @@ run: venv
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The bench extras (peers: django-watson, modelsearch, tantivy) are installed once, on demand.
 $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from asgiref.sync import sync_to_async
 from django.db import OperationalError, connections, transaction
 from django.db.models import Prefetch
 from django.db.models.expressions import RawSQL
@@ -21,6 +20,7 @@ from .models import Chat, LegacyChat, Message, Tombstone
 from .prepared import PreparedChat, check_record
 from .records import ChatRecord, encode_message, validate_scope
 from .sql import DjangoTranscriptIndex, database_errors
+from .sql.errors import WorkerThreadRunner
 from .sql.stored import from_db_datetime, record_from_rows, to_db_datetime
 
 __all__ = [
@@ -32,11 +32,8 @@ __all__ = [
 T = TypeVar("T")
 
 
-class _SqlRunner:
+class _SqlRunner(WorkerThreadRunner):
     using: str
-
-    async def _run(self, method: Any, *args: Any, **kwargs: Any) -> Any:
-        return await sync_to_async(method, thread_sensitive=True)(*args, **kwargs)
 
     def _retrying(self, write: Callable[[], T]) -> T:
         """Retry a whole write when SQLite reports a lock, unless inside the caller's transaction."""

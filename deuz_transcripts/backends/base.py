@@ -44,7 +44,7 @@ class StoredRow:
     """A message row whose search data is written or deleted."""
 
     pk: int
-    search_text: str  # distinct terms, space separated ("" when none)
+    search_text: str | None  # distinct terms, space separated ("" or None when none)
 
 
 @dataclass(frozen=True)

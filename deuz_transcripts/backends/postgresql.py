@@ -21,7 +21,6 @@ from ..models import Chat, Message
 from ..problems import Problem
 from ..text import stored_term, stored_terms_text
 from .base import (
-    ChatFilter,
     NewRows,
     SearchBackend,
     SearchDataChecks,
@@ -29,8 +28,8 @@ from .base import (
     SearchRows,
     StoredRow,
     mask_sql,
-    table,
 )
+from .chat_filter import ChatFilter, table
 
 if TYPE_CHECKING:
     from ..records import Scope

@@ -17,7 +17,8 @@ from django.db.models.expressions import RawSQL
 
 from ..conf import conf
 from ..models import LegacyChat, Message, Tombstone
-from .base import SearchBackend, SearchRows, table
+from .base import SearchBackend, SearchRows
+from .chat_filter import table
 
 if TYPE_CHECKING:
     from ..records import Scope

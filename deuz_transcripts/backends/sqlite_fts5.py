@@ -16,7 +16,8 @@ from django.db.backends.utils import CursorWrapper
 
 from .. import ranking
 from ..models import Chat, Message
-from .base import ChatFilter, SearchMatcher, StoredRow, fetch_int, mask_sql, table
+from .base import SearchMatcher, StoredRow, fetch_int, mask_sql
+from .chat_filter import ChatFilter, table
 from .fts5_expressions import chat_token, fts_body, mask_expression, match_expression
 from .sqlite import FTS_TABLE, SQLiteBackend, SQLiteRows, fts_table_exists
 from .sqlite_fts5_checks import Fts5Checks

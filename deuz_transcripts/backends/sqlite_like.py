@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..models import Message
-from .base import ChatFilter, SearchMatcher, mask_sql, table
+from .base import SearchMatcher, mask_sql
+from .chat_filter import ChatFilter, table
 from .sqlite import SQLiteBackend
 from .sqlite_fts5 import Fts5Rows
 

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from typing import Any, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections
 
 from ..errors import TranscriptError
 
-__all__ = ["database_errors"]
+__all__ = ["WorkerThreadRunner", "database_errors"]
+
+T = TypeVar("T")
+
+
+class WorkerThreadRunner:
+    """Async twins of SQL classes run their sync method on Django's worker thread."""
+
+    async def _run(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await sync_to_async(method, thread_sensitive=True)(*args, **kwargs)
 
 
 @contextmanager

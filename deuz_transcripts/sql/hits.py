@@ -9,7 +9,8 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
-from ..backends.base import Candidate, table
+from ..backends.base import Candidate
+from ..backends.chat_filter import table
 from ..models import Message
 from ..ranking import RankPlan
 from ..records import TranscriptHit, TranscriptMessage, decode_message

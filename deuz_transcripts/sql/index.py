@@ -8,9 +8,7 @@ connection) supplies the vendor SQL.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
 from ..backends import SearchBackend, get_backend
@@ -29,7 +27,7 @@ from ..records import (
     scope_matches,
     validate_scope,
 )
-from .errors import database_errors
+from .errors import WorkerThreadRunner, database_errors
 from .hits import read_hits
 from .planner import SearchPlanner
 from .writer import ChatWriter
@@ -37,7 +35,7 @@ from .writer import ChatWriter
 __all__ = ["DjangoTranscriptIndex"]
 
 
-class DjangoTranscriptIndex(BaseTranscriptIndex):
+class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
     """Search rows in the database ``using``, written in the caller's transaction."""
 
     def __init__(self, using: str = "default") -> None:
@@ -46,9 +44,6 @@ class DjangoTranscriptIndex(BaseTranscriptIndex):
 
     def __repr__(self) -> str:
         return f"DjangoTranscriptIndex(using={self.using!r})"
-
-    async def _run(self, method: Any, *args: Any, **kwargs: Any) -> Any:
-        return await sync_to_async(method, thread_sensitive=True)(*args, **kwargs)
 
     @property
     def backend(self) -> SearchBackend:

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from django.db.backends.utils import CursorWrapper
 
 from .. import ranking
-from ..backends.base import Candidate, ChatFilter, SearchMatcher
+from ..backends.base import Candidate, SearchMatcher
+from ..backends.chat_filter import ChatFilter
 from ..base import SearchRequest
 
 __all__ = ["PlannedPage", "SearchPlanner", "order_page"]
@@ -49,23 +50,23 @@ class SearchPlanner:
         terms = request.terms
         newest = self._newest_page(cursor, chats, terms, depth)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
-            plan = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
-            return newest[request.offset :], plan
+            full = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
+            return newest[request.offset :], full
         total = matcher.total(cursor, chats)
         if not total:
             return None
-        if not matcher.plans_masks(chats, terms, total):
-            histogram, candidates = matcher.candidates(cursor, chats, terms, depth, total)
-            plan = ranking.plan_page(histogram, len(terms), total, request.offset, request.limit)
-            if plan is None:
-                return None
-        else:
+        masks_first = matcher.plans_masks(chats, terms, total)
+        candidates: list[Candidate] = []
+        if masks_first:
             histogram = matcher.mask_histogram(cursor, chats, terms)
-            plan = ranking.plan_page(histogram, len(terms), total, request.offset, request.limit)
-            if plan is None:
-                return None
-            candidates = self._page_rows(cursor, chats, terms, plan, histogram, depth)
-        return order_page(candidates, plan)[request.offset : depth], plan
+        else:
+            histogram, candidates = matcher.candidates(cursor, chats, terms, depth, total)
+        ranked = ranking.plan_page(histogram, len(terms), total, request.offset, request.limit)
+        if ranked is None:
+            return None
+        if masks_first:
+            candidates = self._page_rows(cursor, chats, terms, ranked, histogram, depth)
+        return order_page(candidates, ranked)[request.offset : depth], ranked
 
     def _page_rows(
         self,
