@@ -1,60 +1,33 @@
-"""System checks: settings that are wrong, and SQLite without FTS5."""
+"""System checks: what ``conf`` finds wrong with the settings, and SQLite without FTS5."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections
 
-from .conf import DEFAULTS, SQLITE_BACKENDS, conf
+from .conf import conf
 
 __all__ = ["check_search_backends", "check_settings"]
 
 
 @register(Tags.compatibility)
 def check_settings(**kwargs: Any) -> list[CheckMessage]:
-    raw = getattr(settings, "DEUZ_TRANSCRIPTS", {})
-    if not isinstance(raw, dict):
-        return [Error("DEUZ_TRANSCRIPTS must be a dict.", id="deuz_transcripts.E001")]
-    errors: list[CheckMessage] = []
-    if conf.SQLITE_BACKEND not in SQLITE_BACKENDS:
-        errors.append(
-            Error(
-                f"DEUZ_TRANSCRIPTS['SQLITE_BACKEND'] is {conf.SQLITE_BACKEND!r}.",
-                hint=f"Use one of {', '.join(SQLITE_BACKENDS)}.",
-                id="deuz_transcripts.E002",
-            )
+    return [
+        (Error if problem.is_error else Warning)(
+            problem.message, hint=problem.hint, id=problem.check_id
         )
-    for key in ("ADMIN_PAGE_SIZE", "LOCK_RETRIES"):
-        value = raw.get(key, DEFAULTS[key])
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            errors.append(
-                Error(
-                    f"DEUZ_TRANSCRIPTS[{key!r}] must be a positive integer.",
-                    id="deuz_transcripts.E003",
-                )
-            )
-    scan = raw.get("SQLITE_SCAN_SCOPE_MAX", DEFAULTS["SQLITE_SCAN_SCOPE_MAX"])
-    if isinstance(scan, bool) or not isinstance(scan, int) or scan < 0:
-        errors.append(
-            Error(
-                "DEUZ_TRANSCRIPTS['SQLITE_SCAN_SCOPE_MAX'] must be an integer >= 0.",
-                hint="0 sends every SQLite search to FTS5.",
-                id="deuz_transcripts.E006",
-            )
-        )
-    for key in conf.unknown_keys():
-        errors.append(
-            Warning(f"DEUZ_TRANSCRIPTS has an unknown key {key!r}.", id="deuz_transcripts.W002")
-        )
-    return errors
+        for problem in conf.problems()
+    ]
 
 
 @register(Tags.compatibility)
 def check_search_backends(**kwargs: Any) -> list[CheckMessage]:
-    """Warns when SQLite searches by LIKE; the FTS5 probe never queries a configured database."""
+    """Warns when SQLite searches by LIKE; the FTS5 probe never queries a configured database.
+
+    An invalid ``SQLITE_BACKEND`` is ``check_settings``' to report, once.
+    """
     from .backends import backend_name_for
 
     messages: list[CheckMessage] = []
@@ -69,7 +42,7 @@ def check_search_backends(**kwargs: Any) -> list[CheckMessage]:
                 )
             )
             continue
-        if connection.vendor != "sqlite":
+        if connection.vendor != "sqlite" or conf.problem("SQLITE_BACKEND") is not None:
             continue
         try:
             name = backend_name_for(alias, inspect_database=False)

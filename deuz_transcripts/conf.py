@@ -1,13 +1,20 @@
-"""Typed access to the ``DEUZ_TRANSCRIPTS`` settings dict, read on every access."""
+"""Typed access to the ``DEUZ_TRANSCRIPTS`` settings dict, read on every access.
+
+This module alone decides whether a setting is valid (``conf.problems()``): the
+system checks report its findings, and code that needs a valid value asks
+``conf.require_valid(key)``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
-__all__ = ["DEFAULTS", "SQLITE_BACKENDS", "TranscriptSettings", "conf"]
+__all__ = ["DEFAULTS", "SQLITE_BACKENDS", "SettingProblem", "TranscriptSettings", "conf"]
 
 SQLITE_BACKENDS = ("auto", "fts5", "like")
 
@@ -20,13 +27,69 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def _is_int(value: Any, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+@dataclass(frozen=True)
+class _Rule:
+    valid: Callable[[Any], bool]
+    message: str
+    hint: str | None
+    check_id: str
+
+
+_RULES: dict[str, _Rule] = {
+    "SQLITE_BACKEND": _Rule(
+        lambda value: value in SQLITE_BACKENDS,
+        "must be one of {choices}",
+        "Use one of {choices}.",
+        "deuz_transcripts.E002",
+    ),
+    "ADMIN_PAGE_SIZE": _Rule(
+        lambda value: _is_int(value, 1), "must be a positive integer", None, "deuz_transcripts.E003"
+    ),
+    "LOCK_RETRIES": _Rule(
+        lambda value: _is_int(value, 1), "must be a positive integer", None, "deuz_transcripts.E003"
+    ),
+    "SQLITE_SECURE_DELETE": _Rule(
+        lambda value: isinstance(value, bool),
+        "must be True or False",
+        None,
+        "deuz_transcripts.E007",
+    ),
+    "SQLITE_SCAN_SCOPE_MAX": _Rule(
+        lambda value: _is_int(value, 0),
+        "must be an integer >= 0",
+        "0 sends every SQLite search to FTS5.",
+        "deuz_transcripts.E006",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class SettingProblem:
+    """One invalid or unknown key of ``DEUZ_TRANSCRIPTS``; ``check_id`` names the check."""
+
+    key: str | None
+    message: str
+    hint: str | None
+    check_id: str
+    is_error: bool = True
+
+
 @dataclass(frozen=True)
 class TranscriptSettings:
     """Reads settings lazily, so ``override_settings`` works in tests."""
 
     @property
+    def _given(self) -> Any:
+        return getattr(settings, "DEUZ_TRANSCRIPTS", {})
+
+    @property
     def _raw(self) -> dict[str, Any]:
-        return {**DEFAULTS, **getattr(settings, "DEUZ_TRANSCRIPTS", {})}
+        given = self._given
+        return {**DEFAULTS, **(given if isinstance(given, dict) else {})}
 
     @property
     def SQLITE_BACKEND(self) -> Literal["auto", "fts5", "like"]:
@@ -51,7 +114,49 @@ class TranscriptSettings:
         return int(self._raw["SQLITE_SCAN_SCOPE_MAX"])
 
     def unknown_keys(self) -> list[str]:
-        return sorted(set(getattr(settings, "DEUZ_TRANSCRIPTS", {})) - set(DEFAULTS))
+        given = self._given
+        return sorted(set(given) - set(DEFAULTS)) if isinstance(given, dict) else []
+
+    def problem(self, key: str) -> SettingProblem | None:
+        """Why ``key``'s value is invalid, or ``None`` when it is valid."""
+        rule = _RULES[key]
+        value = self._raw[key]
+        if rule.valid(value):
+            return None
+        choices = ", ".join(SQLITE_BACKENDS)
+        return SettingProblem(
+            key,
+            f"DEUZ_TRANSCRIPTS[{key!r}] is {value!r}: it {rule.message.format(choices=choices)}.",
+            None if rule.hint is None else rule.hint.format(choices=choices),
+            rule.check_id,
+        )
+
+    def problems(self) -> list[SettingProblem]:
+        """Everything wrong with the settings, in key order, unknown keys last."""
+        if not isinstance(self._given, dict):
+            return [
+                SettingProblem(
+                    None, "DEUZ_TRANSCRIPTS must be a dict.", None, "deuz_transcripts.E001"
+                )
+            ]
+        found = [problem for key in _RULES if (problem := self.problem(key)) is not None]
+        found.extend(
+            SettingProblem(
+                key,
+                f"DEUZ_TRANSCRIPTS has an unknown key {key!r}.",
+                None,
+                "deuz_transcripts.W002",
+                is_error=False,
+            )
+            for key in self.unknown_keys()
+        )
+        return found
+
+    def require_valid(self, key: str) -> None:
+        """Raise ``ImproperlyConfigured`` with the check's message when ``key`` is invalid."""
+        problem = self.problem(key)
+        if problem is not None:
+            raise ImproperlyConfigured(problem.message)
 
 
 conf = TranscriptSettings()

@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-from ..conf import SQLITE_BACKENDS, conf
+from ..conf import conf
 from .base import SearchBackend
 
 __all__ = ["SearchBackend", "backend_name_for", "get_backend", "storage_steps"]
@@ -31,11 +31,8 @@ def backend_name_for(alias: str, *, inspect_database: bool = True) -> str:
         )
     from .sqlite import fts5_available, fts_table_exists
 
+    conf.require_valid("SQLITE_BACKEND")
     choice = conf.SQLITE_BACKEND
-    if choice not in SQLITE_BACKENDS:
-        raise ImproperlyConfigured(
-            f"DEUZ_TRANSCRIPTS['SQLITE_BACKEND'] must be one of {SQLITE_BACKENDS}, not {choice!r}."
-        )
     if choice == "like":
         return "sqlite-like"
     if fts5_available() and (not inspect_database or fts_table_exists(alias)):

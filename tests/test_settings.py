@@ -1,0 +1,56 @@
+"""``DEUZ_TRANSCRIPTS``: ``conf`` decides what is valid; the checks report it, once."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
+from django.test import override_settings
+
+from deuz_transcripts.backends import backend_name_for
+from deuz_transcripts.checks import check_search_backends, check_settings
+from deuz_transcripts.conf import conf
+
+
+def check_ids() -> list[str]:
+    return [str(message.id) for message in [*check_settings(), *check_search_backends()]]
+
+
+def test_valid_settings_have_no_problem():
+    with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0, "LOCK_RETRIES": 5}):
+        assert conf.problems() == []
+        assert [i for i in check_ids() if i != "deuz_transcripts.W001"] == []
+
+
+def test_a_bad_sqlite_backend_is_reported_once_and_refused_at_use():
+    with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "elastic"}):
+        assert check_ids().count("deuz_transcripts.E002") == 1
+        assert "deuz_transcripts.E005" not in check_ids()
+        if connection.vendor == "sqlite":
+            with pytest.raises(ImproperlyConfigured, match="'elastic'"):
+                backend_name_for("default")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "check_id"),
+    [
+        ("ADMIN_PAGE_SIZE", 0, "deuz_transcripts.E003"),
+        ("LOCK_RETRIES", "3", "deuz_transcripts.E003"),
+        ("SQLITE_SECURE_DELETE", "yes", "deuz_transcripts.E007"),
+        ("SQLITE_SCAN_SCOPE_MAX", -1, "deuz_transcripts.E006"),
+    ],
+)
+def test_each_invalid_value_names_its_key(key, value, check_id):
+    with override_settings(DEUZ_TRANSCRIPTS={key: value}):
+        [problem] = conf.problems()
+        assert (problem.key, problem.check_id) == (key, check_id)
+        assert key in problem.message and repr(value) in problem.message
+        assert check_ids().count(check_id) == 1
+
+
+def test_not_a_dict_and_unknown_keys():
+    with override_settings(DEUZ_TRANSCRIPTS=["SQLITE_BACKEND"]):
+        assert [p.check_id for p in conf.problems()] == ["deuz_transcripts.E001"]
+    with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BAKEND": "like"}):
+        [problem] = conf.problems()
+        assert (problem.check_id, problem.is_error) == ("deuz_transcripts.W002", False)
