@@ -240,17 +240,6 @@ def fill_message_ids(record: ChatRecord) -> list[str]:
     return filled
 
 
-def with_filled_ids(record: ChatRecord) -> ChatRecord:
-    """A copy of ``record`` whose message ids are complete and unique."""
-    return ChatRecord(
-        chat_id=record.chat_id,
-        scope=dict(record.scope),
-        messages=list(record.messages),
-        message_ids=list(fill_message_ids(record)),
-        updated_at=record.updated_at,
-    )
-
-
 @dataclass(frozen=True)
 class TranscriptMessage:
     """One message of a chat; ``index`` counts every message, system ones too."""

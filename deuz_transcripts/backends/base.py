@@ -150,6 +150,12 @@ class SearchMatcher(ABC):
         self.alias = alias
         self.policy = policy
 
+    def tie_order(self, position: str) -> str:
+        """``ORDER BY`` of the tie rules (newer chat, chat id by code point, lower index)
+        over chat ``c`` and the message position column ``position``; Python's is
+        ``ranking.sort_key``."""
+        return f"c.updated_at DESC, {self.chat_id_order}, {position}"
+
     @abstractmethod
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         """``SELECT id, mask, chat_pk, position, visible_position`` of every match in scope."""
@@ -203,8 +209,8 @@ class SearchMatcher(ABC):
             f"WITH h AS MATERIALIZED ({matches}), "
             "r AS (SELECT h.id, h.mask, h.chat_pk, c.chat_id, c.updated_at, h.position, "
             "h.visible_position, count(*) OVER (PARTITION BY h.mask) AS n, "
-            "row_number() OVER (PARTITION BY h.mask ORDER BY c.updated_at DESC, "
-            f"{self.chat_id_order}, h.position) AS rank "
+            f"row_number() OVER (PARTITION BY h.mask ORDER BY {self.tie_order('h.position')}) "
+            "AS rank "
             f"FROM h JOIN {table(Chat)} c ON c.id = h.chat_pk) "
             "SELECT r.mask, r.n, r.id, r.chat_pk, r.chat_id, "
             "r.updated_at, r.position, r.visible_position FROM r WHERE r.rank <= %s",
@@ -265,7 +271,7 @@ class SearchMatcher(ABC):
             "SELECT m.id, m.chat_id, c.chat_id, c.updated_at, m.position, m.visible_position "
             f"FROM {table(Chat)} c {self.walk_join} {table(Message)} m ON m.chat_id = c.id "
             f"WHERE {admitted} AND m.has_terms AND {condition} "
-            f"ORDER BY c.updated_at DESC, {self.chat_id_order}, m.position LIMIT %s",
+            f"ORDER BY {self.tie_order('m.position')} LIMIT %s",
             [*admitted_params, *params, depth],
         )
         return [Candidate(row[0], mask, *row[1:]) for row in cursor.fetchall()]
