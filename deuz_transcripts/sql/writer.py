@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import connections
+from django.db.models import Exists
 
 from ..backends import SearchBackend, get_backend
 from ..backends.base import NewRows, SearchRows, StoredRow
@@ -132,16 +133,22 @@ class ChatWriter:
 
     def _load(self, chat_ids: Sequence[str]) -> dict[str, LockedChat]:
         db = self.using
-        if len(chat_ids) == 1:
-            tombstones = Tombstone.objects.using(db).filter(chat_id=chat_ids[0])
-            chats = Chat.objects.using(db).filter(chat_id=chat_ids[0])
-        else:
-            tombstones = Tombstone.objects.using(db).filter(chat_id__in=chat_ids)
-            chats = Chat.objects.using(db).filter(chat_id__in=chat_ids)
-        tombstoned = set(tombstones.values_list("chat_id", flat=True))
-        rows = {chat.chat_id: chat for chat in chats}
+        if len(chat_ids) == 1:  # one statement when the chat exists (every rewrite)
+            chat_id = chat_ids[0]
+            tombstone = Tombstone.objects.using(db).filter(chat_id=chat_id)
+            row = (
+                Chat.objects.using(db)
+                .filter(chat_id=chat_id)
+                .annotate(tombstoned=Exists(tombstone))
+                .first()
+            )
+            tombstoned = row.tombstoned if row is not None else tombstone.exists()
+            return {chat_id: LockedChat(chat_id, tombstoned, row)}
+        tombstones = Tombstone.objects.using(db).filter(chat_id__in=chat_ids)
+        found = set(tombstones.values_list("chat_id", flat=True))
+        rows = {chat.chat_id: chat for chat in Chat.objects.using(db).filter(chat_id__in=chat_ids)}
         return {
-            chat_id: LockedChat(chat_id, chat_id in tombstoned, rows.get(chat_id))
+            chat_id: LockedChat(chat_id, chat_id in found, rows.get(chat_id))
             for chat_id in chat_ids
         }
 
