@@ -7,7 +7,7 @@ Everything here imports without Django being set up; the SQL stores live in
 from __future__ import annotations
 
 from .context import TranscriptCandidate, TranscriptContextSource
-from .errors import ChatDeleted, InvalidRecord, RevisionConflict, TranscriptError
+from .errors import ChatDeleted, InvalidRecord, RevisionConflict, SearchTimeout, TranscriptError
 from .indexing import aindex_chat, index_chat
 from .memory import InMemoryTranscriptIndex
 from .memory_stores import InMemoryChatStore, InMemoryConditionalChatStore
@@ -22,6 +22,7 @@ __all__ = [
     "InvalidRecord",
     "MemorySourceRef",
     "RevisionConflict",
+    "SearchTimeout",
     "TranscriptCandidate",
     "TranscriptContextSource",
     "TranscriptError",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db import router
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -19,6 +19,7 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from .admin_views import MESSAGES_PER_PAGE, can_search, message_page, search_view
+from .errors import SearchTimeout
 from .forms import parse_scope
 from .models import Chat, Tombstone
 from .records import scope_matches
@@ -154,7 +155,11 @@ class ChatAdmin(_ChatModelAdmin):
         match = Q(chat_id=term[:255])
         if request.user.is_superuser:
             index = DjangoTranscriptIndex(router.db_for_read(Chat))
-            hits = index.search({}, term, limit=CHANGELIST_SEARCH_CAP)
+            try:
+                hits = index.search({}, term, limit=CHANGELIST_SEARCH_CAP)
+            except SearchTimeout as exc:
+                messages.warning(request, f"{exc}; only an exact chat id is matched.")
+                hits = []
             match |= Q(chat_id__in={hit.chat_id for hit in hits})
         return queryset.filter(match), False
 

@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from .conf import conf
-from .errors import InvalidRecord
+from .errors import InvalidRecord, SearchTimeout
 from .forms import TranscriptSearchForm
 from .highlight import highlighted_excerpt, render_spans
 from .models import Chat, Message
@@ -191,7 +191,7 @@ def _search(
             limit=size + 1,
             offset=(page - 1) * size,
         )
-    except InvalidRecord as exc:
+    except (InvalidRecord, SearchTimeout) as exc:
         form.add_error(None, str(exc))
         return {}
     has_next = len(hits) > size

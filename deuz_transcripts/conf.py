@@ -24,6 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "LOCK_RETRIES": 3,
     "SQLITE_SECURE_DELETE": True,
     "SQLITE_SCAN_SCOPE_MAX": 2_000,
+    "SEARCH_TIMEOUT_MS": 5_000,
 }
 
 
@@ -63,6 +64,12 @@ _RULES: dict[str, _Rule] = {
         "must be an integer >= 0",
         "0 sends every SQLite search to FTS5.",
         "deuz_transcripts.E006",
+    ),
+    "SEARCH_TIMEOUT_MS": _Rule(
+        lambda value: _is_int(value, 0) and value <= 2**31 - 1,
+        "must be an integer of milliseconds >= 0",
+        "0 lets searches run as long as they take.",
+        "deuz_transcripts.E008",
     ),
 }
 
@@ -112,6 +119,11 @@ class TranscriptSettings:
     def SQLITE_SCAN_SCOPE_MAX(self) -> int:
         """FTS5 searches of a scope with at most this many indexed messages scan its rows."""
         return int(self._raw["SQLITE_SCAN_SCOPE_MAX"])
+
+    @property
+    def SEARCH_TIMEOUT_MS(self) -> int:
+        """The database stops a search after this many milliseconds (0: no limit)."""
+        return int(self._raw["SEARCH_TIMEOUT_MS"])
 
     def unknown_keys(self) -> list[str]:
         given = self._given

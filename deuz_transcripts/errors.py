@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ChatDeleted", "InvalidRecord", "RevisionConflict", "TranscriptError"]
+__all__ = ["ChatDeleted", "InvalidRecord", "RevisionConflict", "SearchTimeout", "TranscriptError"]
 
 
 class TranscriptError(Exception):
@@ -37,3 +37,14 @@ class ChatDeleted(TranscriptError):
     def __init__(self, chat_id: str) -> None:
         self.chat_id = chat_id
         super().__init__(f"chat {chat_id!r} was deleted")
+
+
+class SearchTimeout(TranscriptError):
+    """A search ran past ``DEUZ_TRANSCRIPTS["SEARCH_TIMEOUT_MS"]`` and the database stopped it."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        super().__init__(
+            f"the search took longer than {timeout_ms} ms and was stopped "
+            "(SEARCH_TIMEOUT_MS); narrow it with a scope or fewer words"
+        )

@@ -324,6 +324,11 @@ class SearchBackend:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.alias!r})"
 
+    def time_limit(self, timeout_ms: int) -> AbstractContextManager[None]:
+        """Statements run inside are stopped by the database after ``timeout_ms``
+        (``0``: no limit), raising ``SearchTimeout``; nothing is left set afterwards."""
+        return nullcontext()
+
     def legacy_scope_filter(self, rows: models.QuerySet[Any], scope: Scope) -> models.QuerySet[Any]:
         """Legacy ``deuz_chats`` rows whose JSON scope has every field of ``scope``."""
         raise NotImplementedError

@@ -9,14 +9,16 @@ tsquery syntax.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections
+from django.db import OperationalError, connections, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 
+from ..errors import SearchTimeout
 from ..models import Chat, Message
 from ..problems import Problem
 from ..text import stored_term, stored_terms_text
@@ -196,3 +198,35 @@ class PostgresBackend(SearchBackend):
 
     def legacy_scope_filter(self, rows: QuerySet[Any], scope: Scope) -> QuerySet[Any]:
         return rows.filter(scope__contains=dict(scope)) if scope else rows  # jsonb @>
+
+    def time_limit(self, timeout_ms: int) -> AbstractContextManager[None]:
+        return _statement_timeout(self.alias, timeout_ms) if timeout_ms else super().time_limit(0)
+
+
+@contextmanager
+def _statement_timeout(alias: str, timeout_ms: int) -> Iterator[None]:
+    """``statement_timeout`` for the statements inside, in a transaction (a savepoint in
+    the caller's): a cancelled search rolls back to it, leaving the caller's transaction
+    usable, and the session's own value is put back afterwards."""
+    connection = connections[alias]
+    nested = connection.in_atomic_block
+    try:
+        with transaction.atomic(using=alias):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT current_setting('statement_timeout'), "
+                    "set_config('statement_timeout', %s, true)",
+                    [f"{timeout_ms}ms"],
+                )
+                row = cursor.fetchone()
+            yield
+            if nested and row is not None:  # released savepoint: the setting would stay
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [row[0]])
+    except OperationalError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) == _QUERY_CANCELED:
+            raise SearchTimeout(timeout_ms) from exc
+        raise
+
+
+_QUERY_CANCELED = "57014"

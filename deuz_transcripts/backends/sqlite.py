@@ -4,18 +4,20 @@ erasing deleted text, and the legacy table's scope filter."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections, router
+from django.db import DatabaseError, connections, router
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
 from ..conf import conf
+from ..errors import SearchTimeout
 from ..models import LegacyChat, Message, Tombstone
 from .base import SearchBackend, SearchRows
 from .chat_filter import table
@@ -147,7 +149,39 @@ class SQLiteRows(SearchRows):
         """Drop what deleted rows left in search structures (nothing, without FTS5)."""
 
 
+#: SQLite virtual-machine instructions between two looks at the clock (~0.1 ms).
+_PROGRESS_STEPS = 10_000
+
+
+@contextmanager
+def interrupt_after(alias: str, timeout_ms: int) -> Iterator[None]:
+    """A progress handler that interrupts the statement running past the deadline."""
+    wrapper = connections[alias]
+    wrapper.ensure_connection()
+    raw = wrapper.connection
+    deadline = time.monotonic() + timeout_ms / 1000
+    expired = False
+
+    def past_deadline() -> int:
+        nonlocal expired
+        expired = expired or time.monotonic() > deadline
+        return int(expired)
+
+    raw.set_progress_handler(past_deadline, _PROGRESS_STEPS)
+    try:
+        yield
+    except DatabaseError as exc:
+        if expired:
+            raise SearchTimeout(timeout_ms) from exc
+        raise
+    finally:
+        raw.set_progress_handler(None, 0)
+
+
 class SQLiteBackend(SearchBackend):
+    def time_limit(self, timeout_ms: int) -> AbstractContextManager[None]:
+        return interrupt_after(self.alias, timeout_ms) if timeout_ms else super().time_limit(0)
+
     def legacy_scope_filter(self, rows: QuerySet[Any], scope: Scope) -> QuerySet[Any]:
         """Rows whose scope has exactly each ``key`` set to its ``value``.
 

@@ -13,6 +13,7 @@ from django.db import connections, transaction
 
 from ..backends import SearchBackend, get_backend
 from ..base import BaseTranscriptIndex, SearchRequest, check_chat_id
+from ..conf import conf
 from ..errors import InvalidRecord
 from ..models import Message
 from ..prepared import PreparedChat
@@ -72,8 +73,14 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
     # reading
 
     def _search(self, request: SearchRequest) -> list[TranscriptHit]:
-        with database_errors(self.using), connections[self.using].cursor() as cursor:
-            planned = SearchPlanner(self.backend.matcher).page(cursor, request)
+        """Every statement of the search runs within ``SEARCH_TIMEOUT_MS``."""
+        backend = self.backend
+        with (
+            database_errors(self.using),
+            backend.time_limit(conf.SEARCH_TIMEOUT_MS),
+            connections[self.using].cursor() as cursor,
+        ):
+            planned = SearchPlanner(backend.matcher).page(cursor, request)
             if planned is None:
                 return []
             page, plan = planned

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from ...errors import InvalidRecord
+from ...errors import InvalidRecord, SearchTimeout
 from ...forms import parse_scope
 from ...records import TranscriptHit, TranscriptMessage
 from ...text import indexed_text
@@ -74,7 +74,7 @@ class Command(OneLineErrors):
             hits = index.search(
                 scope, options["query"], around=options["around"], limit=options["limit"]
             )
-        except InvalidRecord as exc:
+        except (InvalidRecord, SearchTimeout) as exc:
             raise CommandError(str(exc)) from None
         if options["json"]:
             document = {

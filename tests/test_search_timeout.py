@@ -1,0 +1,126 @@
+"""``SEARCH_TIMEOUT_MS``: the database stops a search that runs too long, with the
+app's own ``SearchTimeout``, and leaves the connection and the caller's transaction as
+they were."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection, transaction
+from django.test import override_settings
+
+from deuz_transcripts import SearchTimeout, TranscriptError
+from deuz_transcripts.sql import planner
+from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.factories import ChatRecordFactory, MessageFactory
+
+pytestmark = pytest.mark.django_db
+
+ADA = {"userId": "ada"}
+
+
+def slow_sql() -> str:
+    """A statement that runs for seconds unless the database stops it."""
+    if connection.vendor == "postgresql":
+        return "SELECT pg_sleep(3)"
+    return (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) "
+        "SELECT count(*) FROM n"
+    )
+
+
+@pytest.fixture
+def store() -> DjangoConditionalChatStore:
+    store = DjangoConditionalChatStore()
+    record = ChatRecordFactory(chat_id="c1", scope=ADA, messages=[MessageFactory(text="quokka")])
+    store.write_chat(record, expected_revision=0)
+    return store
+
+
+@pytest.fixture
+def slow_planner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every search first runs ``slow_sql()`` on the search's own cursor."""
+    original = planner.SearchPlanner.page
+
+    def slow_page(self: Any, cursor: Any, request: Any) -> Any:
+        cursor.execute(slow_sql())
+        return original(self, cursor, request)
+
+    monkeypatch.setattr(planner.SearchPlanner, "page", slow_page)
+
+
+def session_timeout() -> str | None:
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        return str(cursor.fetchone()[0])
+
+
+@override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": 100})
+def test_a_slow_search_is_stopped_with_search_timeout(store, slow_planner):
+    before = session_timeout()
+    started = time.monotonic()
+    with pytest.raises(SearchTimeout) as caught:
+        store.transcript.search(ADA, "quokka")
+    assert time.monotonic() - started < 2.5
+    assert isinstance(caught.value, TranscriptError) and caught.value.timeout_ms == 100
+    assert "100 ms" in str(caught.value)
+    assert session_timeout() == before  # nothing left set on the connection
+
+
+@override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": 100})
+def test_the_callers_transaction_stays_usable(store, slow_planner):
+    before = session_timeout()
+    with transaction.atomic():
+        with pytest.raises(SearchTimeout):
+            store.transcript.search(ADA, "quokka")
+        assert session_timeout() == before
+        record = ChatRecordFactory(chat_id="c2", scope=ADA, messages=[MessageFactory(text="x")])
+        assert store.write_chat(record, expected_revision=0) == 1
+    assert store.load_chat("c2") is not None
+
+
+@override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": 2_000})
+def test_searches_within_the_budget_answer_and_restore_the_setting(store):
+    before = session_timeout()
+    with transaction.atomic():
+        assert [hit.chat_id for hit in store.transcript.search(ADA, "quokka")] == ["c1"]
+        assert session_timeout() == before
+    assert [hit.chat_id for hit in store.transcript.search(ADA, "quokka")] == ["c1"]
+
+
+@override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": 0})
+def test_zero_sets_no_limit(store, monkeypatch):
+    if connection.vendor == "postgresql":
+        monkeypatch.setattr(planner.SearchPlanner, "page", _sleeping_page(0.3))
+    else:
+        monkeypatch.setattr(planner.SearchPlanner, "page", _counting_page(3_000_000))
+    assert store.transcript.search(ADA, "quokka") == []
+
+
+def _sleeping_page(seconds: float) -> Any:
+    def page(self: Any, cursor: Any, request: Any) -> None:
+        cursor.execute("SELECT pg_sleep(%s)", [seconds])
+
+    return page
+
+
+def _counting_page(rows: int) -> Any:
+    def page(self: Any, cursor: Any, request: Any) -> None:
+        cursor.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %s) "
+            "SELECT count(*) FROM n",
+            [rows],
+        )
+
+    return page
+
+
+@override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": 100})
+def test_the_command_prints_the_timeout_as_one_error(store, slow_planner):
+    with pytest.raises(CommandError, match="took longer than 100 ms"):
+        call_command("search_transcripts", "quokka", scope="userId=ada")
