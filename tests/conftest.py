@@ -11,6 +11,11 @@ import os
 
 import pytest
 
+# Helper modules (not test modules) whose asserts should still fail with pytest's detailed
+# messages: registered before any test module imports them. The contract package is
+# registered by the modules that subclass it.
+pytest.register_assert_rewrite("tests.sql_support")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _require_postgres(django_db_blocker):
