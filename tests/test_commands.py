@@ -23,7 +23,7 @@ from deuz_transcripts.stores import (
     DjangoTranscriptIndex,
 )
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = datetime(2025, 1, 1, tzinfo=UTC)
@@ -51,11 +51,6 @@ def record(chat_id: str, text: str, user: str = "ada", n: int = 0) -> ChatRecord
         ],
         updated_at=BASE + timedelta(minutes=n),
     )
-
-
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 # backfill_transcripts
