@@ -3,13 +3,23 @@
 With ``DEUZ_REQUIRE_POSTGRES=1`` (set by ``make test-postgres``) the session stops at once
 unless the configured database is a reachable PostgreSQL server, so a PostgreSQL run can
 never silently turn into a SQLite run or a wall of per-test connection errors.
+
+Also the fixtures of the modules that log users in: ``fast_passwords`` (used through
+``pytest.mark.usefixtures``), and ``support``/``support_client``, a staff user holding only
+the app's search permission.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
+
+# Helper modules (not test modules) whose asserts should still fail with pytest's detailed
+# messages: registered before any test module imports them. The contract package is
+# registered by the modules that subclass it.
+pytest.register_assert_rewrite("tests.sql_support")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -44,3 +54,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if getattr(getattr(item, "cls", None), "database_contract", False):
             item.add_marker(pytest.mark.django_db(transaction=item.name.startswith("test_async")))
+
+
+@pytest.fixture
+def fast_passwords(settings: Any) -> None:
+    """The default hasher costs a second per user; the admin and command tests create many."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def support(django_user_model: Any) -> Any:
+    """Staff with only the app's search permission."""
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("support", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="search_transcripts"))
+    return user
+
+
+@pytest.fixture
+def support_client(client: Any, support: Any) -> Any:
+    client.force_login(support)
+    return client

@@ -1,4 +1,8 @@
-"""The management commands: backfill_transcripts, search_transcripts, load_demo_transcripts."""
+"""The management commands: backfill_transcripts, search_transcripts, load_demo_transcripts.
+
+Bad and hostile arguments (NUL, lone surrogates, SQL and FTS syntax, huge values) end in
+one clear ``CommandError``, never a traceback from deeper down.
+"""
 
 from __future__ import annotations
 
@@ -22,8 +26,9 @@ from deuz_transcripts.stores import (
     DjangoConditionalChatStore,
     DjangoTranscriptIndex,
 )
+from tests.factories import ChatRecordFactory
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = datetime(2025, 1, 1, tzinfo=UTC)
@@ -51,11 +56,6 @@ def record(chat_id: str, text: str, user: str = "ada", n: int = 0) -> ChatRecord
         ],
         updated_at=BASE + timedelta(minutes=n),
     )
-
-
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 # backfill_transcripts
@@ -233,6 +233,44 @@ def test_bad_arguments_on_the_command_line_are_one_line(tmp_path: Path) -> None:
         assert done.returncode == status, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "error" in done.stderr.lower()
+
+
+# hostile queries and arguments
+
+
+@pytest.mark.parametrize("query", ["' OR 1=1 --", "%", "NEAR(a b)", "a:* & !b", "\u202eordinary"])
+def test_search_command_with_hostile_queries(query, capsys):
+    DjangoConditionalChatStore().write_chat(
+        ChatRecordFactory(chat_id="c1", texts=["ordinary words"]), expected_revision=0
+    )
+    call_command("search_transcripts", query, "--scope", "userId=ada", "--json")
+    document = json.loads(capsys.readouterr().out)
+    expected = ["c1"] if "ordinary" in query else []
+    assert [hit["chatId"] for hit in document["hits"]] == expected
+    with pytest.raises(CommandError):
+        call_command("search_transcripts", "a\x00b", "--scope", "userId=ada")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["backfill_transcripts", "--chat-id", "a\x00b"],
+        ["backfill_transcripts", "--chat-id", "x" * 10_000],
+        ["backfill_transcripts", "--batch-size", "0"],
+        ["search_transcripts", "x", "--scope", "userId"],
+        ["search_transcripts", "x", "--scope", "a=b,,c=d"],
+        ["search_transcripts", "x", "--scope", "=x"],
+        ["search_transcripts", "x", "--scope", "userId=" + "x" * 300],
+        ["search_transcripts", "x", "--scope", "userId=\ud800"],
+        ["search_transcripts", "x", "--all-scopes", "--limit", "0"],
+        ["search_transcripts", "x", "--scope", "userId=ada", "--around", "-1"],
+    ],
+    ids=repr,
+)
+def test_commands_refuse_hostile_arguments_with_a_clear_error(args):
+    """A one-line CommandError, never a traceback from deeper down."""
+    with pytest.raises(CommandError):
+        call_command(*args)
 
 
 # load_demo_transcripts

@@ -8,9 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-# tests/contract.py is not a test module: ask pytest to rewrite its asserts (detailed
-# failure messages) before its first import. Other modules subclassing the contract should
-# do the same (or tests/conftest.py could, once, for all of them).
+# tests/contract/ is not a test package: ask pytest to rewrite its asserts (detailed
+# failure messages) before its first import; the package name covers every module in it.
+# Other modules subclassing the contract should do the same (or tests/conftest.py could,
+# once, for all of them).
 if "tests.contract" not in sys.modules:
     pytest.register_assert_rewrite("tests.contract")
 

@@ -7,10 +7,10 @@ from django.core.management import call_command
 from django.db import connection, connections
 from django.test import override_settings
 
-from deuz_transcripts import ChatRecord
 from deuz_transcripts.backends import sqlite as sqlite_backend
 from deuz_transcripts.checks import check_search_backends, check_settings
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
+from tests.factories import ChatRecordFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,10 +45,7 @@ def test_migrations_go_back_and_forth():
     else:
         assert sqlite_backend.FTS_TABLE in tables()
     store = DjangoConditionalChatStore()
-    store.write_chat(
-        ChatRecord("c1", {"userId": "ada"}, [{"role": "user", "content": "hi"}]),
-        expected_revision=0,
-    )
+    store.write_chat(ChatRecordFactory(chat_id="c1", texts=["hi"]), expected_revision=0)
     assert len(store.transcript.search({"userId": "ada"}, "hi")) == 1
 
 
@@ -64,10 +61,7 @@ def test_sqlite_without_fts5_migrates_and_falls_back(monkeypatch):
         assert index.backend_name == "sqlite-like"
         assert "deuz_transcripts.W001" in [m.id for m in app_checks()]
         store = DjangoConditionalChatStore()
-        store.write_chat(
-            ChatRecord("c1", {"userId": "ada"}, [{"role": "user", "content": "deploys"}]),
-            expected_revision=0,
-        )
+        store.write_chat(ChatRecordFactory(chat_id="c1", texts=["deploys"]), expected_revision=0)
         assert len(store.transcript.search({"userId": "ada"}, "deploy")) == 1  # substring
     finally:
         monkeypatch.undo()

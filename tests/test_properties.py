@@ -1,20 +1,37 @@
-"""Hypothesis properties of folding, matching, scoping and highlighting."""
+"""Hypothesis properties of folding, matching, scoping and highlighting.
+
+The text rules are also fuzzed with all of Unicode and any message shape (see
+``tests/strategies.py``): they never fail, and what they return is well formed.
+``DEUZ_FUZZ_EXAMPLES`` raises the example count of those for a long local run.
+"""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
-from deuz_transcripts.text import fold, highlight_spans, message_terms, query_terms, terms
+from deuz_transcripts.text import (
+    MAX_QUERY_TERMS,
+    fold,
+    highlight_spans,
+    indexed_text,
+    message_terms,
+    query_terms,
+    terms,
+)
+from tests.strategies import messages, tricky_words, unicode_text
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 PROPERTY = settings(max_examples=150, deadline=None)
 SLOW_PROPERTY = settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+EXAMPLES = int(os.environ.get("DEUZ_FUZZ_EXAMPLES", "40"))
+TEXT_FUZZ = settings(max_examples=EXAMPLES * 5, deadline=None)
 
 # Text rich in the characters folding cares about, plus anything Unicode has.
 _interesting = st.sampled_from(
@@ -129,3 +146,35 @@ def test_highlight_spans_are_ordered_and_inside_the_text(text):
     spans = highlight_spans(text, text)
     assert spans == sorted(spans)
     assert all(0 <= start < end <= len(text) for start, end in spans)
+
+
+# ---------------------------------------------------------------- fuzzed text rules
+
+
+@TEXT_FUZZ
+@given(messages())
+def test_text_rules_never_fail_on_any_message_shape(message):
+    text = indexed_text(message)
+    found = message_terms(message)
+    if message.get("role") in ("system", "developer"):
+        assert text is None and found is None
+        return
+    assert isinstance(text, str)
+    assert found == list(dict.fromkeys(found))  # distinct, in order
+    for term in found:
+        assert term and all(c.isalnum() for c in term) and fold(term) == term
+
+
+@TEXT_FUZZ
+@given(unicode_text, st.lists(st.one_of(tricky_words, unicode_text), max_size=40).map(" ".join))
+def test_query_terms_and_highlights_on_any_unicode(text, query):
+    terms = query_terms(query)
+    assert len(terms) <= MAX_QUERY_TERMS and len(set(terms)) == len(terms)
+    assert all(term.isalnum() and fold(term) == term for term in terms)
+    spans = highlight_spans(text, query)
+    previous = (0, 0)
+    for start, stop in spans:  # ordered, inside the text, each holding a matching word
+        # Not always disjoint: "¼" folds to "1⁄4", two words in one character.
+        assert previous <= (start, stop) and 0 <= start < stop <= len(text)
+        previous = (start, stop)
+        assert set(query_terms(text[start:stop])) & set(terms)

@@ -1,8 +1,16 @@
-"""What only the SQL side has: backend choice, stored form, rollback, engine limits, using=."""
+"""What only the SQL side has: backend choice, stored form, rollback, engine limits, using=.
+
+And a chat of 100,000 messages: searched, appended to with a constant number of statements
+(one row inserted, none rewritten) and loaded, with the memory store checked alongside.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -10,7 +18,14 @@ from django.db import connection, connections
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from deuz_transcripts import ChatDeleted, ChatRecord, InvalidRecord, TranscriptError
+from deuz_transcripts import (
+    ChatDeleted,
+    ChatRecord,
+    InMemoryConditionalChatStore,
+    InMemoryTranscriptIndex,
+    InvalidRecord,
+    TranscriptError,
+)
 from deuz_transcripts.backends import backend_name_for
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.backends.sqlite import FTS_TABLE
@@ -373,3 +388,69 @@ def test_delete_chats_deletes_several_in_one_go():
     assert [h.chat_id for h in store.transcript.search(ADA, "words")] == ["c1"]
     assert raw_matches("batch0") == raw_matches("batch2") == 0
     assert set(Tombstone.objects.values_list("chat_id", flat=True)) == {"c0", "c2", "never-written"}
+
+
+# 100,000 messages in one chat (the memory store alongside)
+
+
+@contextmanager
+def backend_settings(name: str) -> Iterator[None]:
+    if name == "like":
+        if connection.vendor != "sqlite":
+            pytest.skip("the LIKE fallback is SQLite's")
+        with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"}):
+            yield
+    else:
+        yield
+
+
+HUGE = 100_000
+
+
+def huge_chat() -> list[dict[str, Any]]:
+    return [
+        {"role": "assistant" if n % 2 else "user", "content": f"message {n} word{n % 1000}"}
+        for n in range(HUGE)
+    ]
+
+
+@pytest.mark.parametrize("kind", ["memory", "database"])
+def test_100000_messages_in_one_chat(kind):
+    """Written once, searched (on SQLite with FTS5 and LIKE), appended to cheaply, loaded."""
+    if kind == "memory" and connection.vendor != "sqlite":
+        pytest.skip("the memory variant runs once, in the SQLite run")
+    store = (
+        InMemoryConditionalChatStore(InMemoryTranscriptIndex())
+        if kind == "memory"
+        else DjangoConditionalChatStore()
+    )
+    messages = huge_chat()
+    started = time.monotonic()
+    store.write_chat(ChatRecord("huge", ADA, messages), expected_revision=0)
+    first_write = time.monotonic() - started
+    backends = (
+        ["database", "like"] if kind == "database" and connection.vendor == "sqlite" else [kind]
+    )
+    for backend in backends:
+        with backend_settings(backend):
+            hits = store.transcript.search(ADA, "word7 message", around=1, limit=5)
+            assert [h.index for h in hits][:1] == [7]
+            assert [m.index for m in hits[0].around] == [6, 8]
+            assert len(store.transcript.search(ADA, "word999", limit=1000)) == 100
+            assert (
+                store.transcript.search(ADA, "message", offset=99_990, limit=50)[-1].index == 99_999
+            )
+    pks = None if kind == "memory" else set(Message.objects.values_list("pk", flat=True))
+    messages.append({"role": "user", "content": "appended needle"})
+    started = time.monotonic()
+    with CaptureQueriesContext(connection) as queries:
+        assert store.write_chat(ChatRecord("huge", ADA, messages), expected_revision=1) == 2
+    append = time.monotonic() - started
+    print(f"100,000 messages, {kind}: write {first_write:.1f} s, append one {append:.1f} s")
+    if pks is not None:  # the database work of an append does not grow with the chat
+        assert len(queries) < 30
+        after = set(Message.objects.values_list("pk", flat=True))
+        assert pks < after and len(after - pks) == 1  # one row inserted, none rewritten
+    assert [h.index for h in store.transcript.search(ADA, "needle")] == [HUGE]
+    loaded, revision = store.load_chat("huge")
+    assert (len(loaded.messages), revision) == (HUGE + 1, 2)

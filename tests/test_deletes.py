@@ -17,11 +17,8 @@ from django.test import override_settings
 
 from deuz_transcripts import ChatRecord
 from deuz_transcripts.stores import DjangoChatStore, DjangoConditionalChatStore
-from tests.test_reliability_support import (
-    assert_consistent,
-    rows_holding,
-    sqlite_file_database,
-)
+from tests.factories import ChatRecordFactory
+from tests.sql_support import assert_consistent, rows_holding, sqlite_file_database
 
 pytestmark = pytest.mark.django_db
 ADA = {"userId": "ada"}
@@ -60,11 +57,7 @@ def bystanders(store: DjangoConditionalChatStore, count: int = 30) -> None:
     """Other chats, so the FTS5 index has segments the delete must merge through."""
     for number in range(count):
         store.write_chat(
-            ChatRecord(
-                f"other-{number}",
-                ADA,
-                [{"role": "user", "content": f"alpha beta word{number} gamma"}],
-            ),
+            ChatRecordFactory(chat_id=f"other-{number}", texts=[f"alpha beta word{number} gamma"]),
             expected_revision=0,
         )
 
@@ -91,8 +84,7 @@ def test_deleted_text_is_in_no_table_of_the_app(backend):
     bystanders_after = [f"late-{n}" for n in range(5)]
     for chat_id in bystanders_after:  # segments written after the secret's
         store.write_chat(
-            ChatRecord(chat_id, ADA, [{"role": "user", "content": "alpha delta"}]),
-            expected_revision=0,
+            ChatRecordFactory(chat_id=chat_id, texts=["alpha delta"]), expected_revision=0
         )
     DjangoChatStore().save_chat(secret_chat())  # a legacy copy written by the app
     before = rows_holding(SECRET)

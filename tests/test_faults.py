@@ -27,7 +27,7 @@ from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex, TranscriptErro
 from deuz_transcripts.backfill import Backfill
 from deuz_transcripts.models import Chat, ChatScope, LegacyChat, Message, Tombstone
 from deuz_transcripts.stores import DjangoChatStore, DjangoConditionalChatStore
-from tests.test_reliability_support import assert_consistent, sqlite_file_database
+from tests.sql_support import assert_consistent, sqlite_file_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ADA = {"userId": "ada"}

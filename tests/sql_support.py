@@ -1,4 +1,4 @@
-"""Helpers shared by the ``test_reliability_*`` modules; this module holds no tests.
+"""Helpers for tests of the SQL stores under threads, faults and deletes; no tests here.
 
 - ``sqlite_file_database``: a throw-away SQLite *file* database under its own alias. The
   suite's SQLite test database is an in-memory shared-cache one, which locks per table
@@ -74,7 +74,7 @@ def _file_database(path: Path, options: dict[str, Any]) -> FileDatabase:
             "file": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path), "OPTIONS": options},
         }
     )
-    return FileDatabase(f"reliability_{uuid.uuid4().hex[:8]}", path, configured["file"])
+    return FileDatabase(f"scratch_{uuid.uuid4().hex[:8]}", path, configured["file"])
 
 
 def _template(tmp_dir: Path) -> Path:
@@ -124,7 +124,7 @@ def _scratch_dir(tmp_path: Path) -> Path:
     """RAM-backed ``/dev/shm`` when there is one: same locking, no fsync cost per commit."""
     shm = Path("/dev/shm")
     if shm.is_dir() and os.access(shm, os.W_OK):
-        scratch = shm / f"deuz-reliability-{os.getpid()}"
+        scratch = shm / f"deuz-tests-{os.getpid()}"
         if not scratch.is_dir():
             scratch.mkdir()
             atexit.register(shutil.rmtree, scratch, ignore_errors=True)

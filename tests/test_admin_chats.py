@@ -1,0 +1,128 @@
+"""The read-only chat admin: changelist, chat page, deletion through the store, tombstones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.urls import reverse
+
+from deuz_transcripts.models import Chat, ChatScope, Message, Tombstone
+from deuz_transcripts.stores import DjangoConditionalChatStore
+from deuz_transcripts.verify import Verifier
+from tests.admin_support import SEARCH, izmir_chat, record, write
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+
+
+# changelist
+
+
+def test_changelist_columns_filters_and_search_link(admin_client: Any) -> None:
+    write(izmir_chat())
+    response = admin_client.get(reverse("admin:deuz_transcripts_chat_changelist"))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "userId=ada" in html and f'href="{reverse(SEARCH)}"' in html
+    stored = admin_client.get(
+        reverse("admin:deuz_transcripts_chat_changelist"), {"source": "stored"}
+    )
+    assert list(stored.context["cl"].result_list) == [Chat.objects.get()]
+    only_indexed = admin_client.get(
+        reverse("admin:deuz_transcripts_chat_changelist"), {"source": "indexed"}
+    )
+    assert list(only_indexed.context["cl"].result_list) == []
+
+
+def test_changelist_search_box_uses_the_index(admin_client: Any, support_client: Any) -> None:
+    write(izmir_chat(), record("plain", [{"role": "user", "content": "nothing here"}], n=1))
+    url = reverse("admin:deuz_transcripts_chat_changelist")
+    found = admin_client.get(url, {"q": "izmir"}).context["cl"].result_list
+    assert [chat.chat_id for chat in found] == ["trip"]
+    # words that are not indexed (system prompt, reasoning) are not found
+    assert list(admin_client.get(url, {"q": "secret"}).context["cl"].result_list) == []
+    exact = admin_client.get(url, {"q": "plain"}).context["cl"].result_list
+    assert [chat.chat_id for chat in exact] == ["plain"]
+    # staff without superuser rights cannot search every user's words here
+    assert list(support_client.get(url, {"q": "izmir"}).context["cl"].result_list) == []
+    assert len(support_client.get(url, {"q": "trip"}).context["cl"].result_list) == 1
+
+
+# the chat page
+
+
+def test_chat_page_is_read_only_and_marks_what_is_indexed(admin_client: Any) -> None:
+    write(izmir_chat())
+    chat = Chat.objects.get()
+    url = reverse("admin:deuz_transcripts_chat_change", args=[chat.pk])
+    response = admin_client.get(url)
+    html = response.content.decode()
+    assert response.status_code == 200
+    rows = response.context["message_rows"]
+    assert [row.index for row in rows] == list(range(6))
+    assert [row.indexed for row in rows] == [False, True, True, True, True, False]
+    assert rows[0].reason == "system message"
+    assert [(p.kind, p.indexed, p.reason) for p in rows[4].parts] == [
+        ("reasoning", False, "reasoning"),
+        ("tool-call", False, "tool input"),
+        ("text", True, ""),
+    ]
+    assert rows[5].parts[0].reason == "image"
+    assert 'id="message-3"' in html and "trip:3" in html
+    assert 'name="_save"' not in html
+    assert admin_client.post(url, {"chat_id": "changed"}).status_code == 403
+    assert admin_client.get(reverse("admin:deuz_transcripts_chat_add")).status_code == 403
+
+
+# deleting
+
+
+def assert_deleted(chat_id: str) -> None:
+    assert Tombstone.objects.filter(chat_id=chat_id).exists()
+    assert not Chat.objects.filter(chat_id=chat_id).exists()
+    assert not Message.objects.filter(chat__chat_id=chat_id).exists()
+    assert not ChatScope.objects.filter(chat__chat_id=chat_id).exists()
+    assert DjangoConditionalChatStore().load_chat(chat_id) is None
+    assert DjangoConditionalChatStore().transcript.search({}, "izmir") == []
+
+
+def test_delete_goes_through_the_store(admin_client: Any) -> None:
+    write(izmir_chat())
+    chat = Chat.objects.get()
+    url = reverse("admin:deuz_transcripts_chat_delete", args=[chat.pk])
+    confirm = admin_client.get(url)
+    assert "a tombstone is kept" in confirm.content.decode()
+    assert admin_client.post(url, {"post": "yes"}).status_code == 302
+    assert_deleted("trip")
+    assert Verifier().run().found == 0  # no search row left behind
+
+
+def test_bulk_delete_action_goes_through_the_store(admin_client: Any) -> None:
+    write(
+        izmir_chat(), izmir_chat("second"), record("kept", [{"role": "user", "content": "izmir"}])
+    )
+    pks = list(Chat.objects.filter(chat_id__in=["trip", "second"]).values_list("pk", flat=True))
+    response = admin_client.post(
+        reverse("admin:deuz_transcripts_chat_changelist"),
+        {"action": "delete_selected", "_selected_action": pks, "post": "yes"},
+    )
+    assert response.status_code == 302
+    assert_deleted_ids = {"trip", "second"}
+    assert set(Tombstone.objects.values_list("chat_id", flat=True)) == assert_deleted_ids
+    assert [hit.chat_id for hit in DjangoConditionalChatStore().transcript.search({}, "izmir")] == [
+        "kept"
+    ]
+    assert Verifier().run().found == 0
+
+
+def test_tombstone_admin_is_read_only(admin_client: Any) -> None:
+    write(izmir_chat())
+    DjangoConditionalChatStore().delete_chat("trip")
+    tombstone = Tombstone.objects.get()
+    assert (
+        admin_client.get(reverse("admin:deuz_transcripts_tombstone_changelist")).status_code == 200
+    )
+    assert admin_client.get(reverse("admin:deuz_transcripts_tombstone_add")).status_code == 403
+    delete = reverse("admin:deuz_transcripts_tombstone_delete", args=[tombstone.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert Tombstone.objects.exists()

@@ -1,0 +1,161 @@
+"""The admin's transcript search view: the form, highlighted hits with context, errors, pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from deuz_transcripts.models import Chat
+from tests.admin_support import SEARCH, izmir_chat, record, search, write
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+
+
+# the form
+
+
+def test_form_without_parameters_shows_backend_and_scope_rule(support_client: Any) -> None:
+    response = search(support_client)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert f'<code id="search-backend">{response.context["backend_name"]}</code>' in html
+    assert "Only superusers may search every chat" in html
+    assert response.context["rows"] == []
+
+
+def test_a_link_may_fill_in_the_scope(support_client: Any) -> None:
+    response = search(support_client, scope="userId=ada")
+    assert response.context["form"].is_bound is False
+    assert 'value="userId=ada"' in response.content.decode()
+    assert response.context["notice"] == ""
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"q": "izmir", "scope": "userId"}, "scope"),
+        ({"q": "izmir", "scope": "=ada"}, "scope"),
+        ({"q": "izmir", "scope": "userId=ada,,x=y"}, "scope"),
+        ({"q": "izmir", "scope": "userId=a,userId=b"}, "scope"),
+        ({"q": "izmir", "scope": "k=" + "v" * 300}, "scope"),
+        ({"q": "izmir", "scope": "userId=ada", "around": "x"}, "around"),
+        ({"q": "izmir", "scope": "userId=ada", "around": "11"}, "around"),
+        ({"q": "izmir", "scope": "userId=ada", "around": "-1"}, "around"),
+        ({"q": "izmir", "scope": "userId=ada", "page": "0"}, "page"),
+        ({"q": "izmir", "scope": "userId=ada", "page": "abc"}, "page"),
+        ({"q": "izmir", "scope": "userId=ada", "page": "9" * 30}, "page"),
+        ({"q": "izmir " * 20_000, "scope": "userId=ada"}, "q"),
+        ({"q": "izmir\x00", "scope": "userId=ada"}, "q"),
+        ({"q": "izmir", "scope": "userId=a\x00da"}, "scope"),
+    ],
+)
+def test_bad_parameters_are_form_errors(support_client: Any, params: dict, field: str) -> None:
+    write(izmir_chat())
+    response = search(support_client, **params)
+    assert response.status_code == 200
+    assert field in response.context["form"].errors
+    assert response.context["rows"] == []
+
+
+def test_empty_query_and_query_without_terms_say_so(support_client: Any) -> None:
+    write(izmir_chat())
+    assert "Enter a query" in search(support_client, q="  ", scope="userId=ada").content.decode()
+    response = search(support_client, q="!!! ...", scope="userId=ada")
+    assert "no words to search for" in response.content.decode()
+    response = search(support_client, q="zanzibar", scope="userId=ada")
+    assert "No message matches" in response.content.decode()
+
+
+# results
+
+
+def test_hit_is_highlighted_with_around_context_and_chat_link(support_client: Any) -> None:
+    write(izmir_chat(), izmir_chat("other-user", user="bob"))
+    response = search(support_client, q="IZMIR", scope="userId=ada", around=1)
+    assert response.status_code == 200
+    rows = response.context["rows"]
+    assert [(row.hit.chat_id, row.hit.index) for row in rows] == [("trip", 3)]
+    html = response.content.decode()
+    assert "Book the flight to <mark>İzmir</mark>." in html
+    assert "Try the Aegean coast." in html  # around, before
+    assert "Booked." in html  # around, after (its reasoning is not indexed text)
+    assert "izmir airport" not in html and "travel agent" not in html
+    chat = Chat.objects.get(chat_id="trip")
+    link = (
+        reverse("admin:deuz_transcripts_chat_change", args=[chat.pk])
+        + "?scope=userId%3Dada#message-3"
+    )
+    assert f'href="{link}"' in html
+    assert "score 1.000" in html
+
+
+def test_empty_scope_is_for_superusers_only(support_client: Any, admin_client: Any) -> None:
+    write(izmir_chat(), izmir_chat("other-user", user="bob"))
+    response = search(support_client, q="izmir", scope="")
+    assert response.context["form"].errors["scope"]
+    assert response.context["rows"] == []
+    response = search(admin_client, q="izmir", scope="")
+    assert {row.hit.chat_id for row in response.context["rows"]} == {"trip", "other-user"}
+    assert "Leave empty to search every chat (superusers only)" in response.content.decode()
+
+
+def test_pages(support_client: Any, settings: Any) -> None:
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "ADMIN_PAGE_SIZE": 2}
+    write(
+        *(
+            record(f"c{n}", [{"role": "user", "content": f"deploy number {n}"}], n=n)
+            for n in range(5)
+        )
+    )
+    first = search(support_client, q="deploy", scope="userId=ada")
+    assert [row.hit.chat_id for row in first.context["rows"]] == ["c4", "c3"]
+    assert first.context["previous_url"] is None
+    assert "page=2" in first.context["next_url"]
+    last = support_client.get(first.context["next_url"].replace("page=2", "page=3"))
+    assert [row.hit.chat_id for row in last.context["rows"]] == ["c0"]
+    assert last.context["next_url"] is None and "page=2" in last.context["previous_url"]
+    beyond = search(support_client, q="deploy", scope="userId=ada", page=40)
+    assert "past the last one" in beyond.content.decode()
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="the LIKE fallback is SQLite's")
+def test_like_fallback_highlights_whole_words_holding_the_substring(
+    support_client: Any, settings: Any
+) -> None:
+    write(izmir_chat())
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "SQLITE_BACKEND": "like"}
+    response = search(support_client, q="zmi", scope="userId=ada")
+    html = response.content.decode()
+    assert response.context["backend_name"] == "sqlite-like"
+    assert "Book the flight to <mark>İzmir</mark>." in html
+    assert "matches parts of words" in html
+
+
+def test_long_tool_log_is_shown_as_excerpts(support_client: Any) -> None:
+    log = "\n".join(f"line {n} ok" for n in range(15_000)) + "\nline final readiness failed"
+    write(
+        record(
+            "logs",
+            [
+                {
+                    "role": "tool",
+                    "content": [
+                        {"type": "tool-result", "toolCallId": "c", "toolName": "t", "output": log}
+                    ],
+                }
+            ],
+        )
+    )
+    response = search(support_client, q="readiness", scope="userId=ada")
+    html = response.content.decode()
+    assert "<mark>readiness</mark>" in html
+    assert len(html) < 20_000
+
+
+def test_app_index_links_the_search(support_client: Any) -> None:
+    response = support_client.get(reverse("admin:app_list", args=["deuz_transcripts"]))
+    assert response.status_code == 200
+    assert f'href="{reverse(SEARCH)}"' in response.content.decode()
