@@ -163,11 +163,11 @@ def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypa
     monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=5))
     with CaptureQueriesContext(connection) as queries:
         store.transcript.search(ADA, "common")
-    probe = [  # counted in the index, no message row read (after the time budget's set-up)
+    probe = next(  # counted in the index, no message row read (after the time budget's set-up)
         q["sql"]
         for q in queries.captured_queries
         if "statement_timeout" not in q["sql"] and "SAVEPOINT" not in q["sql"]
-    ][0]
+    )
     assert ("tsquery" if connection.vendor == "postgresql" else "MATCH") in probe
     common, walked = search("common", 5)
     assert walked and common == [("c5", "c5:1", 1.0), ("c4", "c4:0", 1.0), ("c4", "c4:1", 1.0)]
