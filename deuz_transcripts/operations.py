@@ -14,14 +14,15 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.operations.base import Operation
 from django.db.migrations.state import ProjectState
 
-__all__ = ["CreateSearchStorage"]
+__all__ = ["AddScopeLexemes", "CreateSearchStorage", "VendorStorageOperation"]
 
 
-class CreateSearchStorage(Operation):
-    """tsvector + GIN on PostgreSQL; an FTS5 table on SQLite when FTS5 is there."""
+class VendorStorageOperation(Operation):
+    """Runs the vendor's steps of the search-storage change ``change``."""
 
     reversible = True
     reduces_to_sql = True
+    change = ""
 
     def state_forwards(self, app_label: str, state: Any) -> None:
         """Invisible to the ORM: no model state changes."""
@@ -40,7 +41,7 @@ class CreateSearchStorage(Operation):
             connection.alias, state.apps.get_model(app_label, "Message")
         ):
             return
-        steps = storage_steps(connection.vendor)
+        steps = storage_steps(connection.vendor, self.change)
         if steps is not None:  # other vendors: nothing to create (the app refuses them at use)
             steps[index](schema_editor)
 
@@ -62,9 +63,28 @@ class CreateSearchStorage(Operation):
     ) -> None:
         self._step(app_label, schema_editor, from_state, 1)
 
+
+class CreateSearchStorage(VendorStorageOperation):
+    """tsvector + GIN on PostgreSQL; an FTS5 table on SQLite when FTS5 is there."""
+
+    change = "create"
+
     def describe(self) -> str:
         return "Create the vendor's transcript search storage (tsvector+GIN or FTS5)"
 
     @property
     def migration_name_fragment(self) -> str:
         return "search_storage"
+
+
+class AddScopeLexemes(VendorStorageOperation):
+    """PostgreSQL: existing vectors get their scope and chat lexemes (SQLite: nothing)."""
+
+    change = "scope_lexemes"
+
+    def describe(self) -> str:
+        return "Add scope and chat lexemes to the stored tsvectors (PostgreSQL)"
+
+    @property
+    def migration_name_fragment(self) -> str:
+        return "scope_lexemes"

@@ -10,7 +10,8 @@ from django.test import override_settings
 from deuz_transcripts.backends import sqlite as sqlite_backend
 from deuz_transcripts.checks import check_search_backends, check_settings
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
-from tests.factories import ChatRecordFactory
+from deuz_transcripts.verify import Verifier
+from tests.factories import ChatRecordFactory, MessageFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -99,3 +100,23 @@ def test_a_router_that_keeps_the_app_off_a_database_is_honoured():
     finally:
         call_command("migrate", "deuz_transcripts", database="other", verbosity=0)
     assert "deuz_transcripts_message" in other_tables()
+
+
+def test_the_scope_lexemes_migration_writes_what_python_writes():
+    """0002 gives existing PostgreSQL vectors the very scope and chat lexemes a write adds."""
+    if connection.vendor != "postgresql":
+        pytest.skip("scope lexemes are PostgreSQL's (FTS5 rows had scope tokens from 0001)")
+    store = DjangoConditionalChatStore()
+    scope = {"userId": "ä'\\\"x", "agentId": "7"}
+    for chat_id in ("c1", "c'2"):
+        record = ChatRecordFactory(
+            chat_id=chat_id, scope=scope, messages=[MessageFactory(text="hi")]
+        )
+        store.write_chat(record, expected_revision=0)
+    assert [str(p) for p in Verifier().problems()] == []
+    call_command("migrate", "deuz_transcripts", "0001", verbosity=0)
+    assert {p.kind for p in Verifier().problems()} == {"stale"}  # no scope lexemes
+    call_command("migrate", "deuz_transcripts", verbosity=0)
+    assert [str(p) for p in Verifier().problems()] == []
+    assert len(store.transcript.search(scope, "hi")) == 2
+    assert len(store.transcript.search(scope, "hi", chat_ids=["c'2"])) == 1

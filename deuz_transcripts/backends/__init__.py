@@ -61,14 +61,19 @@ def get_backend(alias: str) -> SearchBackend:
     return SQLiteLikeBackend(alias)
 
 
-def storage_steps(vendor: str) -> tuple[StorageStep, StorageStep] | None:
-    """The vendor's ``(create, drop)`` of its search storage; ``None`` for other vendors."""
+def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] | None:
+    """The vendor's ``(forward, backward)`` steps of a search-storage ``change`` of the
+    migrations (``"create"``, ``"scope_lexemes"``); ``None`` when it has none."""
     if vendor == "postgresql":
         from . import postgresql
 
-        return postgresql.create_storage, postgresql.drop_storage
+        return {
+            "create": (postgresql.create_storage, postgresql.drop_storage),
+            "scope_lexemes": (postgresql.add_scope_lexemes, postgresql.drop_scope_lexemes),
+        }[change]
     if vendor == "sqlite":
         from . import sqlite
 
-        return sqlite.create_storage, sqlite.drop_storage
+        # FTS5 rows carry their scope tokens since 0001
+        return (sqlite.create_storage, sqlite.drop_storage) if change == "create" else None
     return None

@@ -2,14 +2,18 @@
 
 The vector is built with ``array_to_tsvector`` from the terms Python extracted,
 never by PostgreSQL's parser, so it holds exactly the in-memory index's terms
-(``simple`` semantics: no stemming, no stop words). A query term becomes a
-quoted tsquery lexeme; terms are letters and digits only, so no input can reach
-tsquery syntax.
+(``simple`` semantics: no stemming, no stop words), plus one lexeme per scope field
+and one for the chat (private-use prefix, never in a term). A search's scope and
+chat ids are lexemes of its tsquery, so GIN intersects them with the query terms
+and only matching rows of the scope are read: a big scope costs its matches, not
+its messages, and no chat join is planned. A query term becomes a quoted tsquery
+lexeme; terms are letters and digits only, so no input can reach tsquery syntax.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+import hashlib
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +23,7 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 
 from ..errors import SearchTimeout
-from ..models import Chat, Message
+from ..models import Chat, ChatScope, Message
 from ..problems import Problem
 from ..text import stored_term, stored_terms_text
 from .base import (
@@ -29,6 +33,7 @@ from .base import (
     SearchMatcher,
     SearchRows,
     StoredRow,
+    fetch_int,
     mask_sql,
 )
 from .chat_filter import ChatFilter, table
@@ -58,10 +63,69 @@ def drop_storage(schema_editor: BaseDatabaseSchemaEditor) -> None:
     schema_editor.execute(f"ALTER TABLE {table(Message)} DROP COLUMN IF EXISTS {VECTOR_COLUMN}")
 
 
+_SCOPE_PREFIX = "\ue000"
+_CHAT_PREFIX = "\ue002"
+#: The same tokens in SQL (the 0002 migration adds them to existing vectors).
+SCOPE_TOKEN_SQL = (
+    "E'\\uE000' || left(encode(sha256(convert_to({key}, 'UTF8') || '\\x00'::bytea "
+    "|| convert_to({value}, 'UTF8')), 'hex'), 24)"
+)
+CHAT_TOKEN_SQL = "E'\\uE002' || left(encode(sha256(convert_to({chat_id}, 'UTF8')), 'hex'), 24)"
+
+
+def _token(prefix: str, *parts: str) -> str:
+    data = b"\x00".join(part.encode("utf-8") for part in parts)
+    return prefix + hashlib.sha256(data).hexdigest()[:24]
+
+
+def scope_lexemes(scope: Mapping[str, str], chat_id: str) -> list[str]:
+    """The lexemes a message of this chat carries besides its terms."""
+    return [
+        *(_token(_SCOPE_PREFIX, key, value) for key, value in sorted(scope.items())),
+        _token(_CHAT_PREFIX, chat_id),
+    ]
+
+
+def add_scope_lexemes(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """Migration 0002: give existing vectors their scope and chat lexemes (one UPDATE)."""
+    scope = SCOPE_TOKEN_SQL.format(key="s.key", value="s.value")
+    chat = CHAT_TOKEN_SQL.format(chat_id="c.chat_id")
+    schema_editor.execute(
+        f"UPDATE {table(Message)} m SET {VECTOR_COLUMN} = m.{VECTOR_COLUMN} || t.lexemes "
+        f"FROM (SELECT c.id, array_to_tsvector(array_append(ARRAY(SELECT {scope} "
+        f"FROM {table(ChatScope)} s WHERE s.chat_id = c.id), {chat})) AS lexemes "
+        f"FROM {table(Chat)} c) t WHERE m.chat_id = t.id AND m.{VECTOR_COLUMN} IS NOT NULL"
+    )
+
+
+def drop_scope_lexemes(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    schema_editor.execute(
+        f"UPDATE {table(Message)} SET {VECTOR_COLUMN} = array_to_tsvector(ARRAY("
+        f"SELECT l FROM unnest(tsvector_to_array({VECTOR_COLUMN})) AS l "
+        f"WHERE left(l, 1) NOT IN (E'\\uE000', E'\\uE002'))) "
+        f"WHERE {VECTOR_COLUMN} IS NOT NULL"
+    )
+
+
 def tsquery_literal(term: str) -> str:
     """A single quoted lexeme; terms never hold quotes or backslashes, escape anyway."""
-    lexeme = stored_term(term).replace("\\", "\\\\").replace("'", "''")
-    return f"'{lexeme}'"
+    return _quoted(stored_term(term))
+
+
+def _quoted(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def filtered_tsquery(chats: ChatFilter, query: str) -> str:
+    """``scope & (chat | chat ...) & (query)``: the rows of ``query`` the filter admits
+    (rows of a chat out of search have no vector, so none of them is ever found)."""
+    parts = [
+        _quoted(_token(_SCOPE_PREFIX, key, value)) for key, value in sorted(chats.scope.items())
+    ]
+    if chats.chat_ids is not None:
+        tokens = (_quoted(_token(_CHAT_PREFIX, chat_id)) for chat_id in sorted(chats.chat_ids))
+        parts.append("(" + " | ".join(tokens) + ")")
+    return " & ".join([*parts, f"({query})"])
 
 
 def mask_tsquery(terms: Sequence[str], mask: int) -> str:
@@ -89,9 +153,13 @@ class PostgresRows(SearchRows):
     def insert(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
         """One INSERT that writes each row and its tsvector together (no second tuple),
         for the rows of one chat (a write) or of many (a backfill's new chats)."""
-        pairs = [
-            (b.chat.pk, m, t) for b in batches for m, t in zip(b.messages, b.terms, strict=True)
-        ]
+        pairs: list[tuple[int, Message, str]] = []
+        for batch in batches:
+            tokens = " ".join(scope_lexemes(batch.chat.scope, batch.chat.chat_id))
+            pairs.extend(
+                (batch.chat.pk, message, f"{stored_terms_text(terms)} {tokens}" if terms else "")
+                for message, terms in zip(batch.messages, batch.terms, strict=True)
+            )
         if not pairs:
             return
         cursor.execute(
@@ -112,7 +180,7 @@ class PostgresRows(SearchRows):
                 [m.digest for _, m, _ in pairs],
                 [m.visible_position for _, m, _ in pairs],
                 [m.has_terms for _, m, _ in pairs],
-                [stored_terms_text(text) for _, _, text in pairs],
+                [lexemes for _, _, lexemes in pairs],
             ],
         )
 
@@ -143,17 +211,28 @@ class PostgresMatcher(SearchMatcher):
     def _matches(
         self, chats: ChatFilter, terms: Sequence[str], query: str
     ) -> tuple[str, list[Any]]:
-        pks_sql, pks_params = chats.chat_pks_sql()
+        """One GIN search of scope, chats and terms together; no chat row is read."""
         literals = [tsquery_literal(term) for term in terms]
         conditions = [f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms]
         if len(terms) == 1:
             conditions, literals = ["TRUE"], []
         return (
             f"SELECT m.id, {mask_sql(conditions)} AS mask, m.chat_id AS chat_pk, m.position, "
-            f"m.visible_position FROM {table(Message)} m WHERE m.chat_id IN ({pks_sql}) "
-            f"AND m.{VECTOR_COLUMN} @@ %s::tsquery",
-            [*literals, *pks_params, query],
+            f"m.visible_position FROM {table(Message)} m WHERE m.{VECTOR_COLUMN} @@ %s::tsquery",
+            [*literals, filtered_tsquery(chats, query)],
         )
+
+    def count_with_all_terms(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
+    ) -> int:
+        """GIN alone finds the rows of the scope holding every term; stops at ``cap``."""
+        query = filtered_tsquery(chats, mask_tsquery(terms, (1 << len(terms)) - 1))
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {table(Message)} m "
+            f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery LIMIT %s) AS probe",
+            [query, cap],
+        )
+        return fetch_int(cursor)
 
 
 class PostgresChecks(SearchDataChecks):
@@ -175,8 +254,11 @@ class PostgresChecks(SearchDataChecks):
             )
             vectors = dict(cursor.fetchall())
         missing = stale = 0
+        tokens = set(scope_lexemes(chat.scope, chat.chat_id))
         for row, terms in zip(rows, expected_terms, strict=True):
             want = {stored_term(term) for term in terms or ()}
+            if want:
+                want |= tokens
             have = vectors.get(row.pk)
             if want and have is None:
                 missing += 1
