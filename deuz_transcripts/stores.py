@@ -19,7 +19,7 @@ from .errors import ChatDeleted, InvalidRecord, RevisionConflict, TranscriptErro
 from .models import Chat, LegacyChat, Message, Tombstone
 from .prepared import PreparedChat, check_record
 from .records import ChatRecord, encode_message, validate_scope
-from .sql import DjangoTranscriptIndex, database_errors
+from .sql import ChatWriter, DjangoTranscriptIndex, database_errors
 from .sql.errors import WorkerThreadRunner
 from .sql.stored import from_db_datetime, record_from_rows, to_db_datetime
 
@@ -60,6 +60,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
     def __init__(self, using: str = "default") -> None:
         self.using = using
         self.transcript = DjangoTranscriptIndex(using)
+        self.writer = ChatWriter(using)  # the store's own: ``transcript`` may be replaced
 
     def write_chat(self, record: ChatRecord, *, expected_revision: int) -> int:
         chat = PreparedChat.of(record)
@@ -71,7 +72,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
         """Lock and check, then ``self.transcript.index(chat)`` (public: a subclass or
         wrapper is honoured), then the revision: one transaction, so an exception from
         ``index`` leaves the previous revision as it was."""
-        writer = self.transcript.writer
+        writer = self.writer
         with transaction.atomic(using=self.using):
             locked = writer.lock(chat.chat_id)
             if locked.tombstoned:
@@ -120,7 +121,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
         (the admin's action) pays it once instead of once per chat.
         """
         chat_ids = [check_chat_id(chat_id) for chat_id in chat_ids]
-        writer = self.transcript.writer
+        writer = self.writer
 
         def delete() -> None:
             with transaction.atomic(using=self.using), writer.backend.rows.deleting():
