@@ -50,7 +50,8 @@ else:
         }
     }
 
-DEUZ_TRANSCRIPTS = {"SQLITE_BACKEND": "auto"}
+# The harness stops any query at 10 s (measures.query_timeout); the app's own budget matches it.
+DEUZ_TRANSCRIPTS = {"SQLITE_BACKEND": "auto", "SEARCH_TIMEOUT_MS": 10_000}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
