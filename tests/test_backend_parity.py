@@ -244,9 +244,12 @@ ROUTES = {
     # the full-mask walk whenever one row holds every term (else one ranking statement)
     "walk": {"WALK_MIN_ROWS": 1},
     # every scope counts masks first, then reads the page's masks through the index
-    "pruned": {"WALK_MIN_ROWS": 10**9, "SINGLE_STATEMENT_MAX": 0},
+    # (PostgreSQL: the scope filtered inside GIN by its lexemes)
+    "pruned": {"WALK_MIN_ROWS": 10**9, "SINGLE_STATEMENT_MAX": 0, "LEXEME_SCOPE_MIN": 0},
     # ... and walks every page mask holding at least a page of rows
-    "pruned+walk": {"WALK_MIN_ROWS": 1, "SINGLE_STATEMENT_MAX": 0},
+    "pruned+walk": {"WALK_MIN_ROWS": 1, "SINGLE_STATEMENT_MAX": 0, "LEXEME_SCOPE_MIN": 0},
+    # one ranking statement, the scope filtered inside GIN (PostgreSQL)
+    "lexemes": {"WALK_MIN_ROWS": 10**9, "LEXEME_SCOPE_MIN": 0},
 }
 
 
@@ -260,6 +263,7 @@ def route(name: str) -> Iterator[None]:
             PlanPolicy(
                 walk_min_rows=values["WALK_MIN_ROWS"],
                 single_statement_max=values.get("SINGLE_STATEMENT_MAX", 5_000),
+                lexeme_scope_min=values.get("LEXEME_SCOPE_MIN", 10_000),
             ),
         ),
         override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}),

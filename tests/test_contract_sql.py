@@ -50,7 +50,8 @@ class TestDatabaseContract(SqlContract):
 class TestPrunedPlanContract(SqlContract):
     """The database's backend planning every search as a big scope: the full-mask walk
     whenever it is exact, else masks counted first, few-row masks read through the
-    index and any mask with a page of rows walked newest first."""
+    index and any mask with a page of rows walked newest first (PostgreSQL: the scope
+    filtered inside GIN by its lexemes)."""
 
     backend_name = "postgresql" if connection.vendor == "postgresql" else "sqlite-fts5"
     substring_matching = False
@@ -59,7 +60,9 @@ class TestPrunedPlanContract(SqlContract):
     def _plan_as_big_scope(self):
         with (
             mock.patch.object(
-                policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=1, single_statement_max=0)
+                policy,
+                "DEFAULT_POLICY",
+                PlanPolicy(walk_min_rows=1, single_statement_max=0, lexeme_scope_min=0),
             ),
             override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}),
         ):

@@ -30,6 +30,13 @@ class ChatFilter:
     scope: Mapping[str, str]
     chat_ids: frozenset[str] | None = None
     searchable_only: bool = True
+    #: N, the indexed messages these chats hold, once counted (backends pick plans by it).
+    size: int | None = None
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether a scope field or a chat id list narrows the chats."""
+        return bool(self.scope) or self.chat_ids is not None
 
     def chat_pks_sql(self) -> tuple[str, list[Any]]:
         """``SELECT chat pk ...`` of the chats this filter admits.

@@ -30,6 +30,10 @@ class PlanPolicy:
     #: SQLite FTS5: queries of at most this many terms count masks by
     #: inclusion-exclusion over the counts of every term subset (2^n - 1 counts).
     subset_count_max_terms: int = 4
+    #: PostgreSQL: scopes of more indexed messages are filtered inside GIN by their scope
+    #: lexemes (cost follows the scope's matches, but a common word's whole posting list
+    #: is merged); smaller ones read their own rows through the chat btree.
+    lexeme_scope_min: int = 10_000
     #: SQLite FTS5: scopes of at most this many indexed messages scan their own rows
     #: (``DEUZ_TRANSCRIPTS["SQLITE_SCAN_SCOPE_MAX"]``).
     scan_scope_max: int = 2_000

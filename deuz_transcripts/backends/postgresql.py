@@ -22,6 +22,7 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 
+from .. import ranking
 from ..errors import SearchTimeout
 from ..models import Chat, ChatScope, Message
 from ..problems import Problem
@@ -116,6 +117,11 @@ def _quoted(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+def _every(terms: Sequence[str], subset: int) -> str:
+    """``'a' & 'c'``: the rows holding at least the terms of ``subset``."""
+    return " & ".join(tsquery_literal(t) for bit, t in enumerate(terms) if subset >> bit & 1)
+
+
 def filtered_tsquery(chats: ChatFilter, query: str) -> str:
     """``scope & (chat | chat ...) & (query)``: the rows of ``query`` the filter admits
     (rows of a chat out of search have no vector, so none of them is ever found)."""
@@ -208,24 +214,59 @@ class PostgresMatcher(SearchMatcher):
         query = " | ".join(f"({mask_tsquery(terms, mask)})" for mask in sorted(masks))
         return self._matches(chats, terms, query)
 
+    def uses_lexemes(self, chats: ChatFilter) -> bool:
+        """GIN filters the scope (big or unscoped searches), else the scope's rows are read."""
+        return chats.size is None or chats.size > self.policy.lexeme_scope_min
+
     def _matches(
         self, chats: ChatFilter, terms: Sequence[str], query: str
     ) -> tuple[str, list[Any]]:
-        """One GIN search of scope, chats and terms together; no chat row is read."""
         literals = [tsquery_literal(term) for term in terms]
         conditions = [f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms]
         if len(terms) == 1:
             conditions, literals = ["TRUE"], []
-        return (
+        select = (
             f"SELECT m.id, {mask_sql(conditions)} AS mask, m.chat_id AS chat_pk, m.position, "
-            f"m.visible_position FROM {table(Message)} m WHERE m.{VECTOR_COLUMN} @@ %s::tsquery",
-            [*literals, filtered_tsquery(chats, query)],
+            f"m.visible_position FROM {table(Message)} m WHERE "
         )
+        if self.uses_lexemes(chats):  # one GIN search of scope, chats and terms together
+            return (
+                f"{select}m.{VECTOR_COLUMN} @@ %s::tsquery",
+                [*literals, filtered_tsquery(chats, query)],
+            )
+        pks_sql, pks_params = chats.chat_pks_sql()
+        return (
+            f"{select}m.chat_id IN ({pks_sql}) AND m.{VECTOR_COLUMN} @@ %s::tsquery",
+            [*literals, *pks_params, query],
+        )
+
+    def mask_histogram(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> dict[int, int]:
+        """Few terms of a GIN-filtered search: one GIN count per term subset
+        (inclusion-exclusion), so rows are only checked for visibility, never read."""
+        if len(terms) > self.policy.subset_count_max_terms or not self.uses_lexemes(chats):
+            return super().mask_histogram(cursor, chats, terms)
+        subsets = range(1, 1 << len(terms))
+        cursor.execute(
+            "SELECT "
+            + ", ".join(
+                f"(SELECT count(*) FROM {table(Message)} m WHERE m.{VECTOR_COLUMN} @@ %s::tsquery)"
+                for _ in subsets
+            ),
+            [filtered_tsquery(chats, _every(terms, subset)) for subset in subsets],
+        )
+        row = cursor.fetchone() or ()
+        together = {subset: int(count) for subset, count in zip(subsets, row, strict=True)}
+        return ranking.masks_from_subset_counts(together, len(terms))
 
     def count_with_all_terms(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
     ) -> int:
-        """GIN alone finds the rows of the scope holding every term; stops at ``cap``."""
+        """Rows of the chats holding every term, up to ``cap``: GIN alone when it filters
+        the scope."""
+        if not self.uses_lexemes(chats):
+            return super().count_with_all_terms(cursor, chats, terms, cap)
         query = filtered_tsquery(chats, mask_tsquery(terms, (1 << len(terms)) - 1))
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM {table(Message)} m "

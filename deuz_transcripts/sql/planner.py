@@ -9,6 +9,7 @@ are the backend's ``PlanPolicy``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from django.db.backends.utils import CursorWrapper
 
@@ -48,11 +49,15 @@ class SearchPlanner:
         chats = ChatFilter(request.scope, request.chat_ids)
         depth = request.offset + request.limit
         terms = request.terms
+        if chats.narrowed:  # N first: its size picks how the backend finds the scope's rows
+            chats = replace(chats, size=matcher.total(cursor, chats))
+            if not chats.size:
+                return None
         newest = self._newest_page(cursor, chats, terms, depth)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
             full = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
             return newest[request.offset :], full
-        total = matcher.total(cursor, chats)
+        total = matcher.total(cursor, chats) if chats.size is None else chats.size
         if not total:
             return None
         masks_first = matcher.plans_masks(chats, terms, total)
