@@ -161,8 +161,8 @@ def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypa
         return [(h.chat_id, h.message_id, h.score) for h in hits], walked
 
     monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=5))
-    with CaptureQueriesContext(connection) as queries:
-        store.transcript.search(ADA, "common")
+    with CaptureQueriesContext(connection) as queries:  # a page of 5: the 18 rows may hold it
+        store.transcript.search(ADA, "common", limit=5)
     probe = next(  # counted in the index, no message row read (after the time budget and N)
         q["sql"]
         for q in queries.captured_queries
@@ -458,3 +458,22 @@ def test_100000_messages_in_one_chat(kind):
     assert [h.index for h in store.transcript.search(ADA, "needle")] == [HUGE]
     loaded, revision = store.load_chat("huge")
     assert (len(loaded.messages), revision) == (HUGE + 1, 2)
+
+
+def test_a_scope_smaller_than_the_walk_threshold_is_never_probed(monkeypatch):
+    """N is counted first: a scope holding fewer messages than the probe's cap cannot
+    have that many rows with every term, so it is ranked at once."""
+    from deuz_transcripts.backends import policy
+
+    store = DjangoConditionalChatStore()
+    for n in range(3):
+        store.write_chat(record(f"c{n}", "common words", "common again"), expected_revision=0)
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=7))
+    with CaptureQueriesContext(connection) as queries:
+        hits = store.transcript.search(ADA, "common", limit=3)
+    assert [h.score for h in hits] == [1.0, 1.0, 1.0]
+    assert not any("LIMIT" in q["sql"] and "count(*)" in q["sql"] for q in queries.captured_queries)
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=6))
+    with CaptureQueriesContext(connection) as queries:
+        assert store.transcript.search(ADA, "common", limit=3) == hits
+    assert any("LIMIT" in q["sql"] and "count(*)" in q["sql"] for q in queries.captured_queries)

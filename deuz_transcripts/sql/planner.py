@@ -117,6 +117,7 @@ class SearchPlanner:
         if (
             not matcher.walks_newest_first
             or len(terms) > self.policy.walk_max_terms
+            or (chats.size is not None and chats.size < cap)  # the probe could not reach it
             or matcher.count_with_all_terms(cursor, chats, terms, cap) < cap
         ):
             return None
