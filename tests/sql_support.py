@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.db import connections
+import pytest
+from django.db import connection, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.db.utils import load_backend
+from django.test import override_settings
 
 from deuz_transcripts.backends.sqlite import FTS_TABLE, fts_table_exists
 from deuz_transcripts.verify import Verifier
@@ -222,3 +224,15 @@ def assert_consistent(using: str = "default") -> None:
     """Search data matches the stored rows exactly (``backfill_transcripts --verify``)."""
     fts_integrity_check(using)
     assert [str(problem) for problem in Verifier(using).problems()] == []
+
+
+@contextmanager
+def backend_settings(name: str) -> Iterator[None]:
+    """The database's own backend, or (``"like"``) the SQLite LIKE fallback."""
+    if name == "like":
+        if connection.vendor != "sqlite":
+            pytest.skip("the LIKE fallback is SQLite's")
+        with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"}):
+            yield
+    else:
+        yield

@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
-from django.test import override_settings
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -43,21 +42,11 @@ from deuz_transcripts.records import fill_message_ids
 from deuz_transcripts.stores import DjangoChatStore, DjangoConditionalChatStore
 from deuz_transcripts.text import message_terms
 from tests import oracle
+from tests.sql_support import backend_settings
 from tests.strategies import chat_drafts, wordy_text
 
 pytestmark = pytest.mark.django_db
 ADA = {"userId": "ada"}
-
-
-@contextmanager
-def backend_settings(name: str) -> Iterator[None]:
-    if name == "like":
-        if connection.vendor != "sqlite":
-            pytest.skip("the LIKE fallback is SQLite's")
-        with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"}):
-            yield
-    else:
-        yield
 
 
 @pytest.fixture(params=["memory", "database", "like"])

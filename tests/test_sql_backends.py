@@ -7,8 +7,6 @@ And a chat of 100,000 messages: searched, appended to with a constant number of 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +31,7 @@ from deuz_transcripts.checks import check_search_backends, check_settings
 from deuz_transcripts.models import Chat, ChatScope, Message, Tombstone
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 from deuz_transcripts.text import stored_term
+from tests.sql_support import backend_settings
 
 pytestmark = pytest.mark.django_db
 ADA = {"userId": "ada"}
@@ -395,17 +394,6 @@ def test_delete_chats_deletes_several_in_one_go():
 
 
 # 100,000 messages in one chat (the memory store alongside)
-
-
-@contextmanager
-def backend_settings(name: str) -> Iterator[None]:
-    if name == "like":
-        if connection.vendor != "sqlite":
-            pytest.skip("the LIKE fallback is SQLite's")
-        with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BACKEND": "like"}):
-            yield
-    else:
-        yield
 
 
 HUGE = 100_000
