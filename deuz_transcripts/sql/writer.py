@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import connections
-from django.db.models import Exists
 
 from ..backends import SearchBackend, get_backend
 from ..backends.base import NewRows, SearchRows, StoredRow
+from ..backends.chat_filter import table
 from ..models import Chat, ChatScope, Message, Tombstone
 from ..prepared import PreparedChat, PreparedMessage
 from .stored import from_db_datetime, to_db_datetime
@@ -133,16 +133,20 @@ class ChatWriter:
 
     def _load(self, chat_ids: Sequence[str]) -> dict[str, LockedChat]:
         db = self.using
-        if len(chat_ids) == 1:  # one statement when the chat exists (every rewrite)
+        if len(chat_ids) == 1:  # one raw statement: this runs twice per store write
             chat_id = chat_ids[0]
-            tombstone = Tombstone.objects.using(db).filter(chat_id=chat_id)
-            row = (
-                Chat.objects.using(db)
-                .filter(chat_id=chat_id)
-                .annotate(tombstoned=Exists(tombstone))
-                .first()
+            loaded = next(
+                iter(
+                    Chat.objects.using(db).raw(
+                        f"SELECT c.*, EXISTS (SELECT 1 FROM {table(Tombstone)} t "
+                        f"WHERE t.chat_id = %s) AS tombstoned FROM (SELECT 1) AS one "
+                        f"LEFT JOIN {table(Chat)} c ON c.chat_id = %s",
+                        [chat_id, chat_id],
+                    )
+                )
             )
-            tombstoned = row.tombstoned if row is not None else tombstone.exists()
+            row = loaded if loaded.pk is not None else None  # no chat row: all columns NULL
+            tombstoned = bool(getattr(loaded, "tombstoned"))  # noqa: B009  (a raw column)
             return {chat_id: LockedChat(chat_id, tombstoned, row)}
         tombstones = Tombstone.objects.using(db).filter(chat_id__in=chat_ids)
         found = set(tombstones.values_list("chat_id", flat=True))
@@ -218,7 +222,10 @@ class ChatWriter:
             )
 
     def set_revision(self, chat_id: str, revision: int) -> None:
-        Chat.objects.using(self.using).filter(chat_id=chat_id).update(revision=revision)
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table(Chat)} SET revision = %s WHERE chat_id = %s", [revision, chat_id]
+            )
 
     def _write_scope(self, row: Chat) -> None:
         ChatScope.objects.using(self.using).bulk_create(
