@@ -36,9 +36,16 @@ class _AsyncRunner:
         return method(*args, **kwargs)
 
 
+#: ``limit``, ``offset`` and ``around`` are at most this (a 32-bit signed integer): every
+#: backend answers the same (SQL engines overflow on 64-bit values), and no scope holds more.
+MAX_SEARCH_ARGUMENT = 2**31 - 1
+
+
 def _non_negative_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidRecord(name, "must be a non-negative integer")
+    if value > MAX_SEARCH_ARGUMENT:
+        raise InvalidRecord(name, f"must be at most {MAX_SEARCH_ARGUMENT:,}")
     return value
 
 

@@ -95,3 +95,21 @@ class InvalidRecordContract(ContractBase):
         store.write_chat(chat("c1", "x"), expected_revision=0)
         with pytest.raises(InvalidRecord):
             index.search(ADA, 42)
+
+    @pytest.mark.parametrize("field", ["limit", "offset", "around"])
+    @pytest.mark.parametrize("value", [2**31, 2**63, 2**64])
+    def test_paging_arguments_past_32_bits_are_invalid_on_every_backend(
+        self, store, index, field, value
+    ):
+        store.write_chat(chat("c1", "hugeword", "other"), expected_revision=0)
+        with pytest.raises(InvalidRecord) as excinfo:
+            index.search(ADA, "hugeword", **{field: value})
+        assert excinfo.value.field == field
+
+    def test_the_largest_paging_arguments_answer_normally(self, store, index):
+        store.write_chat(chat("c1", "hugeword", "other"), expected_revision=0)
+        largest = 2**31 - 1
+        hits = index.search(ADA, "hugeword", limit=largest, around=largest)
+        assert ids(hits) == ["c1:0"] and [m.message_id for m in hits[0].around] == ["c1:1"]
+        assert index.search(ADA, "hugeword", offset=largest) == []
+        assert index.search(ADA, "hugeword", offset=largest, limit=largest) == []
