@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from .errors import InvalidRecord
 from .prepared import PreparedChat
 from .records import (
+    MAX_MESSAGE_ID_LENGTH,
     ChatRecord,
     MemorySourceRef,
     TranscriptHit,
@@ -130,11 +131,24 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
     def _search(self, request: SearchRequest) -> list[TranscriptHit]:
         """One backend's search of a validated, non-empty request."""
 
-    @abstractmethod
     def resolve_source(
         self, scope: Mapping[str, str], ref: MemorySourceRef
     ) -> TranscriptMessage | None:
-        """The cited message, only when its chat's scope matches."""
+        """The cited message, only when its chat's scope matches; ``None`` for a ref whose
+        ids no message can have (not strings, too long, NUL, lone surrogates), on every
+        backend alike."""
+        scope = validate_scope(scope)
+        ref = MemorySourceRef.coerce(ref)
+        for value in (ref.chat_id, ref.message_id):
+            try:
+                _check_identifier(value, "ref", allow_empty=True, max_length=MAX_MESSAGE_ID_LENGTH)
+            except InvalidRecord:
+                return None
+        return self._resolve(scope, ref)
+
+    @abstractmethod
+    def _resolve(self, scope: dict[str, str], ref: MemorySourceRef) -> TranscriptMessage | None:
+        """One backend's lookup of a validated ref."""
 
     async def aindex(self, record: ChatRecord | PreparedChat) -> None:
         return await self._run(self.index, record)

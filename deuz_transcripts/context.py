@@ -46,6 +46,8 @@ class TranscriptContextSource:
     ) -> None:
         if isinstance(around, bool) or not isinstance(around, int) or around < 0:
             raise InvalidRecord("around", "must be a non-negative integer")
+        if isinstance(chat_ids, str | bytes):  # list("base") would be four one-letter ids
+            raise InvalidRecord("chat_ids", "must be a list of chat ids, not a string")
         self.index = index
         self.scope = validate_scope(scope)
         self.chat_ids = None if chat_ids is None else list(chat_ids)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -19,7 +18,6 @@ from .records import (
     TranscriptMessage,
     decode_message,
     scope_matches,
-    validate_scope,
 )
 from .text import stored_term
 
@@ -178,11 +176,7 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
             message=decode_message(message.payload),
         )
 
-    def resolve_source(
-        self, scope: Mapping[str, str], ref: MemorySourceRef
-    ) -> TranscriptMessage | None:
-        scope = validate_scope(scope)
-        ref = MemorySourceRef.coerce(ref)
+    def _resolve(self, scope: dict[str, str], ref: MemorySourceRef) -> TranscriptMessage | None:
         with self._lock:
             chat = self._chats.get(ref.chat_id)
             if chat is None or not scope_matches(chat.scope, scope):

@@ -102,6 +102,14 @@ def test_chat_ids_filter(index):
     assert [c.message_id for c in source.candidates("flight")] == ["o-1"]
 
 
+@pytest.mark.parametrize("chat_ids", ["base", b"base"])
+def test_chat_ids_given_as_one_string_is_invalid(index, chat_ids):
+    """A string is not read as a list of one-letter chat ids."""
+    with pytest.raises(InvalidRecord) as caught:
+        TranscriptContextSource(index, ADA, chat_ids=chat_ids)
+    assert caught.value.field == "chat_ids"
+
+
 def test_around_adds_neighbour_lines_in_chat_order_without_system(index):
     [candidate] = TranscriptContextSource(index, ADA, around=1).candidates("izmir")
     assert candidate.text == "user: Book the flight to İzmir.\nassistant: Booked: Friday, 09:40."

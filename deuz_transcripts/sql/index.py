@@ -7,26 +7,20 @@ connection) supplies the vendor SQL.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from django.db import connections, transaction
 
 from ..backends import SearchBackend, get_backend
 from ..base import BaseTranscriptIndex, SearchRequest, check_chat_id
 from ..conf import conf
-from ..errors import InvalidRecord
 from ..models import Message
 from ..prepared import PreparedChat
 from ..records import (
-    MAX_MESSAGE_ID_LENGTH,
     ChatRecord,
     MemorySourceRef,
     TranscriptHit,
     TranscriptMessage,
-    _check_identifier,
     decode_message,
     scope_matches,
-    validate_scope,
 )
 from .errors import WorkerThreadRunner, database_errors
 from .hits import read_hits
@@ -86,16 +80,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             page, plan = planned
             return read_hits(cursor, page, plan, request.around)
 
-    def resolve_source(
-        self, scope: Mapping[str, str], ref: MemorySourceRef
-    ) -> TranscriptMessage | None:
-        scope = validate_scope(scope)
-        ref = MemorySourceRef.coerce(ref)
-        for value in (ref.chat_id, ref.message_id):
-            try:  # no stored id is a non-string, too long, or holds NUL or a lone surrogate
-                _check_identifier(value, "ref", allow_empty=True, max_length=MAX_MESSAGE_ID_LENGTH)
-            except InvalidRecord:
-                return None
+    def _resolve(self, scope: dict[str, str], ref: MemorySourceRef) -> TranscriptMessage | None:
         with database_errors(self.using):
             row = (
                 Message.objects.using(self.using)

@@ -36,6 +36,25 @@ class SourceContract(ContractBase):
         assert index.resolve_source(BOB, ref("c1", "m-1")) is None
         assert index.resolve_source({"userId": "Ada"}, ref("c1", "m-1")) is None
 
+    def test_resolve_source_of_ids_no_message_can_have_is_none(self, store, index):
+        """The same answer on every backend (memory used to raise ``TypeError``)."""
+        store.write_chat(chat("c1", "first", message_ids=["m-1"]), expected_revision=0)
+        for chat_id, message_id in [
+            (["c1"], "m-1"),
+            ("c1", {"id": "m-1"}),
+            ({"c1": 1}, ["m-1"]),
+            (None, "m-1"),
+            ("c1", 7),
+            ("c\x00", "m-1"),
+            ("c1", "\ud800"),
+            ("c" * 400, "m-1"),
+        ]:
+            found = index.resolve_source(
+                ADA, {"kind": "transcript", "chatId": chat_id, "messageId": message_id}
+            )
+            assert found is None, (chat_id, message_id)
+        assert index.resolve_source(ADA, ref("c1", "m-1")).message_id == "m-1"
+
     def test_resolve_source_unknown_chat_or_message_is_none(self, store, index):
         store.write_chat(chat("c1", "first", message_ids=["m-1"]), expected_revision=0)
         assert index.resolve_source(ADA, ref("nope", "m-1")) is None
