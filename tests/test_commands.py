@@ -190,6 +190,45 @@ def test_search_json_is_one_document() -> None:
     assert hit["score"] == 1.0
 
 
+def _hostile_chat() -> None:
+    DjangoConditionalChatStore().write_chat(
+        ChatRecord(
+            chat_id="c\x1b[2J",
+            scope={"userId": "ada"},
+            messages=[
+                {
+                    "role": "user\x1b[31m",
+                    "content": "quokka \x1b]0;pwned\x07 \u202eevil \ud800 \x9b",
+                }
+            ],
+        ),
+        expected_revision=0,
+    )
+
+
+def test_search_table_never_prints_control_characters() -> None:
+    """Escape sequences, bidi overrides and lone surrogates in data are printed escaped,
+    to a strict UTF-8 stream (a terminal's): nothing drives the terminal or fails."""
+    _hostile_chat()
+    stream = io.BytesIO()
+    out = io.TextIOWrapper(stream, encoding="utf-8", errors="strict", write_through=True)
+    call_command("search_transcripts", "--scope", "userId=ada", "quokka", stdout=out)
+    printed = stream.getvalue().decode("utf-8")
+    assert not any(0xD800 <= ord(c) <= 0xDFFF for c in printed)
+    assert not {"\x1b", "\x07", "\u202e", "\x9b"} & set(printed)
+    assert "c\\x1b[2J" in printed and "user\\x1b[31m" in printed
+    assert "\\u202eevil" in printed and "\\ud800" in printed
+
+
+def test_search_json_with_a_lone_surrogate_is_valid_json_on_a_utf8_stream() -> None:
+    _hostile_chat()
+    stream = io.BytesIO()
+    out = io.TextIOWrapper(stream, encoding="utf-8", errors="strict", write_through=True)
+    call_command("search_transcripts", "--scope", "userId=ada", "quokka", "--json", stdout=out)
+    [hit] = json.loads(stream.getvalue().decode("utf-8"))["hits"]
+    assert hit["chatId"] == "c\x1b[2J" and "\ud800" in hit["message"]["content"]
+
+
 def test_search_without_hits() -> None:
     out, _ = run("search_transcripts", "--scope", "userId=ada", "nothing")
     assert out.startswith("No hits")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -33,9 +34,31 @@ def _hit_json(hit: TranscriptHit) -> dict[str, Any]:
     return data
 
 
+def _printable(value: str) -> str:
+    """Control, format and surrogate characters as ``\\x1b``-style escapes: printed data
+    never drives the terminal (escape sequences, bidi overrides) nor fails to encode."""
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char)[0] == "C"
+        else char
+        for char in value
+    )
+
+
 def _one_line(message: Any, width: int = _TEXT_WIDTH) -> str:
     text = " ".join((indexed_text(message) or "").split()) or "(no searchable text)"
-    return text if len(text) <= width else text[: width - 1] + "…"
+    text = text if len(text) <= width else text[: width - 1] + "…"
+    return _printable(text)
+
+
+def _json(document: Any) -> str:
+    """JSON text; a lone surrogate in the data is written as its ``\\udXXX`` escape."""
+    text = json.dumps(document, ensure_ascii=False, indent=2)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(document, ensure_ascii=True, indent=2)
+    return text
 
 
 class Command(OneLineErrors):
@@ -83,7 +106,7 @@ class Command(OneLineErrors):
                 "query": options["query"],
                 "hits": [_hit_json(hit) for hit in hits],
             }
-            self.stdout.write(json.dumps(document, ensure_ascii=False, indent=2))
+            self.stdout.write(_json(document))
             return
         self._table(hits, index.backend_name)
 
@@ -110,14 +133,15 @@ class Command(OneLineErrors):
         self.stdout.write(f"{len(hits)} hit(s) ({backend}), best first:")
         self.stdout.write(f"{'score':>6}  {'chat':<24} {'#':>4}  {'role':<9} text")
         for hit in hits:
-            role = str(hit.message.get("role", "?"))
+            role = _printable(str(hit.message.get("role", "?")))
             self.stdout.write(
-                f"{hit.score:6.3f}  {hit.chat_id:<24} {hit.index:>4}  {role:<9} "
+                f"{hit.score:6.3f}  {_printable(hit.chat_id):<24} {hit.index:>4}  {role:<9} "
                 f"{_one_line(hit.message)}"
             )
             for item in hit.around or ():
                 mark = "<" if item.index < hit.index else ">"
+                around_role = _printable(str(item.message.get("role", "?")))
                 self.stdout.write(
                     f"{'':6}  {'':<24} {item.index:>4}{mark} "
-                    f"{item.message.get('role', '?')!s:<9} {_one_line(item.message, 80)}"
+                    f"{around_role:<9} {_one_line(item.message, 80)}"
                 )
