@@ -18,12 +18,11 @@ from django.db import transaction
 
 from .backends.base import SearchDataChecks
 from .backfill import pk_batches
-from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
+from .models import Chat, LegacyChat, Message, Tombstone
 from .prepared import PreparedChat
 from .problems import Problem
 from .sql import ChatWriter
 from .sql.stored import record_from_rows
-from .sql.writer import stored_differences
 from .stores import DjangoChatStore
 
 __all__ = ["Problem", "Verifier", "VerifyResult"]
@@ -140,16 +139,7 @@ class Verifier:
 
     def _rows_detail(self, chat: Chat, rows: Sequence[Message], expected: PreparedChat) -> str:
         """What differs between the rows and indexing them again ("" when nothing)."""
-        scope_rows = ChatScope.objects.using(self.using).filter(chat=chat)
-        return "; ".join(
-            stored_differences(
-                chat,
-                rows,
-                dict(scope_rows.values_list("key", "value")),
-                expected,
-                keeps_search_text=self.writer.backend.rows.keeps_search_text,
-            )
-        )
+        return "; ".join(self.writer.differences(chat, expected, rows))
 
     # repair
 

@@ -280,9 +280,13 @@ class ChatWriter:
 
     # reading back
 
-    def differences(self, row: Chat, chat: PreparedChat) -> list[str]:
-        """``stored_differences`` of the chat's rows as they are in the database now."""
-        rows = list(Message.objects.using(self.using).filter(chat=row).order_by("position"))
+    def differences(
+        self, row: Chat, chat: PreparedChat, rows: Sequence[Message] | None = None
+    ) -> list[str]:
+        """``stored_differences`` of the chat's rows as they are in the database now
+        (``rows``: its message rows in position order, when the caller has read them)."""
+        if rows is None:
+            rows = list(Message.objects.using(self.using).filter(chat=row).order_by("position"))
         scope_rows = ChatScope.objects.using(self.using).filter(chat=row)
         return stored_differences(
             row,
