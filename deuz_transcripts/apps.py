@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.apps import AppConfig
 from django.utils.translation import gettext_lazy as _
 
@@ -10,9 +12,21 @@ class DeuzTranscriptsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.core.signals import setting_changed
         from django.db.models.signals import post_migrate
 
         from . import checks  # noqa: F401  (registers the system checks)
         from .backends.sqlite import empty_fts_after_flush
 
         post_migrate.connect(empty_fts_after_flush, sender=self)
+        setting_changed.connect(_apply_text_rules)
+        _apply_text_rules(setting="DEUZ_TRANSCRIPTS")
+
+
+def _apply_text_rules(*, setting: str, **kwargs: Any) -> None:
+    """The term rule is process-wide (``text.use_cjk_bigrams``): follow the setting."""
+    if setting == "DEUZ_TRANSCRIPTS":
+        from .conf import conf
+        from .text import use_cjk_bigrams
+
+        use_cjk_bigrams(conf.CJK_BIGRAMS)

@@ -9,7 +9,7 @@ from django.db import connections
 
 from .conf import conf
 
-__all__ = ["check_search_backends", "check_settings"]
+__all__ = ["check_search_backends", "check_settings", "check_text_rules"]
 
 
 @register(Tags.compatibility)
@@ -57,6 +57,63 @@ def check_search_backends(**kwargs: Any) -> list[CheckMessage]:
                     hint="Use an SQLite build with FTS5, set SQLITE_BACKEND to 'auto', "
                     "or use PostgreSQL.",
                     id="deuz_transcripts.W001",
+                )
+            )
+    return messages
+
+
+#: Newest message rows whose digests show which term rule wrote them.
+TEXT_RULE_SAMPLE = 50
+
+
+@register(Tags.database)
+def check_text_rules(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warns when a database's newest rows were indexed under the other ``CJK_BIGRAMS``.
+
+    A row's digest names the term rule that wrote it (``prepared.message_digest``), so a
+    sample of the newest rows tells, without re-reading the data, whether switching the
+    setting left the stored form behind. Runs only for the databases a command names
+    (``check --database``, ``migrate``), as Django's database checks do.
+    """
+    from django.db import DatabaseError
+
+    from .models import Message
+    from .prepared import message_digest
+    from .text import cjk_bigrams_enabled
+
+    enabled = cjk_bigrams_enabled()
+    other_tag = "" if enabled else "+cjk-bigrams"
+    messages: list[CheckMessage] = []
+    for alias in databases or ():
+        if connections[alias].vendor not in ("sqlite", "postgresql"):
+            continue
+        try:
+            rows = list(
+                Message.objects.using(alias)
+                .filter(visible_position__isnull=False)
+                .order_by("-pk")
+                .values_list("message_id", "visible_position", "payload", "digest")[
+                    :TEXT_RULE_SAMPLE
+                ]
+            )
+        except DatabaseError:  # not migrated yet: nothing indexed to compare
+            continue
+        stale = sum(
+            1
+            for message_id, position, payload, digest in rows
+            if digest != message_digest(message_id, position, payload)
+            and digest == message_digest(message_id, position, payload, other_tag)
+        )
+        if stale:
+            messages.append(
+                Warning(
+                    f"Database {alias!r}: {stale} of its {len(rows)} newest messages were "
+                    f"indexed with CJK_BIGRAMS={not enabled}, but the setting is {enabled}: "
+                    "searches miss their Chinese, Japanese and Thai words until they are "
+                    "re-indexed.",
+                    hint="Run `manage.py backfill_transcripts` (it re-indexes every stored "
+                    "chat under the current rule).",
+                    id="deuz_transcripts.W003",
                 )
             )
     return messages

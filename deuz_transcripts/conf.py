@@ -25,6 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "SQLITE_SECURE_DELETE": True,
     "SQLITE_SCAN_SCOPE_MAX": 2_000,
     "SEARCH_TIMEOUT_MS": 5_000,
+    "CJK_BIGRAMS": False,
 }
 
 
@@ -70,6 +71,12 @@ _RULES: dict[str, _Rule] = {
         "must be an integer of milliseconds >= 0",
         "0 lets searches run as long as they take.",
         "deuz_transcripts.E008",
+    ),
+    "CJK_BIGRAMS": _Rule(
+        lambda value: isinstance(value, bool),
+        "must be True or False",
+        None,
+        "deuz_transcripts.E009",
     ),
 }
 
@@ -124,6 +131,11 @@ class TranscriptSettings:
     def SEARCH_TIMEOUT_MS(self) -> int:
         """The database stops a search after this many milliseconds (0: no limit)."""
         return int(self._raw["SEARCH_TIMEOUT_MS"])
+
+    @property
+    def CJK_BIGRAMS(self) -> bool:
+        """Han/Kana and Thai runs index as overlapping bigrams (SPEC §8); invalid: False."""
+        return self.problem("CJK_BIGRAMS") is None and bool(self._raw["CJK_BIGRAMS"])
 
     def unknown_keys(self) -> list[str]:
         given = self._given

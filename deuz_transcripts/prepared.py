@@ -20,9 +20,9 @@ from typing import Any
 
 from .errors import InvalidRecord
 from .records import ChatRecord, decode_message, encode_message, fill_message_ids
-from .text import is_system, message_terms
+from .text import is_system, message_terms, text_rules_tag
 
-__all__ = ["STORED_FORM_VERSION", "PreparedChat", "PreparedMessage"]
+__all__ = ["STORED_FORM_VERSION", "PreparedChat", "PreparedMessage", "message_digest"]
 
 #: Bump when the text rules change what a message indexes: re-indexing then rewrites rows.
 STORED_FORM_VERSION = 1
@@ -57,8 +57,7 @@ class PreparedMessage:
     @cached_property
     def digest(self) -> str:
         """Changes whenever anything the stored row or its terms come from changes."""
-        key = f"{STORED_FORM_VERSION}\x00{self.message_id}\x00{self.visible_position}\x00"
-        return hashlib.blake2b((key + self.payload).encode("utf-8"), digest_size=16).hexdigest()
+        return message_digest(self.message_id, self.visible_position, self.payload)
 
 
 @dataclass(frozen=True)
@@ -133,6 +132,17 @@ class PreparedChat:
 
     def to_json(self) -> dict[str, Any]:
         return self.to_record().to_json()
+
+
+def message_digest(
+    message_id: str, visible_position: int | None, payload: str, rules_tag: str | None = None
+) -> str:
+    """A stored row's digest under the term rule in force (or the one ``rules_tag`` names):
+    a row written under another rule (``CJK_BIGRAMS``) no longer matches, so a backfill
+    rewrites it."""
+    tag = text_rules_tag() if rules_tag is None else rules_tag
+    key = f"{STORED_FORM_VERSION}{tag}\x00{message_id}\x00{visible_position}\x00"
+    return hashlib.blake2b((key + payload).encode("utf-8"), digest_size=16).hexdigest()
 
 
 def check_record(record: Any) -> ChatRecord:

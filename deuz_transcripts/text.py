@@ -10,7 +10,7 @@ import hashlib
 import re
 import sys
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, cast
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "MAX_QUERY_TERMS",
     "MAX_STORED_TERM_BYTES",
     "SYSTEM_ROLES",
+    "cjk_bigrams_enabled",
     "cut_utf8",
     "fold",
     "highlight_spans",
@@ -28,6 +29,8 @@ __all__ = [
     "stored_term",
     "stored_terms_text",
     "terms",
+    "text_rules_tag",
+    "use_cjk_bigrams",
 ]
 
 #: Only this many bytes of a message's folded UTF-8 text are indexed.
@@ -76,15 +79,75 @@ def fold(text: str) -> str:
     return decomposed.translate(_DROP)
 
 
+# --- CJK and Thai bigrams (SPEC §8, opt-in by the ``CJK_BIGRAMS`` setting) -------------
+
+#: Han and Kana as one class, with the prolonged sound mark and the iteration marks (folded
+#: text: NFKD has already mapped half-width Katakana and compatibility ideographs here).
+_HAN_KANA = (
+    "\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3031-\u3035\u3038-\u303c\u3041-\u309f"
+    "\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+    "\U0001aff0-\U0001b16f\U0001d372-\U0001d376\U00020000-\U0003ffff"
+)
+_THAI = "\u0e00-\u0e7f"
+_BIGRAM_RUN = re.compile(f"[{_HAN_KANA}]+|[{_THAI}]+")
+_cjk_bigrams = False
+
+
+def use_cjk_bigrams(enabled: bool) -> None:
+    """Switch the process-wide term rule (the app sets it from ``CJK_BIGRAMS``)."""
+    global _cjk_bigrams, _findall
+    if enabled != _cjk_bigrams:
+        _cjk_bigrams = enabled
+        _findall = _findall_bigrams if enabled else _TERM_RE.findall
+        _WORD_TERMS.clear()
+        _WORD_BYTES.clear()
+
+
+def cjk_bigrams_enabled() -> bool:
+    return _cjk_bigrams
+
+
+def text_rules_tag() -> str:
+    """Names the term rule in stored digests: ``""`` for the seed's rule (digests of
+    databases indexed before the option existed stay valid)."""
+    return "+cjk-bigrams" if _cjk_bigrams else ""
+
+
+def _findall_bigrams(folded: str) -> list[str]:
+    """Runs of letters and digits, split where the script class changes; Han/Kana and
+    Thai runs give their overlapping character bigrams (one character: itself)."""
+    found = _TERM_RE.findall(folded)
+    if folded.isascii() or _BIGRAM_RUN.search(folded) is None:
+        return found
+    split: list[str] = []
+    for term in found:
+        position = 0
+        for run in _BIGRAM_RUN.finditer(term):
+            if run.start() > position:
+                split.append(term[position : run.start()])
+            chars = run.group()
+            if len(chars) == 1:
+                split.append(chars)
+            else:
+                split.extend(chars[i : i + 2] for i in range(len(chars) - 1))
+            position = run.end()
+        if position < len(term):
+            split.append(term[position:])
+    return split
+
+
+#: Terms of folded text, in order, repeats kept: the rule in force (see ``use_cjk_bigrams``).
+_findall: Callable[[str], list[str]] = _TERM_RE.findall
+
+
 def iter_terms(folded: str) -> Iterator[str]:
-    """Runs of letters and digits of already folded text, in order, repeats kept."""
-    for match in _TERM_RE.finditer(folded):
-        yield match.group()
+    """Terms of already folded text, in order, repeats kept."""
+    yield from _findall(folded)
 
 
 def terms(text: str) -> list[str]:
     """Distinct terms of ``text`` in order of first appearance."""
-    return list(dict.fromkeys(_TERM_RE.findall(fold(text))))
+    return list(dict.fromkeys(_findall(fold(text))))
 
 
 def query_terms(query: object) -> list[str]:
@@ -199,24 +262,28 @@ def text_terms(text: str) -> list[str]:
     """Distinct terms of the first 256 KiB of ``fold(text)``, in order of first appearance.
 
     Equal to ``dict.fromkeys(findall(fold_capped(text)))``, computed faster: ASCII text
-    folds by ``lower()``; other text short enough never to be cut is split on
-    whitespace, and each distinct word is folded once per process (``_word_terms``):
-    whitespace folds to separators and is a starter, so folding a text equals folding
-    its words apart. Longer non-ASCII text is folded whole, then cut.
+    folds by ``lower()``; other text is split on whitespace and each distinct word is
+    folded once per process (``_word_terms``): whitespace folds to separators and is a
+    starter, so folding a text equals folding its words apart. Only text whose folded
+    form may pass 256 KiB adds up its words' folded sizes (cached too), and only text
+    that really passes it is folded whole, then cut.
     """
     if text.isascii():
         # findall builds the list in C: a third of the cost of a generator over finditer
         return list(dict.fromkeys(_TERM_RE.findall(cut_utf8(text.lower()))))
-    if len(text) * _MAX_FOLD_GROWTH * 4 > MAX_INDEXED_BYTES and (
-        len(text.encode("utf-8", "surrogatepass")) * _MAX_FOLD_GROWTH > MAX_INDEXED_BYTES
-    ):
-        return list(dict.fromkeys(_TERM_RE.findall(fold_capped(text))))
+    if len(_WORD_TERMS) >= _WORD_CACHE_SIZE:
+        _WORD_TERMS.clear()
+        _WORD_BYTES.clear()
     words = text.split()
     parts = list(map(_WORD_TERMS.get, words))
     if None in parts:
         for position, found in enumerate(parts):
             if found is None:
                 parts[position] = _word_terms(words[position])
+    if len(text) * _MAX_FOLD_GROWTH * 4 > MAX_INDEXED_BYTES and (
+        _folded_size_bound(text, words) > MAX_INDEXED_BYTES
+    ):
+        return list(dict.fromkeys(_findall(fold_capped(text))))
     distinct = dict.fromkeys(cast("list[str]", parts))
     joined = _SEPARATOR.join(distinct)
     if "" in distinct or joined.count(_SEPARATOR) != len(distinct) - 1:
@@ -225,24 +292,36 @@ def text_terms(text: str) -> list[str]:
     return list(distinct)  # each word held exactly one term
 
 
+def _folded_size_bound(text: str, words: list[str]) -> int:
+    """At least the UTF-8 size of ``fold(text)``: its words' folded sizes (exact, cached)
+    plus 3 bytes per whitespace character (the most any of them folds to)."""
+    spaces = len(text) - sum(map(len, words))
+    return sum(map(_WORD_BYTES.__getitem__, words)) + _MAX_FOLDED_SPACE_BYTES * spaces
+
+
 #: ``fold`` makes a character's UTF-8 at most this many times longer (U+FDFA, 3 bytes,
 #: folds to 33): text of at most ``MAX_INDEXED_BYTES / 11`` bytes is never cut.
 _MAX_FOLD_GROWTH = 11
-#: Distinct words whose terms are remembered (a Zipf vocabulary repeats its words).
+#: No whitespace character folds to more than 3 UTF-8 bytes (U+1680, U+2028, U+2029).
+_MAX_FOLDED_SPACE_BYTES = 3
+#: Distinct words whose terms are remembered (a Zipf vocabulary repeats its words); the
+#: caches are emptied between texts, so one text's words stay while it is read.
 _WORD_CACHE_SIZE = 65_536
 #: Joins a word's terms when it holds several (``don't``, URLs); never in a term.
 _SEPARATOR = "\x00"
 #: word -> its terms joined by ``_SEPARATOR`` ("" when none).
 _WORD_TERMS: dict[str, str] = {}
+#: word -> the UTF-8 size of ``fold(word)``.
+_WORD_BYTES: dict[str, int] = {}
 
 
 def _word_terms(word: str) -> str:
     found = _WORD_TERMS.get(word)
     if found is None:
-        found = sys.intern(_SEPARATOR.join(_TERM_RE.findall(fold(word))))
-        if len(_WORD_TERMS) >= _WORD_CACHE_SIZE:
-            _WORD_TERMS.clear()
+        folded = fold(word)
+        found = sys.intern(_SEPARATOR.join(_findall(folded)))
         _WORD_TERMS[word] = found
+        _WORD_BYTES[word] = len(folded.encode("utf-8"))
     return found
 
 

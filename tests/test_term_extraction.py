@@ -45,6 +45,7 @@ def test_whitespace_folds_to_separators_that_start_a_sequence():
         if char.isspace():
             folded = fold(char)
             assert folded and not TERM.search(folded), f"U+{ord(char):04X}"
+            assert len(folded.encode("utf-8")) <= text._MAX_FOLDED_SPACE_BYTES
             assert unicodedata.combining(char) == 0
 
 
@@ -66,11 +67,23 @@ def test_the_cut_at_256_kib_is_the_rules():
     assert text_terms(near) == rule(near)
 
 
+def test_text_near_the_cut_whatever_its_whitespace():
+    """Long text is cut only when its folded size passes 256 KiB, counted word by word."""
+    for separator in (" ", "\u2028", "\u3000\n", "\x85\t"):
+        for words in (20_000, 21_844, 21_846, 26_000, 60_000):
+            value = separator.join(f"ä{n % 97}ö" for n in range(words))
+            assert text_terms(value) == rule(value), (repr(separator), words)
+
+
 def test_the_word_cache_stays_bounded_and_correct(monkeypatch):
     monkeypatch.setattr(text, "_WORD_CACHE_SIZE", 8)
     value = " ".join(f"wörd{n} don't x{n}" for n in range(100))
     assert text_terms(value) == rule(value)
-    assert len(text._WORD_TERMS) <= 8
+    # emptied before a text once full, never while a text is read
+    assert len(text._WORD_TERMS) <= 8 + len(set(value.split()))
+    assert text_terms("ünïcode") == ["unicode"]
+    assert len(text._WORD_TERMS) == 1
+    assert len(text._WORD_BYTES) == 1
     assert text_terms(value) == rule(value)
 
 

@@ -14,7 +14,7 @@ The contract is one mixin per section, each in its own module: ``search`` (the s
 examples, hits, ``around``, paging and scores), ``ranking`` (scores and ties), ``scope``,
 ``indexing`` (what is indexed, terms and queries, the 256 KiB cut), ``stores`` (revisions,
 tombstones, rollback, message ids), ``sources`` (``resolve_source``, the index on its own),
-``async_twins`` and ``invalid``; ``helpers`` holds what they share. A module subclassing the
+``async_twins``, ``invalid`` and ``bigrams`` (SPEC §8's opt-in CJK and Thai terms); ``helpers`` holds what they share. A module subclassing the
 contract calls ``pytest.register_assert_rewrite("tests.contract")`` before importing it,
 which covers every module of this package.
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from tests.contract.async_twins import AsyncContract
 from tests.contract.base import ContractBase
+from tests.contract.bigrams import BigramContract
 from tests.contract.helpers import (
     ADA,
     BOB,
@@ -80,6 +81,7 @@ __all__ = [
 # Listed last section first: pytest collects inherited tests base class first, so the
 # sections run in reading order, from search to invalid records.
 class TranscriptContract(
+    BigramContract,
     InvalidRecordContract,
     AsyncContract,
     SourceContract,

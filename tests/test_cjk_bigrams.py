@@ -1,0 +1,175 @@
+"""SPEC §8's opt-in CJK and Thai bigrams: the rule, the setting, and a database left behind.
+
+The rule is written out here independently of ``deuz_transcripts.text``: script classes come
+from Unicode character names, not from the module's code point ranges.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+from collections.abc import Iterator
+
+import pytest
+from django.core import checks
+from django.core.management import call_command
+from django.test import override_settings
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deuz_transcripts.checks import check_text_rules
+from deuz_transcripts.conf import conf
+from deuz_transcripts.stores import DjangoConditionalChatStore
+from deuz_transcripts.text import (
+    MAX_QUERY_TERMS,
+    cjk_bigrams_enabled,
+    fold,
+    fold_capped,
+    query_terms,
+    text_terms,
+)
+from tests.contract.helpers import ADA, chat, ids
+
+WORD = re.compile(r"[^\W_]+")
+HAN_KANA_NAMES = (
+    "CJK UNIFIED IDEOGRAPH",
+    "CJK COMPATIBILITY IDEOGRAPH",
+    "HIRAGANA",
+    "KATAKANA",
+    "HALFWIDTH KATAKANA",
+    "HENTAIGANA",
+    "KANA ",
+    "IDEOGRAPHIC",
+    "HANGZHOU NUMERAL",
+    "VERTICAL KANA REPEAT",
+    "VERTICAL IDEOGRAPHIC ITERATION",
+    "MASU MARK",
+)
+
+
+def script_class(char: str) -> str:
+    name = unicodedata.name(char, "")
+    if name.startswith("THAI "):
+        return "thai"
+    return "han-kana" if name.startswith(HAN_KANA_NAMES) else "other"
+
+
+def bigram_rule(value: str) -> list[str]:
+    """SPEC §8 over ``fold_capped``: split runs at class changes, bigrams of Han/Kana/Thai."""
+    found: list[str] = []
+    for run in WORD.findall(fold_capped(value)):
+        pieces: list[str] = []
+        for char in run:
+            if pieces and script_class(pieces[-1][-1]) == script_class(char):
+                pieces[-1] += char
+            else:
+                pieces.append(char)
+        for piece in pieces:
+            if script_class(piece[0]) == "other" or len(piece) == 1:
+                found.append(piece)
+            else:
+                found.extend(piece[i : i + 2] for i in range(len(piece) - 1))
+    return list(dict.fromkeys(found))
+
+
+@pytest.fixture
+def bigrams() -> Iterator[None]:
+    with override_settings(DEUZ_TRANSCRIPTS={"CJK_BIGRAMS": True}):
+        yield
+
+
+def test_off_by_default():
+    assert conf.CJK_BIGRAMS is False
+    assert not cjk_bigrams_enabled()
+    # folding drops the voicing marks first: デ is テ + U+3099
+    assert text_terms("web-3.internalへのデプロイ") == ["web", "3", "internalへのテフロイ"]
+
+
+@pytest.mark.usefixtures("bigrams")
+def test_the_issues_examples():
+    assert text_terms("web-3.internalへのデプロイ") == [
+        "web", "3", "internal", "への", "のテ", "テフ", "フロ", "ロイ",
+    ]  # fmt: skip
+    assert query_terms("東京") == ["東京"]
+    assert "東京" in text_terms("東京都")
+    assert "注文" in text_terms("ご注文の確認")
+    assert text_terms("ภาษาไทย") == ["ภา", "าษ", "ษา", "าไ", "ไท", "ทย"]
+
+
+@pytest.mark.usefixtures("bigrams")
+def test_every_folded_letter_is_classed_as_its_unicode_name_says():
+    """The module's code point ranges against character names, over every code point."""
+    for start in range(0, sys.maxunicode + 1, 4096):
+        chunk = "".join(chr(c) for c in range(start, start + 4096) if not 0xD800 <= c <= 0xDFFF)
+        for value in (chunk, " ".join(chunk), "a".join(chunk), "".join(f"{c}x" for c in chunk)):
+            assert text_terms(value) == bigram_rule(value), f"code points from U+{start:04X}"
+
+
+@pytest.mark.usefixtures("bigrams")
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(),
+            st.sampled_from(
+                ["東京都", "ご注文", "ｶﾀｶﾅ", "ーゝ々", "ภาษา", "a1", " ", "ß", "\u3000"]
+            ),
+        ),
+        max_size=40,
+    )
+)
+def test_random_text_follows_the_rule(pieces):
+    value = "".join(pieces)
+    assert text_terms(value) == bigram_rule(value)
+    assert query_terms(value) == bigram_rule(value)[:MAX_QUERY_TERMS]
+
+
+def test_the_word_cache_follows_the_setting():
+    assert text_terms("東京都") == ["東京都"]
+    with override_settings(DEUZ_TRANSCRIPTS={"CJK_BIGRAMS": True}):
+        assert text_terms("東京都") == ["東京", "京都"]
+    assert text_terms("東京都") == ["東京都"]
+
+
+def test_an_invalid_value_is_a_check_error_and_the_seed_rule():
+    with override_settings(DEUZ_TRANSCRIPTS={"CJK_BIGRAMS": "yes"}):
+        assert [p.check_id for p in conf.problems()] == ["deuz_transcripts.E009"]
+        assert not cjk_bigrams_enabled()
+
+
+@pytest.mark.django_db(databases=["default"])
+def test_switching_the_setting_is_reported_and_backfill_reindexes():
+    store = DjangoConditionalChatStore()
+    store.write_chat(chat("c1", "ご注文の確認", "plain words"), expected_revision=0)
+    assert check_text_rules(databases=["default"]) == []
+    with override_settings(DEUZ_TRANSCRIPTS={"CJK_BIGRAMS": True}):
+        found = check_text_rules(databases=["default"])
+        assert [m.id for m in found] == ["deuz_transcripts.W003"]
+        assert "2 of its 2 newest messages" in found[0].msg
+        assert isinstance(found[0], checks.Warning)
+        assert ids(store.transcript.search(ADA, "注文")) == []
+        call_command("backfill_transcripts", stdout=_Sink(), stderr=_Sink())
+        assert check_text_rules(databases=["default"]) == []
+        assert ids(store.transcript.search(ADA, "注文")) == ["c1:0"]
+    # back to the seed's rule: the database is now the one left behind
+    assert [m.id for m in check_text_rules(databases=["default"])] == ["deuz_transcripts.W003"]
+
+
+def test_the_check_skips_databases_it_is_not_asked_about():
+    assert check_text_rules(databases=None) == []
+
+
+def test_folding_comes_first():
+    """Half-width Katakana and compatibility ideographs fold to the forms the ranges hold."""
+    assert fold("ｶﾀｶﾅ") == "カタカナ"
+    with override_settings(DEUZ_TRANSCRIPTS={"CJK_BIGRAMS": True}):
+        assert text_terms("ｶﾀｶﾅ") == ["カタ", "タカ", "カナ"]
+
+
+class _Sink:
+    def write(self, value: str) -> int:
+        return len(value)
+
+    def flush(self) -> None:
+        pass
