@@ -275,16 +275,17 @@ def text_terms(text: str) -> list[str]:
         _WORD_TERMS.clear()
         _WORD_BYTES.clear()
     words = text.split()
-    parts = list(map(_WORD_TERMS.get, words))
-    if None in parts:
+    distinct = dict.fromkeys(map(_WORD_TERMS.get, words))
+    if None in distinct:  # words not seen yet (or since the cache was emptied)
+        parts = list(map(_WORD_TERMS.get, words))
         for position, found in enumerate(parts):
             if found is None:
                 parts[position] = _word_terms(words[position])
+        distinct = dict.fromkeys(cast("list[str]", parts))
     if len(text) * _MAX_FOLD_GROWTH * 4 > MAX_INDEXED_BYTES and (
         _folded_size_bound(text, words) > MAX_INDEXED_BYTES
     ):
         return list(dict.fromkeys(_findall(fold_capped(text))))
-    distinct = dict.fromkeys(cast("list[str]", parts))
     joined = _SEPARATOR.join(distinct)
     if "" in distinct or joined.count(_SEPARATOR) != len(distinct) - 1:
         # some word held no term or several: split them apart, then dedupe again
