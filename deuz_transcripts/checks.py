@@ -113,7 +113,7 @@ def check_text_rules(databases: Any = None, **kwargs: Any) -> list[CheckMessage]
                     "re-indexed.",
                     hint="Run `manage.py backfill_transcripts` (it re-indexes every stored "
                     "chat under the current rule).",
-                    id="deuz_transcripts.W003",
+                    id="deuz_transcripts.W004",
                 )
             )
     return messages

@@ -145,7 +145,7 @@ def test_switching_the_setting_is_reported_and_backfill_reindexes():
     assert check_text_rules(databases=["default"]) == []
     with override_settings(DEUZ_TRANSCRIPTS={"CJK_BIGRAMS": True}):
         found = check_text_rules(databases=["default"])
-        assert [m.id for m in found] == ["deuz_transcripts.W003"]
+        assert [m.id for m in found] == ["deuz_transcripts.W004"]
         assert "2 of its 2 newest messages" in found[0].msg
         assert isinstance(found[0], checks.Warning)
         assert ids(store.transcript.search(ADA, "注文")) == []
@@ -153,7 +153,7 @@ def test_switching_the_setting_is_reported_and_backfill_reindexes():
         assert check_text_rules(databases=["default"]) == []
         assert ids(store.transcript.search(ADA, "注文")) == ["c1:0"]
     # back to the seed's rule: the database is now the one left behind
-    assert [m.id for m in check_text_rules(databases=["default"])] == ["deuz_transcripts.W003"]
+    assert [m.id for m in check_text_rules(databases=["default"])] == ["deuz_transcripts.W004"]
 
 
 def test_the_check_skips_databases_it_is_not_asked_about():
