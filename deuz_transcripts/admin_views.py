@@ -23,9 +23,10 @@ from django.utils.translation import gettext as _
 from .conf import conf
 from .errors import InvalidRecord, SearchTimeout
 from .forms import TranscriptSearchForm
-from .highlight import highlighted_excerpt, render_spans
+from .highlight import highlighted_excerpt, printable, render_spans
 from .models import Chat, Message
 from .records import TranscriptHit, TranscriptMessage, decode_message
+from .spans import match_spans
 from .sql import DjangoTranscriptIndex
 from .text import indexed_text, is_system
 
@@ -72,12 +73,17 @@ class HitRow:
 
 def _role(message: Any) -> str:
     role = message.get("role") if isinstance(message, dict) else None
-    return role if isinstance(role, str) else "?"
+    return printable(role) if isinstance(role, str) else "?"
+
+
+#: Spans an excerpt of an ``around`` line needs at most (its one window's worth).
+_AROUND_SPANS = 12
 
 
 def _context_line(item: TranscriptMessage, terms: list[str], substring: bool) -> ContextLine:
     text = indexed_text(item.message) or ""
-    html = highlighted_excerpt(text, terms, substring=substring, limit=400, windows=1)
+    spans = match_spans(text, terms, substring=substring, enough=_AROUND_SPANS)
+    html = highlighted_excerpt(text, spans, limit=400, windows=1)
     return ContextLine(item.index, item.message_id, _role(item.message), html)
 
 
@@ -97,12 +103,14 @@ def _hit_rows(
     hits: list[TranscriptHit],
     terms: list[str],
     substring: bool,
-    scope: dict[str, str],
+    search: dict[str, Any],
 ) -> list[HitRow]:
+    """``search``: the search's parameters, carried by each chat link so the chat page
+    highlights the query and leads back to these results."""
     pks = _chat_urls(database, {hit.chat_id for hit in hits})
     # The link names the scope searched: search-only staff may open a chat only
     # within a scope they name (see ChatAdmin.has_view_permission).
-    query = {"scope": scope_text(scope)} if scope else {}
+    query = {key: value for key, value in search.items() if value}
     rows = []
     for hit in hits:
         pk = pks.get(hit.chat_id)
@@ -117,9 +125,7 @@ def _hit_rows(
             HitRow(
                 hit=hit,
                 role=_role(hit.message),
-                html=highlighted_excerpt(
-                    indexed_text(hit.message) or "", terms, substring=substring
-                ),
+                html=highlighted_excerpt(indexed_text(hit.message) or "", hit.spans),
                 before=[_context_line(m, terms, substring) for m in around if m.index < hit.index],
                 after=[_context_line(m, terms, substring) for m in around if m.index > hit.index],
                 chat_url=url,
@@ -129,10 +135,11 @@ def _hit_rows(
 
 
 def _page_url(request: HttpRequest, form: TranscriptSearchForm, page: int) -> str:
+    """This search's page ``page`` (the parameters as typed: a bad ``around`` stays bad)."""
     params = {
         "q": form.data.get("q", ""),
         "scope": form.data.get("scope", ""),
-        "around": form.cleaned_data["around"],
+        "around": form.data.get("around", "") or 0,
         "page": page,
     }
     return f"{request.path}?{urlencode(params)}"
@@ -164,6 +171,10 @@ def search_view(model_admin: ModelAdmin[Chat], request: HttpRequest) -> HttpResp
     }
     if submitted and form.is_valid():
         context.update(_search(request, form, index, database, backend.substring_matching))
+    elif submitted and "page" in form.errors:
+        # ``page`` is a hidden field: say what is wrong and lead to the first page
+        context["page_errors"] = form.errors["page"]
+        context["first_url"] = _page_url(request, form, 1)
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, "admin/deuz_transcripts/search.html", context)
 
@@ -196,8 +207,14 @@ def _search(
         return {}
     has_next = len(hits) > size
     hits = hits[:size]
+    search = {
+        "q": data["q"],
+        "scope": scope_text(data["scope"]),
+        "around": data["around"],
+        "page": page if page > 1 else None,
+    }
     result: dict[str, Any] = {
-        "rows": _hit_rows(database, hits, terms, substring, data["scope"]),
+        "rows": _hit_rows(database, hits, terms, substring, search),
         "page": page,
         "first_number": (page - 1) * size + 1,
         "last_number": (page - 1) * size + len(hits),
@@ -206,6 +223,7 @@ def _search(
         "terms": terms,
     }
     if not hits:
+        result["first_url"] = _page_url(request, form, 1) if page > 1 else None
         result["notice"] = (
             _("No more hits: this page is past the last one.")
             if page > 1
