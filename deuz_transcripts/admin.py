@@ -18,7 +18,13 @@ from django.urls import URLPattern, path
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from .admin_views import MESSAGES_PER_PAGE, can_search, message_page, search_view
+from .admin_views import (
+    MESSAGES_PER_PAGE,
+    can_search,
+    message_page,
+    search_context,
+    search_view,
+)
 from .errors import SearchTimeout
 from .forms import parse_scope
 from .models import Chat, Tombstone
@@ -175,8 +181,11 @@ class ChatAdmin(_ChatModelAdmin):
         obj: Chat | None = None,
     ) -> HttpResponse:
         if obj is not None:
-            page, rows = message_page(request, obj, obj._state.db or router.db_for_read(Chat))
+            search = search_context(request)
+            database = obj._state.db or router.db_for_read(Chat)
+            page, rows = message_page(request, obj, database, search["search_terms"])
             context.update(
+                search,
                 message_rows=rows,
                 message_page=page,
                 messages_per_page=MESSAGES_PER_PAGE,
