@@ -214,3 +214,14 @@ def test_a_lone_surrogate_in_content_does_not_break_the_search_page(support_clie
     assert response.status_code == 200
     html = response.content.decode()
     assert "<mark>izmir</mark> \ufffd trip" in html and "\ufffd <mark>izmir</mark>" in html
+
+
+def test_search_only_staffs_admin_home_leads_to_the_search(support_client: Any) -> None:
+    """The home's Chats link led to a chat list that is always empty for them."""
+    write(izmir_chat())
+    home = support_client.get(reverse("admin:index")).content.decode()
+    changelist = reverse("admin:deuz_transcripts_chat_changelist")
+    assert f'href="{changelist}"' in home
+    landed = support_client.get(changelist, follow=True)
+    assert landed.redirect_chain == [(reverse(SEARCH), 302)]
+    assert landed.context["title"] == "Search transcripts"
