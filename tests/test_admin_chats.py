@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.urls import reverse
 
+import deuz_transcripts
 from deuz_transcripts.admin_views import MESSAGES_PER_PAGE
 from deuz_transcripts.models import Chat, ChatScope, Message, Tombstone
 from deuz_transcripts.stores import DjangoConditionalChatStore
@@ -194,3 +197,26 @@ def test_a_lone_surrogate_in_content_does_not_break_the_chat_page(
         response = client.get(url, {**params, "q": "izmir"})
         assert response.status_code == 200
         assert "<mark>izmir</mark> \ufffd trip" in response.content.decode()
+
+
+# styles
+
+
+def _custom_properties(block: str) -> dict[str, str]:
+    return dict(re.findall(r"(--deuz-[\w-]+):\s*([^;]+);", block))
+
+
+def test_own_colours_follow_the_admins_dark_mode() -> None:
+    """The badges kept light colours (dark text on pale green) in dark mode."""
+    css = Path(deuz_transcripts.__file__).parent / "static/deuz_transcripts/transcripts.css"
+    text = css.read_text()
+    light = _custom_properties(text.split('html[data-theme="light"], :root {')[1].split("}")[0])
+    media = text.split("@media (prefers-color-scheme: dark) {")[1].split("}\n}")[0]
+    dark = _custom_properties(text.split('html[data-theme="dark"] {')[1].split("}")[0])
+    assert _custom_properties(media) == dark and set(dark) == set(light)
+    assert all(dark[name] != light[name] for name in light)
+    used = set(re.findall(r"var\((--deuz-[\w-]+)\)", text))
+    assert used == set(light)
+    # every other colour is the admin's own variable (its fallback only for old admins)
+    rules = re.sub(r"--deuz-[\w-]+:\s*[^;]+;", "", text)
+    assert re.findall(r"(?<!, )#[0-9a-fA-F]{3,6}\b", rules) == []
