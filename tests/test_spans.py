@@ -3,10 +3,11 @@ only, at the cost of that prefix) and ``snippet``."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deuz_transcripts import snippet
@@ -20,8 +21,9 @@ from deuz_transcripts.text import (
     query_terms,
 )
 from tests.strategies import tricky_words, unicode_text
-from tests.test_properties import TEXT_FUZZ
 
+EXAMPLES = int(os.environ.get("DEUZ_FUZZ_EXAMPLES", "40"))
+TEXT_FUZZ = settings(max_examples=EXAMPLES * 5, deadline=None)
 # Every whitespace character Python splits on, so tokens are cut at each of them.
 SPACES = st.sampled_from(list(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2028\u3000"))
 spaced_text = st.lists(
