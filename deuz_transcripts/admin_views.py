@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 
 from .conf import conf
 from .errors import InvalidRecord, SearchTimeout
-from .forms import MAX_QUERY_LENGTH, TranscriptSearchForm
+from .forms import MAX_SCOPE_LENGTH, TranscriptSearchForm
 from .highlight import highlighted_excerpt, printable, render_spans
 from .models import Chat, Message
 from .records import TranscriptHit, TranscriptMessage, decode_message
@@ -340,7 +340,7 @@ def search_context(request: HttpRequest) -> dict[str, Any]:
     """What the chat page needs from the search that linked to it: the query's terms to
     mark, the way back to the results, and the parameters its own pager must keep."""
     carried = {
-        key: request.GET[key][:MAX_QUERY_LENGTH]
+        key: request.GET[key][:MAX_SCOPE_LENGTH]  # the longest a valid parameter is
         for key in SEARCH_PARAMETERS
         if request.GET.get(key)
     }

@@ -15,14 +15,21 @@ if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
     from django.contrib.auth.models import AnonymousUser
 
-__all__ = ["MAX_AROUND", "MAX_PAGE", "MAX_QUERY_LENGTH", "TranscriptSearchForm", "parse_scope"]
+__all__ = [
+    "MAX_AROUND",
+    "MAX_PAGE",
+    "MAX_QUERY_LENGTH",
+    "MAX_SCOPE_LENGTH",
+    "TranscriptSearchForm",
+    "parse_scope",
+]
 
 #: Longer queries are refused; a query only ever uses its first 32 distinct terms.
 MAX_QUERY_LENGTH = 1_000
 MAX_AROUND = 10
 #: Deep pages are refused: nobody reads page 10,001, and the offset stays cheap.
 MAX_PAGE = 10_000
-_MAX_SCOPE_LENGTH = 4_000
+MAX_SCOPE_LENGTH = 4_000
 _PAGE_RANGE = format_lazy(
     _("The page must be a whole number from 1 to {max}."), max=f"{MAX_PAGE:,}"
 )
@@ -67,7 +74,7 @@ class TranscriptSearchForm(forms.Form):
     scope = forms.CharField(
         label=_("Scope"),
         required=False,
-        max_length=_MAX_SCOPE_LENGTH,
+        max_length=MAX_SCOPE_LENGTH,
         widget=forms.TextInput(attrs={"size": 40, "placeholder": "userId=ada"}),
     )
     around = forms.IntegerField(
