@@ -12,6 +12,8 @@ from .indexing import aindex_chat, index_chat
 from .memory import InMemoryTranscriptIndex
 from .memory_stores import InMemoryChatStore, InMemoryConditionalChatStore
 from .records import ChatRecord, MemorySourceRef, TranscriptHit, TranscriptMessage
+from .spans import snippet
+from .text import indexed_text
 
 __all__ = [
     "ChatDeleted",
@@ -30,6 +32,8 @@ __all__ = [
     "TranscriptMessage",
     "aindex_chat",
     "index_chat",
+    "indexed_text",
+    "snippet",
 ]
 
 __version__ = "0.1.0"

@@ -14,11 +14,18 @@ from django.contrib import admin, messages
 from django.db import router
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.urls import URLPattern, path
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from .admin_views import MESSAGES_PER_PAGE, can_search, message_page, search_view
+from .admin_views import (
+    MESSAGES_PER_PAGE,
+    can_search,
+    message_page,
+    search_context,
+    search_view,
+)
 from .errors import SearchTimeout
 from .forms import parse_scope
 from .models import Chat, Tombstone
@@ -125,12 +132,22 @@ class ChatAdmin(_ChatModelAdmin):
         return obj is None or scope_named_in(request, obj)
 
     def may_browse(self, request: HttpRequest) -> bool:
-        """Listing every chat needs Django's own view permission (or superuser).
+        """Listing chats needs Django's own view permission (or superuser).
 
-        Search-only staff would otherwise read all users' chats from the changelist,
-        around the rule that only superusers search without a scope.
+        Without it a chat's scope is shown only to someone who already named it (a
+        search's scope, a hit's link): search-only staff would otherwise read all
+        users' chats from the changelist, or one chat's scope by typing its id.
         """
         return super().has_view_permission(request) or super().has_change_permission(request)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Search-only staff are sent to the transcript search, the page they can use (an
+        action's POST too: the list would show the number of every user's chats)."""
+        if not self.may_browse(request) and can_search(request):
+            return redirect("admin:deuz_transcripts_search")
+        return super().changelist_view(request, extra_context)
 
     # the search view
 
@@ -148,10 +165,15 @@ class ChatAdmin(_ChatModelAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Chat], search_term: str
     ) -> tuple[QuerySet[Chat], bool]:
-        """An exact chat id, or (superusers) the chats of the index's best hits; no LIKE scans."""
+        """An exact chat id, or (superusers) the chats of the index's best hits; no LIKE scans.
+
+        Nothing at all for staff who may not browse, not even an exact id's row.
+        """
         term = search_term.replace("\x00", "").strip()
+        if not self.may_browse(request):
+            return queryset.none(), False
         if not term:
-            return (queryset if self.may_browse(request) else queryset.none()), False
+            return queryset, False
         match = Q(chat_id=term[:255])
         if request.user.is_superuser:
             index = DjangoTranscriptIndex(router.db_for_read(Chat))
@@ -175,8 +197,11 @@ class ChatAdmin(_ChatModelAdmin):
         obj: Chat | None = None,
     ) -> HttpResponse:
         if obj is not None:
-            page, rows = message_page(request, obj, obj._state.db or router.db_for_read(Chat))
+            search = search_context(request)
+            database = obj._state.db or router.db_for_read(Chat)
+            page, rows = message_page(request, obj, database, search["search_terms"])
             context.update(
+                search,
                 message_rows=rows,
                 message_page=page,
                 messages_per_page=MESSAGES_PER_PAGE,

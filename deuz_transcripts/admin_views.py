@@ -7,6 +7,7 @@ same on every backend) and text is escaped piece by piece before highlighting.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -22,12 +23,13 @@ from django.utils.translation import gettext as _
 
 from .conf import conf
 from .errors import InvalidRecord, SearchTimeout
-from .forms import TranscriptSearchForm
-from .highlight import highlighted_excerpt, render_spans
+from .forms import MAX_SCOPE_LENGTH, TranscriptSearchForm
+from .highlight import highlighted_excerpt, printable, render_spans
 from .models import Chat, Message
 from .records import TranscriptHit, TranscriptMessage, decode_message
+from .spans import Span, match_spans
 from .sql import DjangoTranscriptIndex
-from .text import indexed_text, is_system
+from .text import indexed_text, is_system, query_terms
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -72,12 +74,17 @@ class HitRow:
 
 def _role(message: Any) -> str:
     role = message.get("role") if isinstance(message, dict) else None
-    return role if isinstance(role, str) else "?"
+    return printable(role) if isinstance(role, str) else "?"
+
+
+#: Spans an excerpt of an ``around`` line needs at most (its one window's worth).
+_AROUND_SPANS = 12
 
 
 def _context_line(item: TranscriptMessage, terms: list[str], substring: bool) -> ContextLine:
     text = indexed_text(item.message) or ""
-    html = highlighted_excerpt(text, terms, substring=substring, limit=400, windows=1)
+    spans = match_spans(text, terms, substring=substring, enough=_AROUND_SPANS)
+    html = highlighted_excerpt(text, spans, limit=400, windows=1)
     return ContextLine(item.index, item.message_id, _role(item.message), html)
 
 
@@ -97,12 +104,14 @@ def _hit_rows(
     hits: list[TranscriptHit],
     terms: list[str],
     substring: bool,
-    scope: dict[str, str],
+    search: dict[str, Any],
 ) -> list[HitRow]:
+    """``search``: the search's parameters, carried by each chat link so the chat page
+    highlights the query and leads back to these results."""
     pks = _chat_urls(database, {hit.chat_id for hit in hits})
     # The link names the scope searched: search-only staff may open a chat only
     # within a scope they name (see ChatAdmin.has_view_permission).
-    query = {"scope": scope_text(scope)} if scope else {}
+    query = {key: value for key, value in search.items() if value}
     rows = []
     for hit in hits:
         pk = pks.get(hit.chat_id)
@@ -117,9 +126,7 @@ def _hit_rows(
             HitRow(
                 hit=hit,
                 role=_role(hit.message),
-                html=highlighted_excerpt(
-                    indexed_text(hit.message) or "", terms, substring=substring
-                ),
+                html=highlighted_excerpt(indexed_text(hit.message) or "", hit.spans),
                 before=[_context_line(m, terms, substring) for m in around if m.index < hit.index],
                 after=[_context_line(m, terms, substring) for m in around if m.index > hit.index],
                 chat_url=url,
@@ -129,10 +136,11 @@ def _hit_rows(
 
 
 def _page_url(request: HttpRequest, form: TranscriptSearchForm, page: int) -> str:
+    """This search's page ``page`` (the parameters as typed: a bad ``around`` stays bad)."""
     params = {
         "q": form.data.get("q", ""),
         "scope": form.data.get("scope", ""),
-        "around": form.cleaned_data["around"],
+        "around": form.data.get("around", "") or 0,
         "page": page,
     }
     return f"{request.path}?{urlencode(params)}"
@@ -164,6 +172,10 @@ def search_view(model_admin: ModelAdmin[Chat], request: HttpRequest) -> HttpResp
     }
     if submitted and form.is_valid():
         context.update(_search(request, form, index, database, backend.substring_matching))
+    elif submitted and "page" in form.errors:
+        # ``page`` is a hidden field: say what is wrong and lead to the first page
+        context["page_errors"] = form.errors["page"]
+        context["first_url"] = _page_url(request, form, 1)
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, "admin/deuz_transcripts/search.html", context)
 
@@ -196,8 +208,14 @@ def _search(
         return {}
     has_next = len(hits) > size
     hits = hits[:size]
+    search = {
+        "q": data["q"],
+        "scope": scope_text(data["scope"]),
+        "around": data["around"],
+        "page": page if page > 1 else None,
+    }
     result: dict[str, Any] = {
-        "rows": _hit_rows(database, hits, terms, substring, data["scope"]),
+        "rows": _hit_rows(database, hits, terms, substring, search),
         "page": page,
         "first_number": (page - 1) * size + 1,
         "last_number": (page - 1) * size + len(hits),
@@ -206,6 +224,7 @@ def _search(
         "terms": terms,
     }
     if not hits:
+        result["first_url"] = _page_url(request, form, 1) if page > 1 else None
         result["notice"] = (
             _("No more hits: this page is past the last one.")
             if page > 1
@@ -240,11 +259,12 @@ def _json_html(value: Any, limit: int = 4_000) -> SafeString:
     return render_spans(shown if len(shown) <= limit else shown[:limit] + "…", [])
 
 
-def _part_row(role: str, part: Any) -> PartRow:
+def _part_row(role: str, part: Any, marks: _Marks) -> PartRow:
     kind = str(part.get("type", "?")) if isinstance(part, dict) else type(part).__name__
+    kind = printable(kind)
     text = indexed_text({"role": role, "content": [part]})
     if text:
-        return PartRow(kind, True, "", render_spans(text, []))
+        return PartRow(kind, True, "", render_spans(text, marks.take(text)))
     reasons = {
         "reasoning": _("reasoning"),
         "thinking": _("reasoning"),
@@ -264,8 +284,23 @@ def _part_row(role: str, part: Any) -> PartRow:
     return PartRow(kind, False, reason, _json_html(part))
 
 
-def message_row(row: Message) -> MessageRow:
-    """How a stored message is shown: what search sees, and what it does not."""
+class _Marks:
+    """A message's spans handed out to its indexed parts in order: the message's indexed
+    text is its indexed parts joined by newlines."""
+
+    def __init__(self, spans: tuple[Span, ...]) -> None:
+        self.spans = spans
+        self.offset = 0
+
+    def take(self, text: str) -> list[Span]:
+        low, high = self.offset, self.offset + len(text)
+        self.offset = high + 1
+        return [(a - low, b - low) for a, b in self.spans if low <= a and b <= high]
+
+
+def message_row(row: Message, terms: Sequence[str] = (), substring: bool = False) -> MessageRow:
+    """How a stored message is shown: what search sees, and what it does not; with
+    ``terms``, the words the search matched are marked (the hits' rule, ``match_spans``)."""
     message = decode_message(row.payload)
     role = _role(message)
     if is_system(message):
@@ -274,10 +309,12 @@ def message_row(row: Message) -> MessageRow:
         parts = [PartRow("system", False, _("system message"), html)]
         return MessageRow(row.position, row.message_id, role, False, _("system message"), parts)
     content = message.get("content") if isinstance(message, dict) else None
+    spans = match_spans(indexed_text(message) or "", terms, substring=substring) if terms else ()
+    marks = _Marks(spans)
     if isinstance(content, str):
-        parts = [PartRow("text", True, "", render_spans(content, []))]
+        parts = [PartRow("text", True, "", render_spans(content, marks.take(content)))]
     elif isinstance(content, list):
-        parts = [_part_row(role, part) for part in content]
+        parts = [_part_row(role, part, marks) for part in content]
     else:
         parts = [PartRow("?", False, _("content of an unknown shape"), _json_html(content))]
     reason = "" if row.has_terms else _("no searchable words")
@@ -285,10 +322,34 @@ def message_row(row: Message) -> MessageRow:
 
 
 def message_page(
-    request: HttpRequest, chat: Chat, database: str
+    request: HttpRequest, chat: Chat, database: str, terms: Sequence[str] = ()
 ) -> tuple[Page[Message], list[MessageRow]]:
-    """One page (``?messages=N``) of the chat's messages in order."""
+    """One page (``?messages=N``) of the chat's messages in order, ``terms`` marked."""
     rows = Message.objects.using(database).filter(chat=chat).order_by("position")
     paginator = Paginator(rows, MESSAGES_PER_PAGE)
     page = paginator.get_page(request.GET.get("messages"))
-    return page, [message_row(row) for row in page.object_list]
+    substring = DjangoTranscriptIndex(database).backend.substring_matching if terms else False
+    return page, [message_row(row, terms, substring) for row in page.object_list]
+
+
+#: The search parameters a hit's chat link carries (``messages`` is the chat page's own).
+SEARCH_PARAMETERS = ("q", "scope", "around", "page")
+
+
+def search_context(request: HttpRequest) -> dict[str, Any]:
+    """What the chat page needs from the search that linked to it: the query's terms to
+    mark, the way back to the results, and the parameters its own pager must keep."""
+    carried = {
+        key: request.GET[key][:MAX_SCOPE_LENGTH]  # the longest a valid parameter is
+        for key in SEARCH_PARAMETERS
+        if request.GET.get(key)
+    }
+    query = carried.get("q", "")
+    back = bool(query) and can_search(request)
+    return {
+        "search_terms": query_terms(query),
+        "search_back_url": (
+            reverse("admin:deuz_transcripts_search") + "?" + urlencode(carried) if back else None
+        ),
+        "search_query": urlencode(carried) + "&" if carried else "",
+    }

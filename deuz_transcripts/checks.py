@@ -5,11 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
-from django.db import connections
+from django.db import connections, router
 
 from .conf import conf
 
-__all__ = ["check_search_backends", "check_settings", "check_text_rules"]
+__all__ = [
+    "check_search_backends",
+    "check_settings",
+    "check_sqlite_transaction_mode",
+    "check_text_rules",
+]
 
 
 @register(Tags.compatibility)
@@ -116,4 +121,34 @@ def check_text_rules(databases: Any = None, **kwargs: Any) -> list[CheckMessage]
                     id="deuz_transcripts.W004",
                 )
             )
+    return messages
+
+
+@register(Tags.compatibility)
+def check_sqlite_transaction_mode(**kwargs: Any) -> list[CheckMessage]:
+    """Warns about each SQLite database the app writes to whose transactions are deferred.
+
+    A deferred transaction reads first and asks for the write lock later; two writers
+    then fail with "database is locked" at once instead of queueing for the busy timeout.
+    """
+    from .models import Chat
+
+    messages: list[CheckMessage] = []
+    for alias in connections:
+        connection = connections[alias]
+        if connection.vendor != "sqlite" or not router.allow_migrate_model(alias, Chat):
+            continue
+        mode = (connection.settings_dict.get("OPTIONS") or {}).get("transaction_mode")
+        if isinstance(mode, str) and mode.upper() == "IMMEDIATE":
+            continue
+        messages.append(
+            Warning(
+                f"Database {alias!r}: SQLite transactions are deferred "
+                f"(transaction_mode is {mode!r}), so concurrent chat writes fail with "
+                "'database is locked' instead of waiting for each other.",
+                hint=f'Set DATABASES[{alias!r}]["OPTIONS"]["transaction_mode"] = "IMMEDIATE" '
+                "(BEGIN IMMEDIATE: writers queue for the lock).",
+                id="deuz_transcripts.W003",
+            )
+        )
     return messages

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django import forms
+from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from .records import MAX_ID_LENGTH
@@ -14,14 +15,24 @@ if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
     from django.contrib.auth.models import AnonymousUser
 
-__all__ = ["MAX_AROUND", "MAX_PAGE", "MAX_QUERY_LENGTH", "TranscriptSearchForm", "parse_scope"]
+__all__ = [
+    "MAX_AROUND",
+    "MAX_PAGE",
+    "MAX_QUERY_LENGTH",
+    "MAX_SCOPE_LENGTH",
+    "TranscriptSearchForm",
+    "parse_scope",
+]
 
 #: Longer queries are refused; a query only ever uses its first 32 distinct terms.
 MAX_QUERY_LENGTH = 1_000
 MAX_AROUND = 10
 #: Deep pages are refused: nobody reads page 10,001, and the offset stays cheap.
 MAX_PAGE = 10_000
-_MAX_SCOPE_LENGTH = 4_000
+MAX_SCOPE_LENGTH = 4_000
+_PAGE_RANGE = format_lazy(
+    _("The page must be a whole number from 1 to {max}."), max=f"{MAX_PAGE:,}"
+)
 
 
 def parse_scope(text: str) -> dict[str, str]:
@@ -63,7 +74,7 @@ class TranscriptSearchForm(forms.Form):
     scope = forms.CharField(
         label=_("Scope"),
         required=False,
-        max_length=_MAX_SCOPE_LENGTH,
+        max_length=MAX_SCOPE_LENGTH,
         widget=forms.TextInput(attrs={"size": 40, "placeholder": "userId=ada"}),
     )
     around = forms.IntegerField(
@@ -75,7 +86,20 @@ class TranscriptSearchForm(forms.Form):
         widget=forms.NumberInput(attrs={"style": "width: 4em"}),
         help_text=_("Messages of context shown on each side of a hit (0 to 10)."),
     )
-    page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE, initial=1)
+    page = forms.IntegerField(
+        label=_("Page"),
+        required=False,
+        min_value=1,
+        max_value=MAX_PAGE,
+        initial=1,
+        error_messages={
+            "invalid": _PAGE_RANGE,
+            "min_value": _PAGE_RANGE,
+            "max_value": format_lazy(
+                _("Pages end at {max}: narrow the query or the scope."), max=f"{MAX_PAGE:,}"
+            ),
+        },
+    )
 
     def __init__(self, *args: Any, user: AbstractBaseUser | AnonymousUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

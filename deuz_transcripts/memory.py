@@ -19,6 +19,7 @@ from .records import (
     decode_message,
     scope_matches,
 )
+from .spans import with_spans
 from .text import stored_term
 
 __all__ = ["InMemoryTranscriptIndex"]
@@ -143,10 +144,11 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
                     if mask in plan.page_masks
                 ),
             )[request.offset :]
-            return [
+            hits = [
                 self._hit(chats[chat_id], index, plan.score(mask), request.around)
                 for _key, chat_id, index, mask in ranked
             ]
+        return with_spans(hits, request.terms)
 
     def _hit(self, chat: _Chat, index: int, score: float, around: int | None) -> TranscriptHit:
         message = chat.messages[index]

@@ -252,7 +252,12 @@ class TranscriptMessage:
 
 @dataclass(frozen=True)
 class TranscriptHit:
-    """A search hit, best hit of a result scoring exactly 1.0."""
+    """A search hit, best hit of a result scoring exactly 1.0.
+
+    ``spans``: ``(start, end)`` character offsets, in the message's indexed text
+    (``text.indexed_text``), of the words that matched the query, within the indexed
+    first 256 KiB; the rule every surface highlights with (``spans.match_spans``).
+    """
 
     chat_id: str
     message_id: str
@@ -260,6 +265,7 @@ class TranscriptHit:
     message: dict[str, Any]
     score: float
     around: list[TranscriptMessage] | None = None
+    spans: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -73,21 +73,42 @@ def test_search_only_staff_cannot_browse_every_chat(admin_client: Any, support_c
     """Listing all chats would bypass the superuser-only rule for scope-less search."""
     write(izmir_chat(), izmir_chat("other-trip", user="bob"))
     url = reverse("admin:deuz_transcripts_chat_changelist")
-    assert list(support_client.get(url).context["cl"].result_list) == []
+    response = support_client.get(url)
+    assert response.status_code == 302 and response["Location"] == reverse(SEARCH)
     assert len(admin_client.get(url).context["cl"].result_list) == 2
+
+
+def test_search_only_staff_cannot_learn_a_scope_from_a_chat_id(
+    support_client: Any, django_user_model: Any
+) -> None:
+    """Without the view permission a chat's scope is shown only to whoever named it: typing
+    an exact chat id in the list's search box showed its row, scope and link."""
+    write(izmir_chat(), izmir_chat("other-trip", user="bob"))
+    url = reverse("admin:deuz_transcripts_chat_changelist")
+    for params in ({"q": "other-trip"}, {"q": "other-trip", "source": "stored"}):
+        response = support_client.get(url, params)
+        assert response.status_code == 302 and response["Location"] == reverse(SEARCH)
+        assert "userId=bob" not in response.content.decode()
+    posted = support_client.post(url + "?q=other-trip", {"action": "delete_selected"})
+    assert posted.status_code == 302 and posted["Location"] == reverse(SEARCH)
+    # Django's view permission lists chats and finds one by its exact id
+    staff_view = make_client("staff_view", django_user_model)
+    found = staff_view.get(url, {"q": "other-trip"}).context["cl"].result_list
+    assert [chat.chat_id for chat in found] == ["other-trip"]
 
 
 # the permission matrix
 
 
 LOGIN = "login"
+TO_SEARCH = "redirected to the search"
 MATRIX = {
     "search": [LOGIN, LOGIN, LOGIN, 403, 403, 200, 200],
-    "changelist": [LOGIN, LOGIN, LOGIN, 403, 200, 200, 200],
+    "changelist": [LOGIN, LOGIN, LOGIN, 403, 200, TO_SEARCH, 200],
     "change": [LOGIN, LOGIN, LOGIN, 403, 200, 200, 200],
     "delete_get": [LOGIN, LOGIN, LOGIN, 403, 403, 403, 200],
     "delete_post": [LOGIN, LOGIN, LOGIN, 403, 403, 403, 302],
-    "action_post": [LOGIN, LOGIN, LOGIN, 403, 200, 200, 302],  # 200: no such action
+    "action_post": [LOGIN, LOGIN, LOGIN, 403, 200, TO_SEARCH, 302],  # 200: no such action
     "add": [LOGIN, LOGIN, LOGIN, 403, 403, 403, 403],
     "tombstones": [LOGIN, LOGIN, LOGIN, 403, 403, 403, 200],
 }
@@ -129,6 +150,8 @@ def test_permission_matrix(kind, page, django_user_model):
     if expected == LOGIN:
         assert response.status_code == 302
         assert response["Location"].startswith(reverse("admin:login"))
+    elif expected == TO_SEARCH:
+        assert response.status_code == 302 and response["Location"] == reverse(SEARCH)
     else:
         assert response.status_code == expected
     deleted = not DjangoConditionalChatStore().load_chat("c1")

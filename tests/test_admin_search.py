@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -86,7 +87,7 @@ def test_hit_is_highlighted_with_around_context_and_chat_link(support_client: An
     chat = Chat.objects.get(chat_id="trip")
     link = (
         reverse("admin:deuz_transcripts_chat_change", args=[chat.pk])
-        + "?scope=userId%3Dada#message-3"
+        + "?q=IZMIR&amp;scope=userId%3Dada&amp;around=1#message-3"
     )
     assert f'href="{link}"' in html
     assert "score 1.000" in html
@@ -159,3 +160,68 @@ def test_app_index_links_the_search(support_client: Any) -> None:
     response = support_client.get(reverse("admin:app_list", args=["deuz_transcripts"]))
     assert response.status_code == 200
     assert f'href="{reverse(SEARCH)}"' in response.content.decode()
+
+
+@pytest.mark.parametrize("page", ["abc", "0", "-3", "10001", "9" * 30])
+def test_a_bad_page_says_so_and_leads_to_the_first_page(support_client: Any, page: str) -> None:
+    write(izmir_chat())
+    response = search(support_client, q="izmir", scope="userId=ada", page=page)
+    html = response.content.decode()
+    assert response.context["rows"] == []
+    assert 'id="page-errors"' in html and "page" in html.split('id="page-errors"')[1][:200]
+    first = support_client.get(response.context["first_url"])
+    assert [row.hit.chat_id for row in first.context["rows"]] == ["trip"]
+
+
+def test_a_page_past_the_end_leads_to_the_first_page(support_client: Any) -> None:
+    write(izmir_chat())
+    beyond = search(support_client, q="izmir", scope="userId=ada", around=2, page=5)
+    assert "past the last one" in beyond.content.decode()
+    first = support_client.get(beyond.context["first_url"])
+    assert [row.hit.chat_id for row in first.context["rows"]] == ["trip"]
+    assert first.context["form"].cleaned_data["around"] == 2
+
+
+def test_a_10_mb_tool_log_costs_a_page_what_its_excerpt_costs(support_client: Any) -> None:
+    """Highlighting used to fold the whole log character by character: ~20 s a page, and
+    ~13 s more for each ``around`` line holding the log."""
+    # one match near the start: nothing stopped the old scan before the end of the log
+    log = "readiness probe started\n" + "step ok: probe passed\n" * 480_000  # 10.5 MB
+    tool = {
+        "role": "tool",
+        "content": [{"type": "tool-result", "toolCallId": "c", "toolName": "t", "output": log}],
+    }
+    messages = [tool, {"role": "user", "content": "readiness?"}, tool]
+    write(record("logs", messages))
+    started = time.perf_counter()
+    response = search(support_client, q="readiness", scope="userId=ada", around=2)
+    elapsed = time.perf_counter() - started
+    rows = response.context["rows"]
+    assert len(rows) == 3 and all(row.hit.spans for row in rows)
+    assert len(response.content) < 60_000
+    assert "<mark>readiness</mark>" in response.content.decode()
+    assert elapsed < 8, elapsed  # mostly reading 2 x 3 copies of the log from the database
+
+
+def test_a_lone_surrogate_in_content_does_not_break_the_search_page(support_client: Any) -> None:
+    planted = [
+        {"role": "user", "content": "izmir \ud800 trip"},
+        {"role": "assistant", "content": [{"type": "text", "text": "\udfff izmir"}]},
+        {"role": "user", "content": [{"type": "weird\ud800", "x": "\ud800"}]},
+    ]
+    write(record("planted", planted))
+    response = search(support_client, q="izmir", scope="userId=ada", around=1)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<mark>izmir</mark> \ufffd trip" in html and "\ufffd <mark>izmir</mark>" in html
+
+
+def test_search_only_staffs_admin_home_leads_to_the_search(support_client: Any) -> None:
+    """The home's Chats link led to a chat list that is always empty for them."""
+    write(izmir_chat())
+    home = support_client.get(reverse("admin:index")).content.decode()
+    changelist = reverse("admin:deuz_transcripts_chat_changelist")
+    assert f'href="{changelist}"' in home
+    landed = support_client.get(changelist, follow=True)
+    assert landed.redirect_chain == [(reverse(SEARCH), 302)]
+    assert landed.context["title"] == "Search transcripts"

@@ -8,7 +8,11 @@ from django.db import connection
 from django.test import override_settings
 
 from deuz_transcripts.backends import backend_name_for
-from deuz_transcripts.checks import check_search_backends, check_settings
+from deuz_transcripts.checks import (
+    check_search_backends,
+    check_settings,
+    check_sqlite_transaction_mode,
+)
 from deuz_transcripts.conf import conf
 
 
@@ -54,3 +58,44 @@ def test_not_a_dict_and_unknown_keys():
     with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_BAKEND": "like"}):
         [problem] = conf.problems()
         assert (problem.check_id, problem.is_error) == ("deuz_transcripts.W002", False)
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="an SQLite option")
+@pytest.mark.parametrize(
+    ("options", "warned"),
+    [
+        ({"transaction_mode": "IMMEDIATE"}, False),
+        ({"transaction_mode": "immediate"}, False),
+        ({}, True),
+        ({"transaction_mode": "DEFERRED"}, True),
+        ({"transaction_mode": "EXCLUSIVE"}, True),
+    ],
+)
+def test_sqlite_without_immediate_transactions_is_warned(monkeypatch, options, warned):
+    """Deferred transactions make concurrent writers fail instead of queueing."""
+    from django.db import connections
+
+    for alias in connections:
+        monkeypatch.setitem(connections[alias].settings_dict, "OPTIONS", dict(options))
+    found = [m for m in check_sqlite_transaction_mode() if m.id == "deuz_transcripts.W003"]
+    assert len(found) == (len(list(connections)) if warned else 0)
+    if warned:
+        assert "'default'" in found[0].msg and "IMMEDIATE" in str(found[0].hint)
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="an SQLite option")
+def test_sqlite_databases_the_app_never_writes_to_are_not_warned(monkeypatch, settings):
+    class OtherAppsOnly:
+        def allow_migrate(self, db, app_label, **hints):
+            return db == "default" or app_label != "deuz_transcripts"
+
+    from django.db import connections, router
+
+    for alias in connections:
+        monkeypatch.setitem(connections[alias].settings_dict, "OPTIONS", {})
+    monkeypatch.setattr(router, "routers", [OtherAppsOnly()])
+    assert [m.msg.split(":")[0] for m in check_sqlite_transaction_mode()] == ["Database 'default'"]
+
+
+def test_the_test_project_has_no_transaction_mode_warning():
+    assert check_sqlite_transaction_mode() == []

@@ -22,6 +22,7 @@ from ..records import (
     decode_message,
     scope_matches,
 )
+from ..spans import with_spans
 from .errors import WorkerThreadRunner, database_errors
 from .hits import read_hits
 from .planner import SearchPlanner
@@ -78,7 +79,8 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             if planned is None:
                 return []
             page, plan = planned
-            return read_hits(cursor, page, plan, request.around)
+            hits = read_hits(cursor, page, plan, request.around)
+        return with_spans(hits, request.terms, substring=backend.substring_matching)
 
     def _resolve(self, scope: dict[str, str], ref: MemorySourceRef) -> TranscriptMessage | None:
         with database_errors(self.using):

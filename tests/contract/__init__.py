@@ -14,7 +14,8 @@ The contract is one mixin per section, each in its own module: ``search`` (the s
 examples, hits, ``around``, paging and scores), ``ranking`` (scores and ties), ``scope``,
 ``indexing`` (what is indexed, terms and queries, the 256 KiB cut), ``stores`` (revisions,
 tombstones, rollback, message ids), ``sources`` (``resolve_source``, the index on its own),
-``async_twins``, ``invalid`` and ``bigrams`` (SPEC §8's opt-in CJK and Thai terms); ``helpers`` holds what they share. A module subclassing the
+``spans`` (why a hit matched), ``async_twins``, ``invalid`` and ``bigrams`` (SPEC §8's
+opt-in CJK and Thai terms); ``helpers`` holds what they share. A module subclassing the
 contract calls ``pytest.register_assert_rewrite("tests.contract")`` before importing it,
 which covers every module of this package.
 """
@@ -51,6 +52,7 @@ from tests.contract.ranking import RankingContract
 from tests.contract.scope import ScopeContract
 from tests.contract.search import SearchContract
 from tests.contract.sources import SourceContract
+from tests.contract.spans import SpansContract
 from tests.contract.stores import StoreContract
 
 __all__ = [
@@ -86,6 +88,7 @@ class TranscriptContract(
     AsyncContract,
     SourceContract,
     StoreContract,
+    SpansContract,
     IndexingContract,
     ScopeContract,
     RankingContract,
