@@ -275,7 +275,8 @@ def text_terms(text: str) -> list[str]:
         _WORD_TERMS.clear()
         _WORD_BYTES.clear()
     words = text.split()
-    distinct = dict.fromkeys(map(_WORD_TERMS.get, words))
+    # None marks a word not cached yet
+    distinct = cast("dict[str, None]", dict.fromkeys(map(_WORD_TERMS.get, words)))
     if None in distinct:  # words not seen yet (or since the cache was emptied)
         parts = list(map(_WORD_TERMS.get, words))
         for position, found in enumerate(parts):
@@ -351,43 +352,76 @@ def highlight_spans(
 
     Spans index the ORIGINAL text, so a UI can wrap them untouched (after escaping).
     With ``substring=True`` a word matches when it contains a query term, as the
-    SQLite LIKE fallback matches.
+    SQLite LIKE fallback matches. Under ``CJK_BIGRAMS`` a word's terms are its pieces
+    and bigrams: each matching one is a span (overlapping ones merged).
     """
     wanted = set(query_terms(query) if isinstance(query, str) else query)
     if not wanted or not isinstance(text, str):
         return []
     spans: list[tuple[int, int]] = []
     word: list[str] = []
-    start = end = -1
+    # the original position of each folded character of the word, and where it ends
+    # (a mark or zero-width character after it belongs to it)
+    starts: list[int] = []
+    ends: list[int] = []
     for position, char in enumerate(text):
         folded = fold(char)
         if not folded:
             if word:  # a mark or zero-width character inside a word
-                end = position + 1
+                ends[-1] = position + 1
             continue
         # Folding is per character, so the words are those of the concatenated folded
         # text: e.g. "3½" folds to "31⁄2", whose first word "31" ends inside the "½".
         for folded_char in folded:
             if _TERM_RE.fullmatch(folded_char):
-                if not word:
-                    start = position
                 word.append(folded_char)
-                end = position + 1
+                starts.append(position)
+                ends.append(position + 1)
             elif word:
-                _add_span(spans, "".join(word), start, end, wanted, substring)
-                word = []
+                _add_spans(spans, "".join(word), starts, ends, wanted, substring)
+                word, starts, ends = [], [], []
     if word:
-        _add_span(spans, "".join(word), start, end, wanted, substring)
+        _add_spans(spans, "".join(word), starts, ends, wanted, substring)
     return spans
 
 
-def _add_span(
+def _add_spans(
     spans: list[tuple[int, int]],
     word: str,
-    start: int,
-    end: int,
+    starts: list[int],
+    ends: list[int],
     wanted: set[str],
     substring: bool,
 ) -> None:
-    if word in wanted or (substring and any(term in word for term in wanted)):
-        spans.append((start, end))
+    if not _cjk_bigrams or _BIGRAM_RUN.search(word) is None:
+        if _matches(word, wanted, substring):
+            spans.append((starts[0], ends[-1]))
+        return
+    found: list[tuple[int, int]] = []
+    for first, last in _term_ranges(word):
+        if _matches(word[first:last], wanted, substring):
+            span = (starts[first], ends[last - 1])
+            if found and span[0] < found[-1][1]:  # overlapping bigrams: one span
+                found[-1] = (found[-1][0], max(found[-1][1], span[1]))
+            else:
+                found.append(span)
+    spans.extend(found)
+
+
+def _term_ranges(word: str) -> Iterator[tuple[int, int]]:
+    """``(first, last)`` character ranges of a word's terms under ``CJK_BIGRAMS``."""
+    position = 0
+    for run in _BIGRAM_RUN.finditer(word):
+        if run.start() > position:
+            yield position, run.start()
+        if run.end() - run.start() == 1:
+            yield run.start(), run.end()
+        else:
+            yield from ((i, i + 2) for i in range(run.start(), run.end() - 1))
+        position = run.end()
+    if position < len(word):
+        yield position, len(word)
+
+
+def _matches(term: str, wanted: set[str], substring: bool) -> bool:
+    return term in wanted or (substring and any(query in term for query in wanted))

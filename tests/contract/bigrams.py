@@ -79,3 +79,10 @@ class BigramContract(ContractBase):
         query = "".join(chr(0x4E00 + n) for n in range(34))
         store.write_chat(chat("c1", query[-2:], query[:2]), expected_revision=0)
         assert ids(index.search(ADA, query)) == ["c1:1"]
+
+    @pytest.mark.usefixtures("cjk_bigrams")
+    def test_a_hit_spans_its_matching_bigrams(self, store, index):
+        store.write_chat(chat("c1", "東京都の天気 and internalへの"), expected_revision=0)
+        [hit] = index.search(ADA, "東京都 internal")
+        # 東京 and 京都 overlap: one span over 東京都; internal is split from への
+        assert [hit.message["content"][a:b] for a, b in hit.spans] == ["東京都", "internal"]
