@@ -102,30 +102,36 @@ class ChatFilter:
         if self.updated_before is not None:
             conditions.append("c.updated_at < %s")
             params.append(self.updated_before)
+        if self.after is not None:  # chats from the cursor's on, in tie order
+            moment, chat_id, _position = self.after
+            conditions.append(
+                f"(c.updated_at < %s OR (c.updated_at = %s AND {self.chat_id_sql} >= %s))"
+            )
+            params.extend([moment, moment, chat_id])
         return conditions, params
 
     def message_sql(self, alias: str = "m") -> tuple[str, list[Any]]:
         """``" AND ..."``: what message row ``alias`` must satisfy besides its chat
-        (its role, and being after the cursor); ``""`` without such a filter."""
+        (its role; in the cursor's chat, a position after its hit); ``""`` without such
+        a filter."""
         conditions: list[str] = []
         params: list[Any] = []
         if self.roles is not None:
             roles = sorted(self.roles)
             conditions.append(f"{alias}.role IN ({', '.join(['%s'] * len(roles))})")
             params.extend(roles)
-        if self.after is not None:
+        if self.after is not None:  # in the cursor's own chat, the messages after its hit
             moment, chat_id, position = self.after
             conditions.append(
-                f"({alias}.chat_id IN (SELECT c.id FROM {table(Chat)} c WHERE c.updated_at < %s "
-                f"OR (c.updated_at = %s AND {self.chat_id_sql} > %s)) "
-                f"OR ({alias}.chat_id IN (SELECT c.id FROM {table(Chat)} c "
-                f"WHERE c.chat_id = %s AND c.updated_at = %s) AND {alias}.position > %s))"
+                f"({alias}.position > %s OR {alias}.chat_id NOT IN (SELECT c.id "
+                f"FROM {table(Chat)} c WHERE c.chat_id = %s AND c.updated_at = %s))"
             )
-            params.extend([moment, moment, chat_id, chat_id, moment, position])
+            params.extend([position, chat_id, moment])
         return "".join(f" AND {condition}" for condition in conditions), params
 
     def token_sql(self, alias: str = "m") -> tuple[str, list[Any]]:
-        """``message_sql`` plus the ``updated_at`` window, for rows found by tokens alone."""
+        """``message_sql`` plus the chat conditions tokens cannot say (the ``updated_at``
+        window, the cursor's place), for rows found by tokens alone."""
         window, params = self._window()
         sql = ""
         if window:

@@ -129,20 +129,13 @@ class SearchPlanner:
         tied, lower = after.split_masks(histogram, depth)
         plan = after.pinned.plan(histogram, frozenset(tied | lower))
         rows: list[Candidate] = []
-        if tied and depth:
+        if tied and depth:  # read (or walked) from the cursor's chat on
             beyond = chats.after_key(after.key, self.matcher.alias, self.matcher.chat_id_order)
-            rows.extend(self.matcher.mask_candidates(cursor, beyond, terms, tied, depth))
+            tied_plan = replace(plan, page_masks=frozenset(tied))
+            rows.extend(self._page_rows(cursor, beyond, terms, tied_plan, histogram, depth))
         if lower and depth:
-            rows.extend(
-                self._page_rows(
-                    cursor,
-                    chats,
-                    terms,
-                    replace(plan, page_masks=frozenset(lower)),
-                    histogram,
-                    depth,
-                )
-            )
+            lower_plan = replace(plan, page_masks=frozenset(lower))
+            rows.extend(self._page_rows(cursor, chats, terms, lower_plan, histogram, depth))
         page = order_page(rows, plan)[request.offset : depth]
         return page, plan, after.pinned, sum(histogram.values())
 
