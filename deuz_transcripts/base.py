@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from .errors import InvalidRecord
@@ -60,7 +60,10 @@ def _aware_datetime(value: Any, name: str) -> datetime | None:
         raise InvalidRecord(name, f"must be an aware datetime, not {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidRecord(name, "must be timezone-aware")
-    return value
+    try:  # in UTC, as every backend compares it (SQLite: as UTC text)
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidRecord(name, "is out of range") from None
 
 
 def _roles(roles: Any) -> frozenset[str] | None:

@@ -36,6 +36,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MICROSECOND = timedelta(microseconds=1)
 _CURSOR_VERSION = 1
 _CHECKSUM_BYTES = 8
+#: No cursor this app writes is longer (a 255-character chat id escaped, 32 counts).
+MAX_CURSOR_LENGTH = 8_192
 #: Every integer a cursor carries is below this (SQL engines hold 64-bit integers).
 _MAX_COUNT = 2**62
 
@@ -208,6 +210,8 @@ def decode_cursor(cursor: Any, request: SearchRequest) -> PageAfter:
     is not a cursor this search handed out (garbage, a changed byte, another search's)."""
     if not isinstance(cursor, str):
         raise InvalidRecord("cursor", f"must be a string, not {type(cursor).__name__}")
+    if len(cursor) > MAX_CURSOR_LENGTH:
+        raise InvalidRecord("cursor", "is not a cursor of this index")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         body = raw[_CHECKSUM_BYTES:]
@@ -216,7 +220,7 @@ def decode_cursor(cursor: Any, request: SearchRequest) -> PageAfter:
         data = json.loads(body.decode("ascii"))
         if not isinstance(data, dict) or data.get("v") != _CURSOR_VERSION:
             raise ValueError("version")
-    except (ValueError, binascii.Error, UnicodeError):
+    except (ValueError, binascii.Error, UnicodeError, RecursionError):
         raise InvalidRecord("cursor", "is not a cursor of this index") from None
     if data.get("q") != fingerprint(request):
         raise InvalidRecord("cursor", "belongs to another search (scope, query or filters)")

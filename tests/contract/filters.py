@@ -7,7 +7,7 @@ Each narrows the messages a search may return, and N and every n_t with them, as
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -67,6 +67,14 @@ class FilterContract(ContractBase):
         assert keys(hits) == [("c1", 0), ("c1", 1)]
         assert [h.score for h in hits] == [1.0, 1.0]
 
+    def test_around_shows_neighbours_of_every_role(self, store, index):
+        store.write_chat(
+            chat("c1", user("question"), assistant("alpha"), _tool("output"), user("thanks")),
+            expected_revision=0,
+        )
+        [hit] = index.search(ADA, "alpha question", roles=["assistant"], around=1)
+        assert (hit.index, [m.index for m in hit.around]) == (1, [0, 2])
+
     def test_empty_roles_and_unknown_roles_find_nothing(self, store, index):
         store.write_chat(chat("c1", "alpha", system("alpha")), expected_revision=0)
         assert index.search(ADA, "alpha", roles=[]) == []
@@ -125,6 +133,19 @@ class FilterContract(ContractBase):
         self._three_chats(store)
         store.write_chat(chat("old", "alpha", "beta", updated_at=T2), expected_revision=1)
         assert [h.chat_id for h in index.search(ADA, "beta", updated_after=T1)] == ["new", "old"]
+
+    def test_window_bounds_at_the_ends_of_time(self, store, index):
+        self._three_chats(store)
+        earliest = datetime.min.replace(tzinfo=UTC)
+        latest = datetime.max.replace(tzinfo=UTC)
+        assert len(index.search(ADA, "alpha", updated_after=earliest, updated_before=latest)) == 3
+        for name, value in [
+            ("updated_after", datetime.min.replace(tzinfo=timezone(timedelta(hours=1)))),
+            ("updated_before", datetime.max.replace(tzinfo=timezone(timedelta(hours=-1)))),
+        ]:
+            with pytest.raises(InvalidRecord) as caught:
+                index.search(ADA, "alpha", **{name: value})
+            assert caught.value.field == name
 
     @pytest.mark.parametrize("name", ["updated_after", "updated_before"])
     @pytest.mark.parametrize(

@@ -135,6 +135,7 @@ class PagingContract(ContractBase):
             cursor[:-3],
             cursor + "AAAA",
             "\ud800",
+            "A" * 100_000,
             base64.urlsafe_b64encode(b"\x00" * 8 + b'{"v":1}').decode(),
             *tampered,
         ]:
