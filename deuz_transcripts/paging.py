@@ -18,7 +18,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -115,12 +115,12 @@ class PinnedRanking:
         )
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class HitKey:
-    """Where a hit sits in the tie order: its mask's raw score aside, the rest of the
-    sort key (newer chat, chat id, lower index)."""
+    """Where a hit sits in the order: which query terms it holds (its raw score under a
+    ranking), then the tie rules' keys (newer chat, chat id, lower index)."""
 
-    mask: int = field(compare=False)
+    mask: int
     updated_micros: int
     chat_id: str
     index: int
