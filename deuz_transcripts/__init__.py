@@ -11,6 +11,7 @@ from .errors import ChatDeleted, InvalidRecord, RevisionConflict, SearchTimeout,
 from .indexing import aindex_chat, index_chat
 from .memory import InMemoryTranscriptIndex
 from .memory_stores import InMemoryChatStore, InMemoryConditionalChatStore
+from .paging import SearchPage
 from .records import ChatRecord, MemorySourceRef, TranscriptHit, TranscriptMessage
 from .spans import snippet
 from .text import indexed_text
@@ -24,6 +25,7 @@ __all__ = [
     "InvalidRecord",
     "MemorySourceRef",
     "RevisionConflict",
+    "SearchPage",
     "SearchTimeout",
     "TranscriptCandidate",
     "TranscriptContextSource",

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from .errors import InvalidRecord
+from .paging import HitKey, PageAfter, PinnedRanking, SearchPage, decode_cursor, encode_cursor
 from .prepared import PreparedChat
 from .records import (
     MAX_MESSAGE_ID_LENGTH,
@@ -24,6 +26,7 @@ __all__ = [
     "BaseChatStore",
     "BaseConditionalChatStore",
     "BaseTranscriptIndex",
+    "CountedHits",
     "SearchRequest",
 ]
 
@@ -50,6 +53,32 @@ def _non_negative_int(value: Any, name: str) -> int:
     return value
 
 
+def _aware_datetime(value: Any, name: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidRecord(name, f"must be an aware datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidRecord(name, "must be timezone-aware")
+    try:  # in UTC, as every backend compares it (SQLite: as UTC text)
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidRecord(name, "is out of range") from None
+
+
+def _roles(roles: Any) -> frozenset[str] | None:
+    if roles is None:
+        return None
+    if isinstance(roles, str | bytes):
+        raise InvalidRecord("roles", "must be a list of roles, not a string")
+    try:
+        return frozenset(_check_identifier(role, "roles", allow_empty=True) for role in iter(roles))
+    except TypeError:
+        raise InvalidRecord(
+            "roles", f"must be a list of roles, not {type(roles).__name__}"
+        ) from None
+
+
 @dataclass(frozen=True)
 class SearchRequest:
     """A search's arguments, validated and reduced to terms."""
@@ -60,6 +89,11 @@ class SearchRequest:
     limit: int
     offset: int
     chat_ids: frozenset[str] | None
+    #: Only messages of these roles take part (hits, N and n_t); ``None``: every role.
+    roles: frozenset[str] | None = None
+    #: Only chats updated strictly after / before these take part (hits, N and n_t).
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
 
     @classmethod
     def build(
@@ -71,6 +105,9 @@ class SearchRequest:
         limit: Any = 20,
         offset: Any = 0,
         chat_ids: Iterable[str] | None = None,
+        roles: Iterable[str] | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
     ) -> SearchRequest:
         if query is not None and not isinstance(query, str):
             raise InvalidRecord("query", f"must be a string, not {type(query).__name__}")
@@ -88,11 +125,39 @@ class SearchRequest:
             limit=_non_negative_int(limit, "limit"),
             offset=_non_negative_int(offset, "offset"),
             chat_ids=chat_ids,
+            roles=_roles(roles),
+            updated_after=_aware_datetime(updated_after, "updated_after"),
+            updated_before=_aware_datetime(updated_before, "updated_before"),
         )
 
     @property
+    def matches_nothing(self) -> bool:
+        """No message can match: no term, or an empty chat id or role list."""
+        return not self.terms or self.chat_ids == frozenset() or self.roles == frozenset()
+
+    @property
     def empty(self) -> bool:
-        return not self.terms or self.limit == 0 or self.chat_ids == frozenset()
+        return self.matches_nothing or self.limit == 0
+
+    @property
+    def filters_messages(self) -> bool:
+        """Whether a filter beyond scope and chat ids narrows the messages."""
+        return (
+            self.roles is not None
+            or self.updated_after is not None
+            or self.updated_before is not None
+        )
+
+
+@dataclass(frozen=True)
+class CountedHits:
+    """What a backend's ``_search_page`` returns: the hits, each hit's ``HitKey``, the
+    exact match count and the ranking the hits were scored by (``None``: no match)."""
+
+    hits: list[TranscriptHit]
+    keys: list[HitKey]
+    total: int
+    pinned: PinnedRanking | None
 
 
 class BaseTranscriptIndex(_AsyncRunner, ABC):
@@ -120,16 +185,75 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
         limit: int = 20,
         offset: int = 0,
         chat_ids: Iterable[str] | None = None,
+        roles: Iterable[str] | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
     ) -> list[TranscriptHit]:
         """Hits best first; ``[]`` for a query with no term (arguments validated once, here)."""
         request = SearchRequest.build(
-            scope, query, around=around, limit=limit, offset=offset, chat_ids=chat_ids
+            scope,
+            query,
+            around=around,
+            limit=limit,
+            offset=offset,
+            chat_ids=chat_ids,
+            roles=roles,
+            updated_after=updated_after,
+            updated_before=updated_before,
         )
         return [] if request.empty else self._search(request)
+
+    def search_page(
+        self,
+        scope: Mapping[str, str],
+        query: str,
+        *,
+        around: int | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        cursor: str | None = None,
+        chat_ids: Iterable[str] | None = None,
+        roles: Iterable[str] | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+    ) -> SearchPage:
+        """``search()`` with the exact number of matching messages and a cursor.
+
+        Without ``cursor`` the page is the one ``search()`` returns for the same
+        arguments. ``cursor`` (a page's ``next_cursor``) continues after that page's last
+        hit, ranked as the search's first page was; ``offset`` then skips hits after it.
+        """
+        request = SearchRequest.build(
+            scope,
+            query,
+            around=around,
+            limit=limit,
+            offset=offset,
+            chat_ids=chat_ids,
+            roles=roles,
+            updated_after=updated_after,
+            updated_before=updated_before,
+        )
+        after = None if cursor is None else decode_cursor(cursor, request)
+        if request.matches_nothing:
+            return SearchPage([], 0, None)
+        # one hit more than the page tells whether a next page exists
+        counted = self._search_page(replace(request, limit=request.limit + 1), after)
+        hits = counted.hits[: request.limit]
+        next_cursor = None
+        if request.limit and len(counted.hits) > request.limit:
+            pinned, key = counted.pinned, counted.keys[request.limit - 1]
+            assert pinned is not None
+            next_cursor = encode_cursor(request, PageAfter(pinned, key))
+        return SearchPage(hits, counted.total, next_cursor)
 
     @abstractmethod
     def _search(self, request: SearchRequest) -> list[TranscriptHit]:
         """One backend's search of a validated, non-empty request."""
+
+    @abstractmethod
+    def _search_page(self, request: SearchRequest, after: PageAfter | None) -> CountedHits:
+        """One backend's counted page (``request.limit`` hits at most, after ``after``)."""
 
     def resolve_source(
         self, scope: Mapping[str, str], ref: MemorySourceRef
@@ -165,9 +289,49 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
         limit: int = 20,
         offset: int = 0,
         chat_ids: Iterable[str] | None = None,
+        roles: Iterable[str] | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
     ) -> list[TranscriptHit]:
         return await self._run(
-            self.search, scope, query, around=around, limit=limit, offset=offset, chat_ids=chat_ids
+            self.search,
+            scope,
+            query,
+            around=around,
+            limit=limit,
+            offset=offset,
+            chat_ids=chat_ids,
+            roles=roles,
+            updated_after=updated_after,
+            updated_before=updated_before,
+        )
+
+    async def asearch_page(
+        self,
+        scope: Mapping[str, str],
+        query: str,
+        *,
+        around: int | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        cursor: str | None = None,
+        chat_ids: Iterable[str] | None = None,
+        roles: Iterable[str] | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+    ) -> SearchPage:
+        return await self._run(
+            self.search_page,
+            scope,
+            query,
+            around=around,
+            limit=limit,
+            offset=offset,
+            cursor=cursor,
+            chat_ids=chat_ids,
+            roles=roles,
+            updated_after=updated_after,
+            updated_before=updated_before,
         )
 
     async def aresolve_source(

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from . import ranking
-from .base import BaseTranscriptIndex, SearchRequest, check_chat_id
+from .base import BaseTranscriptIndex, CountedHits, SearchRequest, check_chat_id
+from .paging import HitKey, PageAfter, PinnedRanking, to_micros
 from .prepared import PreparedChat, PreparedMessage
 from .records import (
     ChatRecord,
@@ -25,6 +26,9 @@ from .text import stored_term
 __all__ = ["InMemoryTranscriptIndex"]
 
 
+_Row = tuple[str, int]  # (chat id, message index)
+
+
 @dataclass
 class _Chat:
     chat_id: str
@@ -34,6 +38,13 @@ class _Chat:
     visible: list[int]  # indexes of non-system messages, in chat order
     by_id: dict[str, int]
     indexed_count: int
+    indexed_roles: Counter[str]  # indexed messages per role
+
+    def indexed(self, roles: frozenset[str] | None) -> int:
+        """Indexed messages of these roles (``None``: every role): this chat's share of N."""
+        if roles is None:
+            return self.indexed_count
+        return sum(self.indexed_roles[role] for role in roles)
 
 
 class InMemoryTranscriptIndex(BaseTranscriptIndex):
@@ -64,6 +75,7 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
             visible=[m.index for m in prepared if m.visible_position is not None],
             by_id={m.message_id: m.index for m in prepared},
             indexed_count=sum(1 for m in prepared if m.terms),
+            indexed_roles=Counter(m.role for m in prepared if m.terms),
         )
         with self._lock:
             self._drop(chat.chat_id)
@@ -113,24 +125,41 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
         )
         for holders in fields:
             candidates = set(holders) if candidates is None else candidates & holders
+        after, before = request.updated_after, request.updated_before
+        if after is not None or before is not None:
+            candidates = {
+                chat_id
+                for chat_id in (self._chats if candidates is None else candidates)
+                if (after is None or self._chats[chat_id].updated_at > after)
+                and (before is None or self._chats[chat_id].updated_at < before)
+            }
         return candidates
+
+    def _matches(self, request: SearchRequest) -> tuple[dict[str, _Chat], dict[_Row, int], int]:
+        """The chats the search may return, ``{(chat id, index): mask}`` of every match
+        and N (the caller holds the lock)."""
+        candidates = self._candidates(request)
+        chats = self._chats if candidates is None else {c: self._chats[c] for c in candidates}
+        roles = request.roles
+        masks: dict[_Row, int] = {}
+        for bit, term in enumerate(request.terms):
+            postings = self._postings.get(stored_term(term), {})
+            if candidates is not None and len(candidates) < len(postings):
+                pairs = ((c, postings[c]) for c in candidates if c in postings)
+            else:
+                pairs = ((c, p) for c, p in postings.items() if c in chats)
+            for chat_id, indexes in pairs:
+                for index in indexes:
+                    if roles is not None and chats[chat_id].messages[index].role not in roles:
+                        continue
+                    key = (chat_id, index)
+                    masks[key] = masks.get(key, 0) | 1 << bit
+        total = sum(chat.indexed(roles) for chat in chats.values())
+        return chats, masks, total
 
     def _search(self, request: SearchRequest) -> list[TranscriptHit]:
         with self._lock:
-            candidates = self._candidates(request)
-            chats = self._chats if candidates is None else {c: self._chats[c] for c in candidates}
-            masks: dict[tuple[str, int], int] = {}
-            for bit, term in enumerate(request.terms):
-                postings = self._postings.get(stored_term(term), {})
-                if candidates is not None and len(candidates) < len(postings):
-                    pairs = ((c, postings[c]) for c in candidates if c in postings)
-                else:
-                    pairs = ((c, p) for c, p in postings.items() if c in chats)
-                for chat_id, indexes in pairs:
-                    for index in indexes:
-                        key = (chat_id, index)
-                        masks[key] = masks.get(key, 0) | 1 << bit
-            total = sum(chat.indexed_count for chat in chats.values())
+            chats, masks, total = self._matches(request)
             plan = ranking.plan_page(
                 Counter(masks.values()), len(request.terms), total, request.offset, request.limit
             )
@@ -149,6 +178,38 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
                 for _key, chat_id, index, mask in ranked
             ]
         return with_spans(hits, request.terms)
+
+    def _search_page(self, request: SearchRequest, after: PageAfter | None) -> CountedHits:
+        with self._lock:
+            chats, masks, total = self._matches(request)
+            pinned = (
+                PinnedRanking.of(Counter(masks.values()), len(request.terms), total)
+                if after is None
+                else after.pinned
+            )
+            if pinned is None:
+                return CountedHits([], [], 0, None)
+            keys = (
+                (HitKey(mask, to_micros(chats[c].updated_at), c, i), c, i, mask)
+                for (c, i), mask in masks.items()
+            )
+            if after is not None:
+                keys = (row for row in keys if after.admits(row[0]))
+            depth = request.offset + request.limit
+            ranked = heapq.nsmallest(depth, keys, key=lambda row: row[0].sort_key(pinned))
+            page = ranked[request.offset :]
+            return CountedHits(
+                hits=with_spans(
+                    [
+                        self._hit(chats[chat_id], index, pinned.score(mask), request.around)
+                        for _key, chat_id, index, mask in page
+                    ],
+                    request.terms,
+                ),
+                keys=[row[0] for row in page],
+                total=len(masks),
+                pinned=pinned,
+            )
 
     def _hit(self, chat: _Chat, index: int, score: float, around: int | None) -> TranscriptHit:
         message = chat.messages[index]

@@ -14,7 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["RankPlan", "idf", "mask_raw", "masks_from_subset_counts", "plan_page", "sort_key"]
+__all__ = [
+    "RankPlan",
+    "idf",
+    "mask_raw",
+    "masks_from_subset_counts",
+    "plan_page",
+    "sort_key",
+    "term_counts",
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MICROSECOND = timedelta(microseconds=1)
@@ -59,12 +67,7 @@ def plan_page(
     histogram = {mask: count for mask, count in histogram.items() if mask and count}
     if not histogram or limit <= 0:
         return None
-    matching = [0] * term_count
-    for mask, count in histogram.items():
-        for position in range(term_count):
-            if mask >> position & 1:
-                matching[position] += count
-    total = max(total, *matching)
+    total, matching = term_counts(histogram, term_count, total)
     idfs = [idf(total, n) for n in matching]
     raws = {mask: mask_raw(mask, idfs) for mask in histogram}
     ordered = sorted(histogram, key=lambda mask: -raws[mask])
@@ -82,6 +85,17 @@ def plan_page(
         floor = raws[ordered[-1]]
     page_masks = frozenset(mask for mask in ordered if raws[mask] >= floor)
     return RankPlan(raws=raws, best=raws[ordered[0]], page_masks=page_masks)
+
+
+def term_counts(histogram: Mapping[int, int], term_count: int, total: int) -> tuple[int, list[int]]:
+    """``(N, [n_t, ...])`` from ``{mask: rows}``: N is never below any n_t (a row deleted
+    between two counts must not make an idf negative)."""
+    matching = [0] * term_count
+    for mask, count in histogram.items():
+        for position in range(term_count):
+            if mask >> position & 1:
+                matching[position] += count
+    return max(total, *matching), matching
 
 
 def masks_from_subset_counts(together: Mapping[int, int], term_count: int) -> dict[int, int]:

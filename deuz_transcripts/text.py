@@ -271,6 +271,10 @@ def text_terms(text: str) -> list[str]:
     if text.isascii():
         # findall builds the list in C: a third of the cost of a generator over finditer
         return list(dict.fromkeys(_TERM_RE.findall(cut_utf8(text.lower()))))
+    if len(text) > 2 * MAX_INDEXED_BYTES:
+        # almost surely cut: fold only up to the cut (a fold never shrinks text this much
+        # but by dropping marks, and then folding the prefix is the cheaper path anyway)
+        return list(dict.fromkeys(_findall(fold_capped(text))))
     if len(_WORD_TERMS) >= _WORD_CACHE_SIZE:
         _WORD_TERMS.clear()
         _WORD_BYTES.clear()

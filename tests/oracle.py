@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from deuz_transcripts import ChatRecord
 from deuz_transcripts.records import fill_message_ids
@@ -34,19 +35,29 @@ def search(
     limit: int = 20,
     offset: int = 0,
     chat_ids: Iterable[str] | None = None,
+    roles: Iterable[str] | None = None,
+    updated_after: datetime | None = None,
+    updated_before: datetime | None = None,
     substring: bool = False,
 ) -> list[OracleHit]:
+    """SPEC sections 2-4 and the filters of section 8: every other message is left out
+    before N and n_t are counted."""
     terms = query_terms(query)
     wanted = None if chat_ids is None else set(chat_ids)
+    kept_roles = None if roles is None else set(roles)
     chats = [
         r
         for r in records
         if all(r.scope.get(k) == v for k, v in scope.items())
         and (wanted is None or r.chat_id in wanted)
+        and (updated_after is None or r.updated_at > updated_after)
+        and (updated_before is None or r.updated_at < updated_before)
     ]
     rows = []  # (record, index, message terms)
     for record in chats:
         for index, message in enumerate(record.messages):
+            if kept_roles is not None and message["role"] not in kept_roles:
+                continue
             found = message_terms(message)
             if found:
                 rows.append((record, index, found))

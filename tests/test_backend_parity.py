@@ -127,6 +127,13 @@ def corpora(draw: st.DrawFn) -> list[ChatRecord]:
     return records
 
 
+# SPEC section 8's filters: often absent, sometimes leaving nothing.
+FILTERS = {
+    "roles": st.sampled_from([None, None, ["user"], ["assistant", "tool"], [], ["system"]]),
+    "updated_after": st.sampled_from([None, None, BASE, BASE + timedelta(seconds=30)]),
+    "updated_before": st.sampled_from([None, None, BASE + timedelta(minutes=1)]),
+}
+
 SEARCHES = st.fixed_dictionaries(
     {
         "scope": st.sampled_from([{}, {"userId": "ada"}, {"userId": "ada", "agentId": "x"}]),
@@ -134,6 +141,7 @@ SEARCHES = st.fixed_dictionaries(
         "around": st.sampled_from([None, 0, 1, 2]),
         "limit": st.sampled_from([1, 3, 20]),
         "offset": st.sampled_from([0, 0, 1, 4]),
+        **FILTERS,
     }
 )
 
@@ -171,12 +179,29 @@ def check_corpus(records: list[ChatRecord], searches: list[dict], *, substring: 
                 sql.index(record)
             for search in searches:
                 expected = oracle.search(unique, **search, substring=substring)
-                assert_same(sql.search(**search), expected)
-                if not substring:
-                    assert_same(memory.search(**search), expected)
+                everything = oracle.search(
+                    unique, **{**search, "offset": 0, "limit": 10**6}, substring=substring
+                )
+                for index in (sql,) if substring else (sql, memory):
+                    assert_same(index.search(**search), expected)
+                    check_pages(index, search, expected, everything)
             raise Rollback
     except Rollback:
         pass
+
+
+def check_pages(index, search: dict, expected: list, everything: list) -> None:
+    """``search_page``: the first page is ``search()``'s with the oracle's exact count,
+    and its cursors walk every hit once, in order (``offset`` applied once, first)."""
+    page = index.search_page(**search)
+    assert_same(page.hits, expected)
+    assert page.total == len(everything)
+    walked, cursor = list(page.hits), page.next_cursor
+    while cursor is not None:
+        page = index.search_page(**{**search, "offset": 0}, cursor=cursor)
+        walked.extend(page.hits)
+        cursor = page.next_cursor
+    assert_same(walked, everything[search["offset"] :])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -236,6 +261,7 @@ DENSE_SEARCHES = st.fixed_dictionaries(
         "around": st.sampled_from([None, 1]),
         "limit": st.integers(1, 5),
         "offset": st.integers(0, 3),
+        **FILTERS,
     }
 )
 

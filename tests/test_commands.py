@@ -190,6 +190,42 @@ def test_search_json_is_one_document() -> None:
     assert hit["score"] == 1.0
 
 
+def test_search_filters_count_and_cursor() -> None:
+    store = DjangoConditionalChatStore()
+    for number in range(3):
+        store.write_chat(
+            record(f"c{number}", f"izmir trip {number}", n=number), expected_revision=0
+        )
+    out, _ = run("search_transcripts", "--scope", "userId=ada", "izmir", "--limit", "2")
+    lines = out.splitlines()
+    assert lines[0].startswith("2 hit(s) (") and "of 3 matching message(s)" in lines[0]
+    assert lines[-1].startswith("Next page: --cursor ")
+    cursor = lines[-1].split()[-1]
+    out, _ = run(
+        "search_transcripts", "--scope", "userId=ada", "izmir", "--limit", "2", "--cursor", cursor
+    )
+    assert out.splitlines()[0].startswith("1 hit(s) (") and "Next page" not in out
+    out, _ = run(
+        "search_transcripts", "--scope", "userId=ada", "izmir", "--json", "--role", "assistant"
+    )
+    document = json.loads(out)
+    assert (document["total"], document["nextCursor"], document["hits"]) == (0, None, [])
+    out, _ = run(
+        "search_transcripts",
+        "--scope",
+        "userId=ada",
+        "izmir",
+        "--json",
+        "--role",
+        "user",
+        "--updated-after",
+        "2000-01-01T00:00:00Z",
+        "--updated-before",
+        "2999-01-01T00:00:00+02:00",
+    )
+    assert json.loads(out)["total"] == 3
+
+
 def _hostile_chat() -> None:
     DjangoConditionalChatStore().write_chat(
         ChatRecord(
@@ -245,6 +281,10 @@ def test_search_without_hits() -> None:
         (["izmir", "--scope", "userId=ada", "--around", "-1"], "--around"),
         (["izmir", "--scope", "userId=ada", "--around", "x"], "invalid int"),
         (["iz\x00mir", "--scope", "userId=ada"], "NUL"),
+        (["izmir", "--scope", "userId=ada", "--updated-after", "2025-01-01"], "timezone"),
+        (["izmir", "--scope", "userId=ada", "--updated-before", "yesterday"], "ISO 8601"),
+        (["izmir", "--scope", "userId=ada", "--cursor", "bogus"], "cursor"),
+        (["izmir", "--scope", "userId=ada", "--role", "\ud800"], "roles"),
         ([], "arguments are required: query"),
     ],
 )

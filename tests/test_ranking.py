@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from deuz_transcripts.paging import HitKey, PageAfter, PinnedRanking
 from deuz_transcripts.ranking import (
     RankPlan,
     idf,
@@ -220,3 +221,53 @@ def test_subset_counts_give_back_the_exact_mask_histogram(term_count, rows):
         for subset in range(1, 1 << term_count)
     }
     assert masks_from_subset_counts(together, term_count) == expected
+
+
+# ---------------------------------------------------------------------- pinned rankings
+
+
+@given(
+    st.dictionaries(st.integers(1, 7), st.integers(1, 5), min_size=1),
+    st.integers(0, 40),
+)
+def test_pinned_ranking_scores_as_the_plan_does(histogram, total):
+    plan = plan_page(histogram, 3, total, 0, 10**6)
+    pinned = PinnedRanking.of(histogram, 3, total)
+    assert plan is not None and pinned is not None
+    assert {mask: pinned.score(mask) for mask in histogram} == {
+        mask: plan.score(mask) for mask in histogram
+    }  # bit for bit: the first page of search_page is search()'s
+
+
+def _after(mask: int, pinned: PinnedRanking) -> PageAfter:
+    return PageAfter(pinned, HitKey(mask, 0, "c", 0))
+
+
+def test_split_masks_ties_and_the_lower_masks_a_page_reaches():
+    # terms a, b, c with n = 1, 2, 4 of N = 10: raw(a) > raw(b) > raw(c)
+    pinned = PinnedRanking(10, (1, 2, 4), 0b001)
+    histogram = {0b001: 1, 0b010: 2, 0b100: 4, 0b110: 1}
+    raws = sorted(histogram, key=lambda mask: -pinned.raw(mask))
+    assert raws == [0b110, 0b001, 0b010, 0b100]
+    assert _after(0b001, pinned).split_masks(histogram, 1) == ({0b001}, {0b010})
+    assert _after(0b001, pinned).split_masks(histogram, 3) == ({0b001}, {0b010, 0b100})
+    assert _after(0b110, pinned).split_masks(histogram, 1) == ({0b110}, {0b001})
+    assert _after(0b100, pinned).split_masks(histogram, 5) == ({0b100}, set())
+
+
+def test_split_masks_keeps_every_lower_mask_tied_at_the_floor():
+    pinned = PinnedRanking(10, (3, 3, 1), 0b100)  # a and b weigh the same
+    histogram = {0b100: 1, 0b001: 5, 0b010: 5}
+    assert _after(0b100, pinned).split_masks(histogram, 1) == ({0b100}, {0b001, 0b010})
+
+
+def test_admits_follows_the_tie_order_under_the_pinned_ranking():
+    pinned = PinnedRanking(10, (1, 4), 0b01)
+    after = PageAfter(pinned, HitKey(0b01, 100, "m", 2))
+    assert after.admits(HitKey(0b10, 999, "a", 0))  # a lower mask, whatever its chat
+    assert not after.admits(HitKey(0b11, 0, "z", 9))  # a better mask
+    assert after.admits(HitKey(0b01, 99, "a", 0))  # older chat
+    assert not after.admits(HitKey(0b01, 101, "z", 0))  # newer chat
+    assert after.admits(HitKey(0b01, 100, "n", 0))  # same time, later chat id
+    assert after.admits(HitKey(0b01, 100, "m", 3))  # same chat, later message
+    assert not after.admits(HitKey(0b01, 100, "m", 2))  # the cursor's own hit

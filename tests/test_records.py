@@ -277,7 +277,15 @@ def test_search_request_reduces_the_query_to_terms():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"query": ""}, {"query": None}, {"query": "!!"}, {"limit": 0}, {"chat_ids": []}],
+    [
+        {"query": ""},
+        {"query": None},
+        {"query": "!!"},
+        {"limit": 0},
+        {"chat_ids": []},
+        {"roles": []},
+        {"roles": ()},
+    ],
 )
 def test_search_request_empty(kwargs):
     fields = {"scope": {}, "query": "word"} | kwargs
@@ -300,6 +308,16 @@ def test_search_request_empty(kwargs):
         ("chat_ids", {"chat_ids": [""]}),
         ("chat_ids", {"chat_ids": [5]}),
         ("scope", {"scope": None}),
+        ("roles", {"roles": "user"}),
+        ("roles", {"roles": b"user"}),
+        ("roles", {"roles": 3}),
+        ("roles", {"roles": ["user", None]}),
+        ("roles", {"roles": {"user": 1, 2: 3}}),
+        ("updated_after", {"updated_after": datetime(2024, 1, 1)}),
+        ("updated_after", {"updated_after": "2024-01-01T00:00:00+00:00"}),
+        ("updated_after", {"updated_after": 1_700_000_000_000}),
+        ("updated_before", {"updated_before": datetime(2024, 1, 1).date()}),
+        ("updated_before", {"updated_before": datetime(2024, 1, 1)}),
     ],
 )
 def test_search_request_rejects_bad_arguments(field, kwargs):
@@ -307,6 +325,16 @@ def test_search_request_rejects_bad_arguments(field, kwargs):
     with pytest.raises(InvalidRecord) as excinfo:
         SearchRequest.build(fields.pop("scope"), fields.pop("query"), **fields)
     assert excinfo.value.field == field
+
+
+def test_search_request_keeps_filters_as_given():
+    after = datetime(2024, 1, 1, tzinfo=timezone(timedelta(hours=2)))
+    request = SearchRequest.build(
+        {}, "w", roles=(r for r in ["user", "tool", "user"]), updated_after=after
+    )
+    assert request.roles == frozenset({"user", "tool"})
+    assert (request.updated_after, request.updated_before) == (after, None)
+    assert request.filters_messages and not request.empty
 
 
 def test_search_request_chat_ids_become_a_frozenset():

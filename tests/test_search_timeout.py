@@ -42,14 +42,16 @@ def store() -> DjangoConditionalChatStore:
 
 @pytest.fixture
 def slow_planner(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every search first runs ``slow_sql()`` on the search's own cursor."""
-    original = planner.SearchPlanner.page
+    """Every search (``search`` and ``search_page``) first runs ``slow_sql()`` on the
+    search's own cursor."""
+    for name in ("page", "counted_page"):
+        original = getattr(planner.SearchPlanner, name)
 
-    def slow_page(self: Any, cursor: Any, request: Any) -> Any:
-        cursor.execute(slow_sql())
-        return original(self, cursor, request)
+        def slow(self: Any, cursor: Any, *args: Any, _original: Any = original) -> Any:
+            cursor.execute(slow_sql())
+            return _original(self, cursor, *args)
 
-    monkeypatch.setattr(planner.SearchPlanner, "page", slow_page)
+        monkeypatch.setattr(planner.SearchPlanner, name, slow)
 
 
 def session_timeout() -> str | None:
@@ -70,6 +72,14 @@ def test_a_slow_search_is_stopped_with_search_timeout(store, slow_planner):
     assert isinstance(caught.value, TranscriptError) and caught.value.timeout_ms == 100
     assert "100 ms" in str(caught.value)
     assert session_timeout() == before  # nothing left set on the connection
+
+
+@override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": 100})
+def test_a_slow_counted_page_is_stopped_with_search_timeout(store, slow_planner):
+    before = session_timeout()
+    with pytest.raises(SearchTimeout):
+        store.transcript.search_page(ADA, "quokka")
+    assert session_timeout() == before
 
 
 @override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": 100})

@@ -253,10 +253,11 @@ class SearchMatcher(ABC):
         """Rows of the scope holding every term, counted up to ``cap`` (stops there)."""
         pks, pks_params = chats.chat_pks_sql()
         condition, params = self.mask_condition("m", terms, (1 << len(terms)) - 1)
+        more, more_params = chats.message_sql()
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM {table(Message)} m WHERE m.chat_id IN ({pks}) "
-            f"AND m.has_terms AND {condition} LIMIT %s) AS probe",
-            [*pks_params, *params, cap],
+            f"AND m.has_terms AND {condition}{more} LIMIT %s) AS probe",
+            [*pks_params, *params, *more_params, cap],
         )
         return fetch_int(cursor)
 
@@ -267,12 +268,13 @@ class SearchMatcher(ABC):
         and stopping there: the cost follows how common the mask is, not N."""
         admitted, admitted_params = chats.chat_condition()
         condition, params = self.mask_condition("m", terms, mask)
+        more, more_params = chats.message_sql()
         cursor.execute(
             "SELECT m.id, m.chat_id, c.chat_id, c.updated_at, m.position, m.visible_position "
             f"FROM {table(Chat)} c {self.walk_join} {table(Message)} m ON m.chat_id = c.id "
-            f"WHERE {admitted} AND m.has_terms AND {condition} "
+            f"WHERE {admitted} AND m.has_terms AND {condition}{more} "
             f"ORDER BY {self.tie_order('m.position')} LIMIT %s",
-            [*admitted_params, *params, depth],
+            [*admitted_params, *params, *more_params, depth],
         )
         return [Candidate(row[0], mask, *row[1:]) for row in cursor.fetchall()]
 

@@ -1,25 +1,46 @@
-"""``ChatFilter``: the one place SQL filters chats by scope (and by chat id).
+"""``ChatFilter``: the one place SQL filters chats by scope (and by chat id), and
+messages by the search's other filters (roles, the ``updated_at`` window).
 
 Searches, ``N``, the walks and ``list_chats`` all take their chats from here, so the
 scope rule (every field set in the filter is equal in the chat's scope) is written
 once for SQL, as ``records.scope_matches`` writes it once for Python.
+
+Paths that find rows by scope and chat tokens alone (PostgreSQL's lexemes, FTS5's
+MATCH) add ``token_sql()``; paths that read rows of ``chat_pks_sql()`` add
+``message_sql()``. Both are empty unless a role, window or cursor filter is set.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
-from django.db import models
+from django.conf import settings
+from django.db import connections, models
 
-from ..models import Chat, ChatScope
+from ..models import Chat, ChatScope, Message
+from ..paging import HitKey, from_micros
+
+if TYPE_CHECKING:
+    from ..base import SearchRequest
 
 __all__ = ["ChatFilter", "table"]
 
 
 def table(model: type[models.Model]) -> str:
     return model._meta.db_table
+
+
+def db_datetime(value: datetime | None, alias: str) -> Any:
+    """An aware datetime as database ``alias`` compares it with ``Chat.updated_at``
+    (SQLite: Django's sortable text in UTC)."""
+    if value is None:
+        return None
+    if not settings.USE_TZ:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return connections[alias].ops.adapt_datetimefield_value(value)
 
 
 @dataclass(frozen=True)
@@ -32,11 +53,93 @@ class ChatFilter:
     searchable_only: bool = True
     #: N, the indexed messages these chats hold, once counted (backends pick plans by it).
     size: int | None = None
+    #: Only messages of these roles (``None``: every role).
+    roles: frozenset[str] | None = None
+    #: Only chats whose ``updated_at`` is strictly after / before these (database values).
+    updated_after: Any = None
+    updated_before: Any = None
+    #: Only rows after this ``(updated_at, chat_id, position)`` in tie order (a cursor's
+    #: last hit, database values), with chat ids compared by ``chat_id_sql``.
+    after: tuple[Any, str, int] | None = None
+    chat_id_sql: str = "c.chat_id"
+
+    @classmethod
+    def of(cls, request: SearchRequest, alias: str) -> ChatFilter:
+        """The filter of a search's scope, chat ids, roles and window."""
+        return cls(
+            request.scope,
+            request.chat_ids,
+            roles=request.roles,
+            updated_after=db_datetime(request.updated_after, alias),
+            updated_before=db_datetime(request.updated_before, alias),
+        )
+
+    def after_key(self, key: HitKey, alias: str, chat_id_sql: str) -> ChatFilter:
+        """This filter, keeping only rows after ``key`` in tie order."""
+        moment = db_datetime(from_micros(key.updated_micros), alias)
+        return replace(self, after=(moment, key.chat_id, key.index), chat_id_sql=chat_id_sql)
 
     @property
     def narrowed(self) -> bool:
-        """Whether a scope field or a chat id list narrows the chats."""
-        return bool(self.scope) or self.chat_ids is not None
+        """Whether a scope field, a chat id list or another filter narrows the chats."""
+        return bool(self.scope) or self.chat_ids is not None or not self.tokens_suffice
+
+    @property
+    def tokens_suffice(self) -> bool:
+        """Whether scope and chat tokens alone say which rows are admitted."""
+        return (
+            self.roles is None
+            and self.updated_after is None
+            and self.updated_before is None
+            and self.after is None
+        )
+
+    def _window(self) -> tuple[list[str], list[Any]]:
+        conditions, params = [], []
+        if self.updated_after is not None:
+            conditions.append("c.updated_at > %s")
+            params.append(self.updated_after)
+        if self.updated_before is not None:
+            conditions.append("c.updated_at < %s")
+            params.append(self.updated_before)
+        if self.after is not None:  # chats from the cursor's on, in tie order
+            moment, chat_id, _position = self.after
+            conditions.append(
+                f"(c.updated_at < %s OR (c.updated_at = %s AND {self.chat_id_sql} >= %s))"
+            )
+            params.extend([moment, moment, chat_id])
+        return conditions, params
+
+    def message_sql(self, alias: str = "m") -> tuple[str, list[Any]]:
+        """``" AND ..."``: what message row ``alias`` must satisfy besides its chat
+        (its role; in the cursor's chat, a position after its hit); ``""`` without such
+        a filter."""
+        conditions: list[str] = []
+        params: list[Any] = []
+        if self.roles is not None:
+            roles = sorted(self.roles)
+            conditions.append(f"{alias}.role IN ({', '.join(['%s'] * len(roles))})")
+            params.extend(roles)
+        if self.after is not None:  # in the cursor's own chat, the messages after its hit
+            moment, chat_id, position = self.after
+            conditions.append(
+                f"({alias}.position > %s OR {alias}.chat_id NOT IN (SELECT c.id "
+                f"FROM {table(Chat)} c WHERE c.chat_id = %s AND c.updated_at = %s))"
+            )
+            params.extend([position, chat_id, moment])
+        return "".join(f" AND {condition}" for condition in conditions), params
+
+    def token_sql(self, alias: str = "m") -> tuple[str, list[Any]]:
+        """``message_sql`` plus the chat conditions tokens cannot say (the ``updated_at``
+        window, the cursor's place), for rows found by tokens alone."""
+        window, params = self._window()
+        sql = ""
+        if window:
+            sql = f" AND {alias}.chat_id IN (SELECT c.id FROM {table(Chat)} c WHERE " + (
+                " AND ".join(window) + ")"
+            )
+        more, more_params = self.message_sql(alias)
+        return sql + more, [*params, *more_params]
 
     def chat_pks_sql(self) -> tuple[str, list[Any]]:
         """``SELECT chat pk ...`` of the chats this filter admits.
@@ -77,6 +180,9 @@ class ChatFilter:
         """What chat row ``c`` itself must satisfy: searchable, and one of ``chat_ids``."""
         conditions = ["c.is_indexed"] if self.searchable_only else []
         params: list[Any] = []
+        window, window_params = self._window()
+        conditions.extend(window)
+        params.extend(window_params)
         if self.chat_ids is not None:
             ids = sorted(self.chat_ids)
             conditions.append(f"c.chat_id IN ({', '.join(['%s'] * len(ids))})")
@@ -95,7 +201,16 @@ class ChatFilter:
         return self._chat_check()
 
     def total_sql(self) -> tuple[str, list[Any]]:
-        """N: the number of indexed messages the search may return (one probe per chat)."""
+        """N: the number of indexed messages the search may return (one probe per chat;
+        with roles, the chats' indexed messages of those roles are counted)."""
+        if self.roles is not None:
+            pks, pks_params = self.chat_pks_sql()
+            roles, roles_params = self.message_sql()
+            return (
+                f"SELECT count(*) FROM {table(Message)} m "
+                f"WHERE m.chat_id IN ({pks}) AND m.has_terms{roles}",
+                [*pks_params, *roles_params],
+            )
         check, check_params = self._chat_check()
         if not self.scope:
             return (

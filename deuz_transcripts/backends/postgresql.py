@@ -230,14 +230,16 @@ class PostgresMatcher(SearchMatcher):
             f"m.visible_position FROM {table(Message)} m WHERE "
         )
         if self.uses_lexemes(chats):  # one GIN search of scope, chats and terms together
+            more, more_params = chats.token_sql()
             return (
-                f"{select}m.{VECTOR_COLUMN} @@ %s::tsquery",
-                [*literals, filtered_tsquery(chats, query)],
+                f"{select}m.{VECTOR_COLUMN} @@ %s::tsquery{more}",
+                [*literals, filtered_tsquery(chats, query), *more_params],
             )
         pks_sql, pks_params = chats.chat_pks_sql()
+        more, more_params = chats.message_sql()
         return (
-            f"{select}m.chat_id IN ({pks_sql}) AND m.{VECTOR_COLUMN} @@ %s::tsquery",
-            [*literals, *pks_params, query],
+            f"{select}m.chat_id IN ({pks_sql}) AND m.{VECTOR_COLUMN} @@ %s::tsquery{more}",
+            [*literals, *pks_params, query, *more_params],
         )
 
     def mask_histogram(
@@ -248,13 +250,19 @@ class PostgresMatcher(SearchMatcher):
         if len(terms) > self.policy.subset_count_max_terms or not self.uses_lexemes(chats):
             return super().mask_histogram(cursor, chats, terms)
         subsets = range(1, 1 << len(terms))
+        more, more_params = chats.token_sql()  # role and window filters read the rows
         cursor.execute(
             "SELECT "
             + ", ".join(
-                f"(SELECT count(*) FROM {table(Message)} m WHERE m.{VECTOR_COLUMN} @@ %s::tsquery)"
+                f"(SELECT count(*) FROM {table(Message)} m "
+                f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more})"
                 for _ in subsets
             ),
-            [filtered_tsquery(chats, _every(terms, subset)) for subset in subsets],
+            [
+                param
+                for subset in subsets
+                for param in [filtered_tsquery(chats, _every(terms, subset)), *more_params]
+            ],
         )
         row = cursor.fetchone() or ()
         together = {subset: int(count) for subset, count in zip(subsets, row, strict=True)}
@@ -268,10 +276,11 @@ class PostgresMatcher(SearchMatcher):
         if not self.uses_lexemes(chats):
             return super().count_with_all_terms(cursor, chats, terms, cap)
         query = filtered_tsquery(chats, mask_tsquery(terms, (1 << len(terms)) - 1))
+        more, more_params = chats.token_sql()
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM {table(Message)} m "
-            f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery LIMIT %s) AS probe",
-            [query, cap],
+            f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more} LIMIT %s) AS probe",
+            [query, *more_params, cap],
         )
         return fetch_int(cursor)
 

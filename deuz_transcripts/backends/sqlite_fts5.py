@@ -79,12 +79,13 @@ def word_condition(alias: str, term: str) -> tuple[str, list[Any]]:
 def scan_matches_sql(chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
     """Matches found by reading the scope's own rows, not FTS5."""
     pks_sql, pks_params = chats.chat_pks_sql()
+    more, more_params = chats.message_sql()
     parts = [word_condition("m", term) for term in terms]
     return (
         f"SELECT * FROM (SELECT m.id, {mask_sql([sql for sql, _ in parts])} AS mask, "
         f"m.chat_id AS chat_pk, m.position, m.visible_position FROM {table(Message)} m "
-        f"WHERE m.chat_id IN ({pks_sql}) AND m.has_terms) WHERE mask > 0",
-        [*(param for _, params in parts for param in params), *pks_params],
+        f"WHERE m.chat_id IN ({pks_sql}) AND m.has_terms{more}) WHERE mask > 0",
+        [*(param for _, params in parts for param in params), *pks_params, *more_params],
     )
 
 
@@ -161,20 +162,24 @@ class Fts5Matcher(SearchMatcher):
                 for mask in ordered
             )
             params = [mask_expression(chats, terms, mask) for mask in ordered]
-            where = ""
+            where = "TRUE"
         else:
             found, params = self._fts_masks(chats, terms, match_expression(chats, terms))
-            where = f" WHERE f.mask IN ({', '.join(str(int(mask)) for mask in sorted(masks))})"
+            where = f"f.mask IN ({', '.join(str(int(mask)) for mask in sorted(masks))})"
+        more, more_params = chats.token_sql()
         return (
             "SELECT m.id, f.mask, m.chat_id AS chat_pk, m.position, m.visible_position "
-            f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id{where}",
-            params,
+            f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id WHERE {where}{more}",
+            [*params, *more_params],
         )
 
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> dict[int, int]:
-        """Counted in FTS5 alone: no message row is read (that lookup is what costs)."""
+        """Counted in FTS5 alone: no message row is read (that lookup is what costs).
+        Role and window filters need the rows: they are counted from the matches."""
+        if not chats.tokens_suffice:
+            return super().mask_histogram(cursor, chats, terms)
         if len(terms) <= self.policy.subset_count_max_terms:
             subsets = range(1, 1 << len(terms))
             cursor.execute(
@@ -199,7 +204,10 @@ class Fts5Matcher(SearchMatcher):
     def count_with_all_terms(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
     ) -> int:
-        """FTS5 alone (scope tokens AND every term): no message row is read."""
+        """FTS5 alone (scope tokens AND every term): no message row is read (role and
+        window filters: the rows of the chats are read)."""
+        if not chats.tokens_suffice:
+            return super().count_with_all_terms(cursor, chats, terms, cap)
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT %s)",
             [match_expression(chats, terms, every=True), cap],
@@ -209,10 +217,11 @@ class Fts5Matcher(SearchMatcher):
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once."""
         found, params = self._fts_masks(chats, terms, match_expression(chats, terms))
+        more, more_params = chats.token_sql()
         return (
             "SELECT m.id, f.mask, m.chat_id AS chat_pk, m.position, m.visible_position "
-            f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id",
-            params,
+            f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id WHERE TRUE{more}",
+            [*params, *more_params],
         )
 
 

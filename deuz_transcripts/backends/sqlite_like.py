@@ -29,12 +29,13 @@ class LikeMatcher(SearchMatcher):
 
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         pks_sql, pks_params = chats.chat_pks_sql()
+        more, more_params = chats.message_sql()
         conditions = ["instr(m.search_text, %s) > 0" for _ in terms]
         return (
             f"SELECT * FROM (SELECT m.id, {mask_sql(conditions)} AS mask, m.chat_id AS chat_pk, "
             f"m.position, m.visible_position FROM {table(Message)} m "
-            f"WHERE m.chat_id IN ({pks_sql}) AND m.has_terms) WHERE mask > 0",
-            [*terms, *pks_params],
+            f"WHERE m.chat_id IN ({pks_sql}) AND m.has_terms{more}) WHERE mask > 0",
+            [*terms, *pks_params, *more_params],
         )
 
 

@@ -7,12 +7,16 @@ connection) supplies the vendor SQL.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.db import connections, transaction
 
 from ..backends import SearchBackend, get_backend
-from ..base import BaseTranscriptIndex, SearchRequest, check_chat_id
+from ..backends.base import Candidate
+from ..base import BaseTranscriptIndex, CountedHits, SearchRequest, check_chat_id
 from ..conf import conf
 from ..models import Message
+from ..paging import HitKey, PageAfter, to_micros
 from ..prepared import PreparedChat
 from ..records import (
     ChatRecord,
@@ -28,7 +32,18 @@ from .hits import read_hits
 from .planner import SearchPlanner
 from .writer import ChatWriter
 
-__all__ = ["DjangoTranscriptIndex"]
+__all__ = ["DjangoTranscriptIndex", "hit_key"]
+
+
+def hit_key(candidate: Candidate) -> HitKey:
+    """A candidate's place in the tie order (SQLite gives ``updated_at`` as Django's text
+    in UTC)."""
+    updated_at = candidate.updated_at
+    if isinstance(updated_at, str):
+        updated_at = datetime.fromisoformat(updated_at)
+    if updated_at.tzinfo is None:
+        updated_at = updated_at.replace(tzinfo=UTC)
+    return HitKey(candidate.mask, to_micros(updated_at), candidate.chat_id, candidate.position)
 
 
 class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
@@ -81,6 +96,23 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             page, plan = planned
             hits = read_hits(cursor, page, plan, request.around)
         return with_spans(hits, request.terms, substring=backend.substring_matching)
+
+    def _search_page(self, request: SearchRequest, after: PageAfter | None) -> CountedHits:
+        backend = self.backend
+        with (
+            database_errors(self.using),
+            backend.time_limit(conf.SEARCH_TIMEOUT_MS),
+            connections[self.using].cursor() as cursor,
+        ):
+            counted = SearchPlanner(backend.matcher).counted_page(cursor, request, after)
+            if counted is None:
+                return CountedHits([], [], 0, None)
+            page, plan, pinned, total = counted
+            hits = read_hits(cursor, page, plan, request.around) if page else []
+        hits = with_spans(hits, request.terms, substring=backend.substring_matching)
+        # read_hits leaves out a row deleted since it was planned: keep the keys in step
+        keys = {(c.chat_id, c.position): hit_key(c) for c in page}
+        return CountedHits(hits, [keys[h.chat_id, h.index] for h in hits], total, pinned)
 
     def _resolve(self, scope: dict[str, str], ref: MemorySourceRef) -> TranscriptMessage | None:
         with database_errors(self.using):

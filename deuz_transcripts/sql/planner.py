@@ -17,10 +17,14 @@ from .. import ranking
 from ..backends.base import Candidate, SearchMatcher
 from ..backends.chat_filter import ChatFilter
 from ..base import SearchRequest
+from ..paging import PageAfter, PinnedRanking
 
-__all__ = ["PlannedPage", "SearchPlanner", "order_page"]
+__all__ = ["CountedPage", "PlannedPage", "SearchPlanner", "order_page"]
 
 PlannedPage = tuple[list[Candidate], ranking.RankPlan]
+#: A counted page: its candidates, the plan scoring them, the pinned ranking and the
+#: exact number of matches.
+CountedPage = tuple[list[Candidate], ranking.RankPlan, PinnedRanking, int]
 
 
 def order_page(candidates: Sequence[Candidate], plan: ranking.RankPlan) -> list[Candidate]:
@@ -46,7 +50,7 @@ class SearchPlanner:
     def page(self, cursor: CursorWrapper, request: SearchRequest) -> PlannedPage | None:
         """The page's candidates (offset applied) and the plan that scores them."""
         matcher = self.matcher
-        chats = ChatFilter(request.scope, request.chat_ids)
+        chats = ChatFilter.of(request, matcher.alias)
         depth = request.offset + request.limit
         terms = request.terms
         if chats.narrowed:  # N first: its size picks how the backend finds the scope's rows
@@ -72,6 +76,68 @@ class SearchPlanner:
         if masks_first:
             candidates = self._page_rows(cursor, chats, terms, ranked, histogram, depth)
         return order_page(candidates, ranked)[request.offset : depth], ranked
+
+    def counted_page(
+        self, cursor: CursorWrapper, request: SearchRequest, after: PageAfter | None
+    ) -> CountedPage | None:
+        """``page`` with the exact match count (the mask histogram's sum, which the
+        ranking needs anyway) and the ranking to pin in a cursor; with ``after``, the
+        rows after the cursor's hit ranked by its pinned ranking. ``None``: no match."""
+        matcher = self.matcher
+        chats = ChatFilter.of(request, matcher.alias)
+        depth = request.offset + request.limit
+        terms = request.terms
+        total = matcher.total(cursor, chats)
+        if not total:
+            return None
+        if chats.narrowed:
+            chats = replace(chats, size=total)
+        if after is not None:
+            histogram = matcher.mask_histogram(cursor, chats, terms)
+            return self._page_after(cursor, chats, terms, histogram, after, request)
+        masks_first = matcher.plans_masks(chats, terms, total)
+        if masks_first:
+            histogram = matcher.mask_histogram(cursor, chats, terms)
+        else:
+            histogram, candidates = matcher.candidates(cursor, chats, terms, depth, total)
+        pinned = PinnedRanking.of(histogram, len(terms), total)
+        if pinned is None:
+            return None
+        count = sum(histogram.values())
+        ranked = ranking.plan_page(histogram, len(terms), total, request.offset, request.limit)
+        if ranked is None:  # the page is past the last match
+            return [], pinned.plan(histogram, frozenset()), pinned, count
+        if masks_first:
+            candidates = self._page_rows(cursor, chats, terms, ranked, histogram, depth)
+        return order_page(candidates, ranked)[request.offset : depth], ranked, pinned, count
+
+    def _page_after(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        histogram: Mapping[int, int],
+        after: PageAfter,
+        request: SearchRequest,
+    ) -> CountedPage | None:
+        """Rows after the cursor's hit: of the masks tied with it, those after it in tie
+        order; of the lower masks, the few that reach the page (read as ``page`` reads)."""
+        histogram = {mask: count for mask, count in histogram.items() if mask and count}
+        if not histogram:
+            return None
+        depth = request.offset + request.limit
+        tied, lower = after.split_masks(histogram, depth)
+        plan = after.pinned.plan(histogram, frozenset(tied | lower))
+        rows: list[Candidate] = []
+        if tied and depth:  # read (or walked) from the cursor's chat on
+            beyond = chats.after_key(after.key, self.matcher.alias, self.matcher.chat_id_order)
+            tied_plan = replace(plan, page_masks=frozenset(tied))
+            rows.extend(self._page_rows(cursor, beyond, terms, tied_plan, histogram, depth))
+        if lower and depth:
+            lower_plan = replace(plan, page_masks=frozenset(lower))
+            rows.extend(self._page_rows(cursor, chats, terms, lower_plan, histogram, depth))
+        page = order_page(rows, plan)[request.offset : depth]
+        return page, plan, after.pinned, sum(histogram.values())
 
     def _page_rows(
         self,

@@ -12,6 +12,8 @@ of a word it must not match, so the rest of the suite holds in both modes.
 
 The contract is one mixin per section, each in its own module: ``search`` (the seed
 examples, hits, ``around``, paging and scores), ``ranking`` (scores and ties), ``scope``,
+``filters`` (roles and the ``updated_at`` window), ``paging`` (``search_page``: totals and
+cursors),
 ``indexing`` (what is indexed, terms and queries, the 256 KiB cut), ``stores`` (revisions,
 tombstones, rollback, message ids), ``sources`` (``resolve_source``, the index on its own),
 ``spans`` (why a hit matched), ``async_twins``, ``invalid`` and ``bigrams`` (SPEC §8's
@@ -25,6 +27,7 @@ from __future__ import annotations
 from tests.contract.async_twins import AsyncContract
 from tests.contract.base import ContractBase
 from tests.contract.bigrams import BigramContract
+from tests.contract.filters import FilterContract
 from tests.contract.helpers import (
     ADA,
     BOB,
@@ -48,6 +51,7 @@ from tests.contract.helpers import (
 )
 from tests.contract.indexing import IndexingContract
 from tests.contract.invalid import InvalidRecordContract
+from tests.contract.paging import PagingContract
 from tests.contract.ranking import RankingContract
 from tests.contract.scope import ScopeContract
 from tests.contract.search import SearchContract
@@ -86,6 +90,8 @@ class TranscriptContract(
     BigramContract,
     InvalidRecordContract,
     AsyncContract,
+    PagingContract,
+    FilterContract,
     SourceContract,
     StoreContract,
     SpansContract,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -11,6 +12,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from ...errors import InvalidRecord, SearchTimeout
 from ...forms import parse_scope
+from ...paging import SearchPage
 from ...records import TranscriptHit, TranscriptMessage
 from ...text import indexed_text
 from ..oneline import OneLineErrors
@@ -51,6 +53,19 @@ def _one_line(message: Any, width: int = _TEXT_WIDTH) -> str:
     return _printable(text)
 
 
+def _moment(value: str | None, option: str) -> datetime | None:
+    """An ISO 8601 date and time with its offset (``Z`` or ``+02:00``)."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise CommandError(f"{option}: not an ISO 8601 date and time: {value!r}") from None
+    if moment.tzinfo is None:
+        raise CommandError(f"{option}: give a timezone, e.g. {value}+00:00 or {value}Z")
+    return moment
+
+
 def _json(document: Any) -> str:
     """JSON text; a lone surrogate in the data is written as its ``\\udXXX`` escape."""
     text = json.dumps(document, ensure_ascii=False, indent=2)
@@ -77,6 +92,27 @@ class Command(OneLineErrors):
         )
         parser.add_argument("--around", type=int, default=None, help="Context messages per side.")
         parser.add_argument("--limit", type=int, default=20, help="Hits to show (default 20).")
+        parser.add_argument(
+            "--role",
+            action="append",
+            dest="roles",
+            default=None,
+            help="Only messages of this role (repeat for several: --role user --role tool).",
+        )
+        parser.add_argument(
+            "--updated-after",
+            default=None,
+            help="Only chats updated strictly after this ISO 8601 time with offset "
+            "(2025-01-31T00:00:00Z).",
+        )
+        parser.add_argument(
+            "--updated-before",
+            default=None,
+            help="Only chats updated strictly before this ISO 8601 time with offset.",
+        )
+        parser.add_argument(
+            "--cursor", default=None, help="Continue after a page: the cursor it printed."
+        )
         parser.add_argument("--json", action="store_true", help="Print one JSON document.")
         parser.add_argument("--database", default=DEFAULT_DB_ALIAS)
 
@@ -94,8 +130,15 @@ class Command(OneLineErrors):
 
         index = DjangoTranscriptIndex(options["database"])
         try:
-            hits = index.search(
-                scope, options["query"], around=options["around"], limit=options["limit"]
+            page = index.search_page(
+                scope,
+                options["query"],
+                around=options["around"],
+                limit=options["limit"],
+                cursor=options["cursor"],
+                roles=options["roles"],
+                updated_after=_moment(options["updated_after"], "--updated-after"),
+                updated_before=_moment(options["updated_before"], "--updated-before"),
             )
         except (InvalidRecord, SearchTimeout) as exc:
             raise CommandError(str(exc)) from None
@@ -104,11 +147,13 @@ class Command(OneLineErrors):
                 "backend": index.backend_name,
                 "scope": scope,
                 "query": options["query"],
-                "hits": [_hit_json(hit) for hit in hits],
+                "total": page.total,
+                "nextCursor": page.next_cursor,
+                "hits": [_hit_json(hit) for hit in page.hits],
             }
             self.stdout.write(_json(document))
             return
-        self._table(hits, index.backend_name)
+        self._table(page, index.backend_name)
 
     @staticmethod
     def _scope(options: dict[str, Any]) -> dict[str, str]:
@@ -126,11 +171,14 @@ class Command(OneLineErrors):
             raise CommandError("--scope is empty; use --all-scopes to search every chat")
         return scope
 
-    def _table(self, hits: list[TranscriptHit], backend: str) -> None:
+    def _table(self, page: SearchPage, backend: str) -> None:
+        hits = page.hits
         if not hits:
-            self.stdout.write(f"No hits ({backend}).")
+            self.stdout.write(f"No hits ({backend}); {page.total} matching message(s).")
             return
-        self.stdout.write(f"{len(hits)} hit(s) ({backend}), best first:")
+        self.stdout.write(
+            f"{len(hits)} hit(s) ({backend}) of {page.total} matching message(s), best first:"
+        )
         self.stdout.write(f"{'score':>6}  {'chat':<24} {'#':>4}  {'role':<9} text")
         for hit in hits:
             role = _printable(str(hit.message.get("role", "?")))
@@ -145,3 +193,5 @@ class Command(OneLineErrors):
                     f"{'':6}  {'':<24} {item.index:>4}{mark} "
                     f"{around_role:<9} {_one_line(item.message, 80)}"
                 )
+        if page.next_cursor is not None:
+            self.stdout.write(f"Next page: --cursor {page.next_cursor}")

@@ -1,0 +1,227 @@
+"""``search_page``: the exact match count and cursors that survive writes meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from datetime import timedelta
+
+import pytest
+
+from deuz_transcripts import InvalidRecord, SearchPage
+from tests.contract.base import ContractBase
+from tests.contract.helpers import ADA, BOB, T0, assistant, chat, keys, user
+
+
+def _walk(index, scope, query, *, limit, **options) -> tuple[list, list[int]]:
+    """Every page through the cursors: the hits in order and each page's total."""
+    hits, totals, cursor = [], [], None
+    for _ in range(100):
+        page = index.search_page(scope, query, limit=limit, cursor=cursor, **options)
+        hits.extend(page.hits)
+        totals.append(page.total)
+        cursor = page.next_cursor
+        if cursor is None:
+            return hits, totals
+    raise AssertionError("the cursors never ended")
+
+
+def _corpus(store) -> None:
+    """Twelve chats, two per minute, whose messages hold alpha, beta or both."""
+    for number in range(12):
+        store.write_chat(
+            chat(
+                f"c{number:02d}",
+                "alpha beta" if number % 3 == 0 else "alpha",
+                "beta",
+                "gamma",
+                "alpha" if number % 2 else "delta",
+                updated_at=T0 + timedelta(minutes=number // 2),
+            ),
+            expected_revision=0,
+        )
+
+
+def _summary(hits: list) -> list[tuple]:
+    return [(h.chat_id, h.message_id, h.index, h.score) for h in hits]
+
+
+class PagingContract(ContractBase):
+    """Pages in ``search()``'s order, an exact ``total``, opaque cursors bound to their
+    search, and no untouched hit repeated or skipped while chats are written."""
+
+    # ------------------------------------------------------------------ pages and totals
+
+    def test_first_page_is_search_with_the_exact_total(self, store, index):
+        _corpus(store)
+        page = index.search_page(ADA, "alpha beta", limit=5, around=1)
+        assert isinstance(page, SearchPage)
+        assert page.hits == index.search(ADA, "alpha beta", limit=5, around=1)
+        assert all(hit.spans for hit in page.hits)  # why each hit matched, as search() says
+        assert page.total == len(index.search(ADA, "alpha beta", limit=1000)) == 30
+        assert page.has_next
+
+    @pytest.mark.parametrize("limit", [1, 3, 7, 30, 50])
+    def test_cursors_walk_every_hit_once_in_order(self, store, index, limit):
+        _corpus(store)
+        hits, totals = _walk(index, ADA, "alpha beta", limit=limit)
+        assert _summary(hits) == _summary(index.search(ADA, "alpha beta", limit=1000))
+        assert set(totals) == {30}
+
+    def test_last_page_has_no_cursor(self, store, index):
+        _corpus(store)
+        assert index.search_page(ADA, "alpha beta", limit=30).next_cursor is None
+        assert index.search_page(ADA, "alpha beta", limit=29).next_cursor is not None
+        assert index.search_page(ADA, "nothinghere").next_cursor is None
+
+    def test_cursors_with_filters_and_offset(self, store, index):
+        _corpus(store)
+        options = {"roles": ["assistant"], "updated_after": T0, "chat_ids": None}
+        expected = index.search(ADA, "alpha beta", limit=1000, **options)
+        hits, totals = _walk(index, ADA, "alpha beta", limit=2, **options)
+        assert _summary(hits) == _summary(expected)
+        assert set(totals) == {len(expected)}
+        first = index.search_page(ADA, "alpha beta", limit=2, **options)
+        skipped = index.search_page(
+            ADA, "alpha beta", limit=2, offset=3, cursor=first.next_cursor, **options
+        )
+        assert _summary(skipped.hits) == _summary(expected[5:7])
+
+    def test_limit_zero_counts_only(self, store, index):
+        _corpus(store)
+        page = index.search_page(ADA, "gamma", limit=0)
+        assert (page.hits, page.total, page.next_cursor) == ([], 12, None)
+
+    def test_nothing_to_find_is_an_empty_page(self, store, index):
+        _corpus(store)
+        for options in ({"roles": []}, {"chat_ids": []}, {}):
+            page = index.search_page(ADA, "alpha" if options else "...", **options)
+            assert (page.hits, page.total, page.next_cursor) == ([], 0, None)
+        assert index.search_page(BOB, "alpha").total == 0
+
+    # ------------------------------------------------------------------ cursors
+
+    def test_a_cursor_belongs_to_its_search(self, store, index):
+        _corpus(store)
+        cursor = index.search_page(ADA, "alpha beta", limit=2).next_cursor
+        # the same search: another spelling of the same terms, another limit or around
+        assert index.search_page(ADA, "ALPHA, Béta!", cursor=cursor, limit=3, around=1).hits
+        for scope, query, options in [
+            (BOB, "alpha beta", {}),
+            (ADA, "alpha", {}),
+            (ADA, "beta alpha", {}),
+            (ADA, "alpha beta", {"roles": ["user"]}),
+            (ADA, "alpha beta", {"updated_after": T0}),
+            (ADA, "alpha beta", {"updated_before": T0 + timedelta(days=1)}),
+            (ADA, "alpha beta", {"chat_ids": ["c01"]}),
+        ]:
+            with pytest.raises(InvalidRecord) as caught:
+                index.search_page(scope, query, cursor=cursor, **options)
+            assert caught.value.field == "cursor"
+
+    def test_garbage_and_tampered_cursors_are_invalid_record(self, store, index):
+        _corpus(store)
+        cursor = index.search_page(ADA, "alpha beta", limit=2).next_cursor
+        raw = bytearray(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        tampered = []
+        for position in (0, 9, len(raw) // 2, len(raw) - 2):
+            changed = bytearray(raw)
+            changed[position] ^= 0x01
+            tampered.append(base64.urlsafe_b64encode(bytes(changed)).decode().rstrip("="))
+        for bad in [
+            "",
+            "x",
+            "not a cursor!",
+            "====",
+            cursor[:-3],
+            cursor + "AAAA",
+            "\ud800",
+            "A" * 100_000,
+            base64.urlsafe_b64encode(b"\x00" * 8 + b'{"v":1}').decode(),
+            *tampered,
+        ]:
+            with pytest.raises(InvalidRecord) as caught:
+                index.search_page(ADA, "alpha beta", cursor=bad)
+            assert caught.value.field == "cursor"
+        for not_a_string in (1, b"abc", ["x"]):
+            with pytest.raises(InvalidRecord) as caught:
+                index.search_page(ADA, "alpha beta", cursor=not_a_string)
+            assert caught.value.field == "cursor"
+
+    # ------------------------------------------------------------------ writes meanwhile
+
+    def test_writes_meanwhile_neither_repeat_nor_skip_untouched_hits(self, store, index):
+        """Chats written, rewritten and deleted between pages: every hit of a chat left
+        alone is served exactly once, and the pages stay in the first page's order."""
+        _corpus(store)
+        before = index.search(ADA, "alpha beta", limit=1000)
+        seen: list = []
+        page = index.search_page(ADA, "alpha beta", limit=4)
+        seen.extend(page.hits)
+        # newer chats full of alpha: N and n_alpha grow, and they sort before the cursor
+        for number in range(6):
+            store.write_chat(
+                chat(f"n{number}", "alpha", "alpha", updated_at=T0 + timedelta(hours=1)),
+                expected_revision=0,
+            )
+        page = index.search_page(ADA, "alpha beta", limit=4, cursor=page.next_cursor)
+        seen.extend(page.hits)
+        store.delete_chat("c05")  # a chat not served yet
+        store.write_chat(
+            chat("old", "beta", "alpha", updated_at=T0 - timedelta(hours=1)),
+            expected_revision=0,
+        )
+        touched = {"n0", "n1", "n2", "n3", "n4", "n5", "c05", "old"}
+        cursor = page.next_cursor
+        while cursor is not None:
+            page = index.search_page(ADA, "alpha beta", limit=4, cursor=cursor)
+            seen.extend(page.hits)
+            cursor = page.next_cursor
+        untouched = [(h.chat_id, h.index) for h in before if h.chat_id not in touched]
+        served = [(h.chat_id, h.index) for h in seen if h.chat_id not in touched]
+        assert served == untouched
+        assert "c05" not in {h.chat_id for h in seen[8:]}
+
+    def test_pinned_ranking_keeps_the_order_when_idfs_change(self, store, index):
+        """alpha is rarer than beta on the first page; enough alpha written meanwhile
+        would rank beta first if the next page re-ranked: it must not skip beta."""
+        store.write_chat(chat("c1", "alpha", "beta", "beta", updated_at=T0), expected_revision=0)
+        first = index.search_page(ADA, "alpha beta", limit=1)
+        assert keys(first.hits) == [("c1", 0)]
+        for number in range(5):  # newer: they sort before the cursor's hit
+            store.write_chat(
+                chat(f"x{number}", "alpha", "alpha", updated_at=T0 + timedelta(days=1)),
+                expected_revision=0,
+            )
+        assert keys(index.search(ADA, "alpha beta", limit=2)) == [("c1", 1), ("c1", 2)]
+        rest = index.search_page(ADA, "alpha beta", limit=50, cursor=first.next_cursor)
+        assert keys(rest.hits) == [("c1", 1), ("c1", 2)]
+        assert rest.total == 13
+        assert all(0 < h.score < 1.0 for h in rest.hits)
+
+    def test_a_rewritten_cursor_chat_keeps_its_place(self, store, index):
+        store.write_chat(chat("a", "alpha", "alpha", "alpha", updated_at=T0), expected_revision=0)
+        store.write_chat(
+            chat("b", "alpha", updated_at=T0 - timedelta(minutes=1)), expected_revision=0
+        )
+        first = index.search_page(ADA, "alpha", limit=2)
+        assert keys(first.hits) == [("a", 0), ("a", 1)]
+        # the cursor's own chat written again, same time: the rest of it follows
+        store.write_chat(
+            chat("a", "alpha", "alpha", "alpha", "beta", updated_at=T0), expected_revision=1
+        )
+        rest = index.search_page(ADA, "alpha", limit=10, cursor=first.next_cursor)
+        assert keys(rest.hits) == [("a", 2), ("b", 0)]
+
+    def test_async_search_page(self, store, index):
+        store.write_chat(chat("c1", user("alpha"), assistant("alpha")), expected_revision=0)
+
+        async def scenario() -> tuple[SearchPage, SearchPage]:
+            first = await index.asearch_page(ADA, "alpha", limit=1, roles=["user", "assistant"])
+            return first, await index.asearch_page(
+                ADA, "alpha", limit=1, cursor=first.next_cursor, roles=["assistant", "user"]
+            )
+
+        first, second = asyncio.run(scenario())
+        assert keys(first.hits + second.hits) == [("c1", 0), ("c1", 1)]
+        assert (first.total, second.next_cursor) == (2, None)
