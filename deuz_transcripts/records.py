@@ -15,6 +15,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MAX_MESSAGE_ID_LENGTH",
     "MAX_NESTING",
+    "MAX_SCOPE_FIELDS",
     "ChatRecord",
     "MemorySourceRef",
     "TranscriptHit",
@@ -30,6 +31,9 @@ __all__ = [
 MAX_ID_LENGTH = 255
 #: A message may nest dicts and lists this deep (the message itself is level 1).
 MAX_NESTING = 100
+#: A scope (a chat's, or a filter) has at most this many fields: SQL checks each field
+#: of a filter, and PostgreSQL gives every message one lexeme per field of its chat.
+MAX_SCOPE_FIELDS = 32
 #: Message ids may be longer: a filled id is ``<chat_id>:<index>[:<n>]``.
 MAX_MESSAGE_ID_LENGTH = 300
 
@@ -59,11 +63,15 @@ def _check_identifier(
 
 
 def validate_scope(scope: Any, field_name: str = "scope") -> dict[str, str]:
-    """A scope is a mapping of non-empty str keys to str values; returns a copy."""
+    """A scope is a mapping of at most ``MAX_SCOPE_FIELDS`` non-empty str keys to str
+    values; returns a copy. Every public method takes its scopes (a chat's, a filter)
+    through here, so the bound holds for writes, searches and ``list_chats`` alike."""
     if not isinstance(scope, Mapping):
         raise InvalidRecord(
             field_name, f"must be a mapping of str to str, not {type(scope).__name__}"
         )
+    if len(scope) > MAX_SCOPE_FIELDS:
+        raise InvalidRecord(field_name, f"has more than {MAX_SCOPE_FIELDS} fields")
     return {
         _check_identifier(key, f"{field_name} key"): _check_identifier(
             value, f"{field_name}[{key!r}]", allow_empty=True

@@ -15,7 +15,11 @@ from django.db import models
 
 from ..models import Chat, ChatScope
 
-__all__ = ["ChatFilter", "table"]
+__all__ = ["JOINED_SCOPE_FIELDS", "ChatFilter", "table"]
+
+#: Scope fields a filter joins (the planner orders so few exhaustively and fast); a
+#: scope's further fields are checked per chat (``ChatFilter._scope_rows``).
+JOINED_SCOPE_FIELDS = 4
 
 
 def table(model: type[models.Model]) -> str:
@@ -59,19 +63,35 @@ class ChatFilter:
         )
 
     def _scope_rows(self) -> tuple[str, list[Any]]:
-        """``FROM ... WHERE ...`` of the scope's ``ChatScope`` rows, one per chat (``s0``)."""
+        """``FROM ... WHERE ...`` of the scope's ``ChatScope`` rows, one per chat (``s0``).
+
+        The first ``JOINED_SCOPE_FIELDS`` fields (in key order) are joined, so the planner
+        starts from the most selective of them; every further field is checked on each
+        chat those admit by one count over that chat's own scope rows (its ``(chat, key)``
+        index). The plan has at most that many joins whatever the field count: one join
+        per field made PostgreSQL's planning explode (seconds at 32 fields) and SQLite fail
+        past 63 fields.
+        """
         fields = sorted(self.scope.items())
+        joined, checked = fields[:JOINED_SCOPE_FIELDS], fields[JOINED_SCOPE_FIELDS:]
         joins, params = [], []
-        for number, (key, value) in enumerate(fields[1:], start=1):
+        for number, (key, value) in enumerate(joined[1:], start=1):
             joins.append(
                 f"JOIN {table(ChatScope)} s{number} ON s{number}.chat_id = s0.chat_id "
                 f"AND s{number}.key = %s AND s{number}.value = %s"
             )
             params.extend([key, value])
-        return (
-            f"FROM {table(ChatScope)} s0 {' '.join(joins)} WHERE s0.key = %s AND s0.value = %s",
-            [*params, *fields[0]],
-        )
+        where = "s0.key = %s AND s0.value = %s"
+        params.extend(joined[0])
+        if checked:
+            pairs = " OR ".join(["(r.key = %s AND r.value = %s)"] * len(checked))
+            # (chat, key) is unique: the count reaches len(checked) only when every field holds
+            where += (
+                f" AND (SELECT count(*) FROM {table(ChatScope)} r "
+                f"WHERE r.chat_id = s0.chat_id AND ({pairs})) = {len(checked)}"
+            )
+            params.extend(part for pair in checked for part in pair)
+        return f"FROM {table(ChatScope)} s0 {' '.join(joins)} WHERE {where}", params
 
     def _chat_check(self) -> tuple[str, list[Any]]:
         """What chat row ``c`` itself must satisfy: searchable, and one of ``chat_ids``."""

@@ -1,0 +1,93 @@
+"""Wide scopes: at most ``MAX_SCOPE_FIELDS`` fields, and a filter plan whose shape does not
+grow with the field count (the contract's scope section checks what wide scopes match).
+
+One join per scope field made SQLite fail past 63 fields (its join limit) and PostgreSQL
+plan for seconds to minutes; a search-only staff member could do that from the admin's
+scope box. Now a filter joins at most ``JOINED_SCOPE_FIELDS`` scope rows and checks the
+rest per chat, and a scope past ``MAX_SCOPE_FIELDS`` is ``InvalidRecord``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from deuz_transcripts import ChatRecord, InvalidRecord
+from deuz_transcripts.backends.chat_filter import JOINED_SCOPE_FIELDS, ChatFilter, table
+from deuz_transcripts.models import Chat, ChatScope
+from deuz_transcripts.records import MAX_SCOPE_FIELDS, validate_scope
+from deuz_transcripts.stores import DjangoConditionalChatStore
+
+pytestmark = pytest.mark.django_db
+
+
+def wide(fields: int, last: str = "v") -> dict[str, str]:
+    scope = {f"k{number:03d}": "v" for number in range(fields - 1)}
+    scope[f"k{fields - 1:03d}"] = last
+    return scope
+
+
+def test_the_bound_is_checked_once_for_every_scope() -> None:
+    assert len(validate_scope(wide(MAX_SCOPE_FIELDS))) == MAX_SCOPE_FIELDS
+    with pytest.raises(InvalidRecord, match=f"more than {MAX_SCOPE_FIELDS} fields"):
+        validate_scope(wide(MAX_SCOPE_FIELDS + 1))
+    with pytest.raises(InvalidRecord) as raised:
+        ChatRecord("c1", wide(MAX_SCOPE_FIELDS + 1), [])
+    assert raised.value.field == "scope"
+
+
+def scope_tables_planned(sql: str, params: list[Any]) -> int:
+    """How many scans of the scope table the database plans for ``sql``."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+            plan = cursor.fetchone()[0]
+            text = plan if isinstance(plan, str) else json.dumps(plan)
+            return text.count(f'"Relation Name": "{table(ChatScope)}"')
+        cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+        # "SEARCH s1 USING INDEX ...": the filter's aliases of the scope table are s<n> and r
+        return sum(1 for row in cursor.fetchall() if re.match(r"(SEARCH|SCAN) (s\d+|r) ", row[-1]))
+
+
+@pytest.mark.parametrize("fields", [1, JOINED_SCOPE_FIELDS, JOINED_SCOPE_FIELDS + 1, 32, 100])
+def test_a_filter_plans_a_bounded_number_of_scope_scans(fields: int) -> None:
+    """Even past the bound (ChatFilter itself is not bounded), so the plan never grows."""
+    for chats in (ChatFilter(wide(fields)), ChatFilter(wide(fields), searchable_only=False)):
+        for sql, params in (chats.chat_pks_sql(), chats.total_sql()):
+            assert 1 <= scope_tables_planned(sql, params) <= JOINED_SCOPE_FIELDS + 1
+
+
+def admitted(scope: dict[str, str]) -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(*ChatFilter(scope).chat_pks_sql())
+        pks = [row[0] for row in cursor.fetchall()]
+    return set(Chat.objects.filter(pk__in=pks).values_list("chat_id", flat=True))
+
+
+@pytest.mark.parametrize("fields", [2, JOINED_SCOPE_FIELDS + 1, MAX_SCOPE_FIELDS])
+def test_a_filter_checks_every_field_joined_or_not(fields: int) -> None:
+    store = DjangoConditionalChatStore()
+    chats = {
+        "in": wide(fields),
+        "last-differs": wide(fields, "x"),
+        "first-differs": {**wide(fields), "k000": "x"},
+        "last-missing": wide(fields - 1),
+    }
+    for chat_id, scope in chats.items():
+        record = ChatRecord(chat_id, scope, [{"role": "user", "content": "w"}])
+        store.write_chat(record, expected_revision=0)
+    assert admitted(wide(fields)) == {"in"}
+    assert admitted(wide(fields, "x")) == {"last-differs"}
+
+
+def test_a_filter_of_100_fields_runs_and_admits_no_chat_of_fewer() -> None:
+    """Past the bound only through ``ChatFilter`` itself: past SQLite's 64-table join
+    limit, which one join per field hit."""
+    record = ChatRecord("c1", wide(MAX_SCOPE_FIELDS), [{"role": "user", "content": "w"}])
+    DjangoConditionalChatStore().write_chat(record, expected_revision=0)
+    assert admitted(wide(MAX_SCOPE_FIELDS)) == {"c1"}
+    assert admitted(wide(100)) == set()
