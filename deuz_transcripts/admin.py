@@ -165,6 +165,13 @@ class ChatAdmin(_ChatModelAdmin):
 
     # the read-only detail page
 
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Chat | None:
+        """An empty ``?_to_field=`` means the primary key, as a missing one does (Django
+        looked up a field named ``''`` and answered 500)."""
+        return super().get_object(request, object_id, from_field or None)
+
     def render_change_form(
         self,
         request: HttpRequest,
@@ -218,6 +225,12 @@ class TombstoneAdmin(_TombstoneModelAdmin):
     search_fields = ["=chat_id"]
     ordering = ["-deleted_at"]
     readonly_fields = ["chat_id", "deleted_at"]
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Tombstone | None:
+        """An empty ``?_to_field=`` means the primary key (see ``ChatAdmin.get_object``)."""
+        return super().get_object(request, object_id, from_field or None)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
