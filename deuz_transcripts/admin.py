@@ -103,6 +103,12 @@ class ChatAdmin(_ChatModelAdmin):
     def scope_display(self, chat: Chat) -> str:
         return ", ".join(f"{key}={value}" for key, value in sorted(chat.scope.items())) or "—"
 
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """Only the list filters' own parameters: Django lets the query string filter on
+        any field (``?scope=``, ``?chat_id__regex=``), which sent NUL in JSON or a broken
+        regular expression to the database (a 500); anything else is a 400."""
+        return lookup in {SourceFilter.parameter_name, "is_indexed__exact", "is_indexed__isnull"}
+
     # permissions: read-only, the search permission can read
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -225,6 +231,10 @@ class TombstoneAdmin(_TombstoneModelAdmin):
     search_fields = ["=chat_id"]
     ordering = ["-deleted_at"]
     readonly_fields = ["chat_id", "deleted_at"]
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """No filter from the query string (see ``ChatAdmin.lookup_allowed``)."""
+        return False
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
