@@ -19,6 +19,7 @@ from django.db import connection
 from deuz_transcripts import ChatRecord, InvalidRecord
 from deuz_transcripts.backends.chat_filter import JOINED_SCOPE_FIELDS, ChatFilter, table
 from deuz_transcripts.models import Chat, ChatScope
+from deuz_transcripts.prepared import PreparedChat
 from deuz_transcripts.records import MAX_SCOPE_FIELDS, validate_scope
 from deuz_transcripts.stores import DjangoConditionalChatStore
 
@@ -31,13 +32,37 @@ def wide(fields: int, last: str = "v") -> dict[str, str]:
     return scope
 
 
-def test_the_bound_is_checked_once_for_every_scope() -> None:
+def test_the_bound_is_checked_for_every_scope_given_and_every_write() -> None:
     assert len(validate_scope(wide(MAX_SCOPE_FIELDS))) == MAX_SCOPE_FIELDS
     with pytest.raises(InvalidRecord, match=f"more than {MAX_SCOPE_FIELDS} fields"):
         validate_scope(wide(MAX_SCOPE_FIELDS + 1))
+    # a record as the stores build it from stored rows is not bounded; writing it is
+    record = ChatRecord("c1", wide(MAX_SCOPE_FIELDS + 1), [])
     with pytest.raises(InvalidRecord) as raised:
-        ChatRecord("c1", wide(MAX_SCOPE_FIELDS + 1), [])
+        PreparedChat.of(record)
     assert raised.value.field == "scope"
+
+
+def test_a_chat_stored_before_the_bound_still_loads_lists_and_searches(monkeypatch) -> None:
+    """A chat given 40 scope fields by an older version (here: written with the bound
+    switched off) is read as stored; only writing it again asks for a narrower scope."""
+    store = DjangoConditionalChatStore()
+    record = ChatRecord("old", wide(40), [{"role": "user", "content": "oldword"}])
+    with monkeypatch.context() as unbounded:
+        unbounded.setattr(
+            "deuz_transcripts.prepared.validate_scope",
+            lambda scope: validate_scope(scope, max_fields=None),
+        )
+        store.write_chat(record, expected_revision=0)
+    loaded, revision = store.load_chat("old")
+    assert loaded.scope == wide(40)
+    assert [r.chat_id for r in store.list_chats({"k039": "v"})] == ["old"]
+    assert [h.chat_id for h in store.transcript.search({"k000": "v"}, "oldword")] == ["old"]
+    with pytest.raises(InvalidRecord) as raised:
+        store.write_chat(loaded, expected_revision=revision)
+    assert raised.value.field == "scope"
+    store.delete_chat("old")
+    assert store.load_chat("old") is None
 
 
 def plan_nodes(sql: str, params: list[Any], *, analyze: bool = False) -> list[dict[str, Any]]:
