@@ -110,6 +110,12 @@ class ChatAdmin(_ChatModelAdmin):
     def scope_display(self, chat: Chat) -> str:
         return ", ".join(f"{key}={value}" for key, value in sorted(chat.scope.items())) or "—"
 
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """Only the list filters' own parameters: Django lets the query string filter on
+        any field (``?scope=``, ``?chat_id__regex=``), which sent NUL in JSON or a broken
+        regular expression to the database (a 500); anything else is a 400."""
+        return lookup in {SourceFilter.parameter_name, "is_indexed__exact", "is_indexed__isnull"}
+
     # permissions: read-only, the search permission can read
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -187,6 +193,13 @@ class ChatAdmin(_ChatModelAdmin):
 
     # the read-only detail page
 
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Chat | None:
+        """An empty ``?_to_field=`` means the primary key, as a missing one does (Django
+        looked up a field named ``''`` and answered 500)."""
+        return super().get_object(request, object_id, from_field or None)
+
     def render_change_form(
         self,
         request: HttpRequest,
@@ -243,6 +256,16 @@ class TombstoneAdmin(_TombstoneModelAdmin):
     search_fields = ["=chat_id"]
     ordering = ["-deleted_at"]
     readonly_fields = ["chat_id", "deleted_at"]
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """No filter from the query string (see ``ChatAdmin.lookup_allowed``)."""
+        return False
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Tombstone | None:
+        """An empty ``?_to_field=`` means the primary key (see ``ChatAdmin.get_object``)."""
+        return super().get_object(request, object_id, from_field or None)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

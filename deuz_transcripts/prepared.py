@@ -19,7 +19,13 @@ from functools import cached_property
 from typing import Any
 
 from .errors import InvalidRecord
-from .records import ChatRecord, decode_message, encode_message, fill_message_ids
+from .records import (
+    ChatRecord,
+    decode_message,
+    encode_message,
+    fill_message_ids,
+    validate_scope,
+)
 from .text import is_system, message_terms, text_rules_tag
 
 __all__ = ["STORED_FORM_VERSION", "PreparedChat", "PreparedMessage", "message_digest"]
@@ -146,16 +152,20 @@ def message_digest(
 
 
 def check_record(record: Any) -> ChatRecord:
-    """Accept a ``ChatRecord`` or its JSON form; anything else is ``InvalidRecord``."""
+    """Accept a ``ChatRecord`` or its JSON form to write; anything else, or a scope of
+    more than ``MAX_SCOPE_FIELDS`` fields, is ``InvalidRecord``."""
     if isinstance(record, ChatRecord):
         # Re-validate: dataclasses are mutable, the caller may have changed fields.
-        return ChatRecord(
+        checked = ChatRecord(
             chat_id=record.chat_id,
             scope=record.scope,
             messages=record.messages,
             message_ids=record.message_ids,
             updated_at=record.updated_at,
         )
-    if isinstance(record, Mapping):
-        return ChatRecord.from_json(record)
-    raise InvalidRecord("record", f"must be a ChatRecord, not {type(record).__name__}")
+    elif isinstance(record, Mapping):
+        checked = ChatRecord.from_json(record)
+    else:
+        raise InvalidRecord("record", f"must be a ChatRecord, not {type(record).__name__}")
+    validate_scope(checked.scope)  # the bound, for writes (records of stored rows skip it)
+    return checked

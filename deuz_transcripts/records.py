@@ -15,6 +15,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MAX_MESSAGE_ID_LENGTH",
     "MAX_NESTING",
+    "MAX_SCOPE_FIELDS",
     "ChatRecord",
     "MemorySourceRef",
     "TranscriptHit",
@@ -30,6 +31,9 @@ __all__ = [
 MAX_ID_LENGTH = 255
 #: A message may nest dicts and lists this deep (the message itself is level 1).
 MAX_NESTING = 100
+#: A scope (a chat's, or a filter) has at most this many fields: SQL checks each field
+#: of a filter, and PostgreSQL gives every message one lexeme per field of its chat.
+MAX_SCOPE_FIELDS = 32
 #: Message ids may be longer: a filled id is ``<chat_id>:<index>[:<n>]``.
 MAX_MESSAGE_ID_LENGTH = 300
 
@@ -58,12 +62,21 @@ def _check_identifier(
     return value
 
 
-def validate_scope(scope: Any, field_name: str = "scope") -> dict[str, str]:
-    """A scope is a mapping of non-empty str keys to str values; returns a copy."""
+def validate_scope(
+    scope: Any, field_name: str = "scope", *, max_fields: int | None = MAX_SCOPE_FIELDS
+) -> dict[str, str]:
+    """A scope is a mapping of non-empty str keys to str values; returns a copy.
+
+    At most ``MAX_SCOPE_FIELDS`` fields: every scope a caller passes in (a filter, a chat
+    being written) comes through here. Only a record built from stored rows is unbounded
+    (``max_fields=None``), so a chat stored before the bound still loads.
+    """
     if not isinstance(scope, Mapping):
         raise InvalidRecord(
             field_name, f"must be a mapping of str to str, not {type(scope).__name__}"
         )
+    if max_fields is not None and len(scope) > max_fields:
+        raise InvalidRecord(field_name, f"has more than {max_fields} fields")
     return {
         _check_identifier(key, f"{field_name} key"): _check_identifier(
             value, f"{field_name}[{key!r}]", allow_empty=True
@@ -154,7 +167,8 @@ class ChatRecord:
         # anything (``from_json`` passes JSON values through, e.g. epoch milliseconds
         # or None for ``updated_at``), so the raw values are checked as plain objects.
         _check_identifier(self.chat_id, "chat_id")
-        self.scope = validate_scope(self.scope)
+        # unbounded here: stores build records of stored chats; writes check the bound
+        self.scope = validate_scope(self.scope, max_fields=None)
         messages: object = self.messages
         if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
             raise InvalidRecord("messages", "must be a list of message mappings")

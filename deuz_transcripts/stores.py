@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from django.db import OperationalError, connections, transaction
+from django.db import connections, transaction
 from django.db.models import Prefetch
 from django.db.models.expressions import RawSQL
 
@@ -20,7 +20,7 @@ from .models import Chat, LegacyChat, Message, Tombstone
 from .prepared import PreparedChat, check_record
 from .records import ChatRecord, encode_message, validate_scope
 from .sql import ChatWriter, DjangoTranscriptIndex, database_errors
-from .sql.errors import WorkerThreadRunner
+from .sql.errors import WorkerThreadRunner, is_lock_conflict
 from .sql.stored import from_db_datetime, record_from_rows, to_db_datetime
 
 __all__ = [
@@ -36,16 +36,16 @@ class _SqlRunner(WorkerThreadRunner):
     using: str
 
     def _retrying(self, write: Callable[[], T]) -> T:
-        """Retry a whole write when SQLite reports a lock, unless inside the caller's transaction."""
+        """Retry a whole write that lost a lock conflict (SQLite busy or locked; PostgreSQL
+        deadlock, serialization failure, lock not available), unless inside the caller's
+        transaction."""
         attempts = 1 if connections[self.using].in_atomic_block else conf.LOCK_RETRIES
         for attempt in range(attempts):
             try:
                 with database_errors(self.using):
                     return write()
             except TranscriptError as exc:
-                locked = isinstance(exc.__cause__, OperationalError) and "locked" in str(
-                    exc.__cause__
-                )
+                locked = exc.__cause__ is not None and is_lock_conflict(exc.__cause__)
                 if not locked or attempt == attempts - 1:
                     raise
                 time.sleep(0.05 * 2**attempt)

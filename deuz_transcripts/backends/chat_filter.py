@@ -26,7 +26,14 @@ from ..paging import HitKey, from_micros
 if TYPE_CHECKING:
     from ..base import SearchRequest
 
-__all__ = ["ChatFilter", "table"]
+__all__ = ["JOINED_SCOPE_FIELDS", "RARITY_CAP", "ChatFilter", "table"]
+
+#: A scope of at most this many fields is joined field by field (the planner orders so
+#: few exhaustively and fast); a wider one is driven by its rarest field
+#: (``ChatFilter._scope_rows``).
+JOINED_SCOPE_FIELDS = 4
+#: How far the rows of each field of a wide scope are counted to find the rarest one.
+RARITY_CAP = 1_000
 
 
 def table(model: type[models.Model]) -> str:
@@ -162,8 +169,19 @@ class ChatFilter:
         )
 
     def _scope_rows(self) -> tuple[str, list[Any]]:
-        """``FROM ... WHERE ...`` of the scope's ``ChatScope`` rows, one per chat (``s0``)."""
+        """``FROM ... WHERE ...`` of the scope's ``ChatScope`` rows, one per chat (``s0``).
+
+        Up to ``JOINED_SCOPE_FIELDS`` fields are joined: the planner orders so few
+        exhaustively, from the most selective. A wider scope is driven by its rarest field
+        instead — the one whose ``(key, value)`` btree holds the fewest rows, counted up to
+        ``RARITY_CAP`` — and each chat of that field is checked by one count of its own
+        scope rows matching the scope. Neither plan grows with the field count: one join
+        per field made PostgreSQL's planning explode (seconds at 32 fields) and SQLite fail
+        past 63 fields.
+        """
         fields = sorted(self.scope.items())
+        if len(fields) > JOINED_SCOPE_FIELDS:
+            return self._rarest_field_rows(fields)
         joins, params = [], []
         for number, (key, value) in enumerate(fields[1:], start=1):
             joins.append(
@@ -174,6 +192,31 @@ class ChatFilter:
         return (
             f"FROM {table(ChatScope)} s0 {' '.join(joins)} WHERE s0.key = %s AND s0.value = %s",
             [*params, *fields[0]],
+        )
+
+    def _rarest_field_rows(self, fields: list[tuple[str, str]]) -> tuple[str, list[Any]]:
+        """Each field's rows are counted by its own ``(key, value)`` values (so the planner
+        reads their statistics), in the btree's order (so an index scan stops at the cap
+        where a bitmap scan would read every row of a common field); the rarest field's
+        rows are ``s0``, and each of its chats is checked against every field."""
+        scopes = table(ChatScope)
+        counted = " UNION ALL ".join(
+            f"SELECT %s AS k, %s AS v, (SELECT count(*) FROM (SELECT 1 FROM {scopes} x "
+            "WHERE x.key = %s AND x.value = %s ORDER BY x.chat_id "
+            f"LIMIT {RARITY_CAP}) AS q) AS n"
+            for _ in fields
+        )
+        matches = " OR ".join(["(r.key = %s AND r.value = %s)"] * len(fields))
+        # (chat, key) is unique: the count reaches len(fields) only when every field holds
+        return (
+            f"FROM (SELECT f.k, f.v FROM ({counted}) AS f ORDER BY f.n, f.k LIMIT 1) AS d "
+            f"JOIN {scopes} s0 ON s0.key = d.k AND s0.value = d.v "
+            f"WHERE (SELECT count(*) FROM {scopes} r WHERE r.chat_id = s0.chat_id "
+            f"AND ({matches})) = {len(fields)}",
+            [
+                *(part for key, value in fields for part in (key, value, key, value)),
+                *(part for pair in fields for part in pair),
+            ],
         )
 
     def _chat_check(self) -> tuple[str, list[Any]]:

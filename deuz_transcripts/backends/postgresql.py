@@ -26,6 +26,7 @@ from .. import ranking
 from ..errors import SearchTimeout
 from ..models import Chat, ChatScope, Message
 from ..problems import Problem
+from ..sql.errors import sqlstate
 from ..text import stored_term, stored_terms_text
 from .base import (
     NewRows,
@@ -356,7 +357,7 @@ def _statement_timeout(alias: str, timeout_ms: int) -> Iterator[None]:
                 with connection.cursor() as cursor:
                     cursor.execute("SELECT set_config('statement_timeout', %s, true)", [row[0]])
     except OperationalError as exc:
-        if getattr(exc.__cause__, "sqlstate", None) == _QUERY_CANCELED:
+        if sqlstate(exc) == _QUERY_CANCELED:
             raise SearchTimeout(timeout_ms) from exc
         raise
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -11,7 +12,7 @@ from django.db import DatabaseError, connections
 
 from ..errors import TranscriptError
 
-__all__ = ["WorkerThreadRunner", "database_errors"]
+__all__ = ["WorkerThreadRunner", "database_errors", "is_lock_conflict", "sqlstate"]
 
 T = TypeVar("T")
 
@@ -21,6 +22,52 @@ class WorkerThreadRunner:
 
     async def _run(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await sync_to_async(method, thread_sensitive=True)(*args, **kwargs)
+
+
+#: PostgreSQL SQLSTATEs of a transaction that lost to another one's locks: running the
+#: whole transaction again is the cure.
+LOCK_CONFLICT_SQLSTATES = {
+    "40P01": "deadlock detected",
+    "40001": "serialization failure",
+    "55P03": "lock not available",
+}
+#: SQLite's primary result codes of a lock held by another connection (SQLITE_BUSY) or
+#: by another statement or shared-cache connection (SQLITE_LOCKED); extended codes
+#: (e.g. SQLITE_BUSY_SNAPSHOT) carry them in their low byte.
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
+
+def _driver_error(exc: BaseException) -> BaseException:
+    """The driver's own exception: Django's wrapper keeps it as ``__cause__``."""
+    cause = exc.__cause__
+    return cause if isinstance(exc, DatabaseError) and cause is not None else exc
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a PostgreSQL error (psycopg 3 ``sqlstate``, psycopg2 ``pgcode``)."""
+    error = _driver_error(exc)
+    code = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
+    return code if isinstance(code, str) else None
+
+
+def is_lock_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` (Django's or the driver's) says another transaction's locks
+    stopped this one: decided by the driver's error code, never by the message text."""
+    error = _driver_error(exc)
+    if isinstance(error, sqlite3.Error):
+        code = getattr(error, "sqlite_errorcode", None)
+        return isinstance(code, int) and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    return sqlstate(error) in LOCK_CONFLICT_SQLSTATES
+
+
+def _lock_message(exc: BaseException) -> str:
+    code = sqlstate(exc)
+    if code is None:
+        return "the database is locked by another writer; try again"
+    return (
+        f"the database is locked by another transaction ({LOCK_CONFLICT_SQLSTATES[code]}, "
+        f"SQLSTATE {code}); try again"
+    )
 
 
 @contextmanager
@@ -36,8 +83,8 @@ def database_errors(using: str | None = None) -> Iterator[None]:
     except DatabaseError as exc:
         if using is not None:
             _close_if_broken(using)
-        if "locked" in str(exc):
-            raise TranscriptError("the database is locked by another writer; try again") from exc
+        if is_lock_conflict(exc):
+            raise TranscriptError(_lock_message(exc)) from exc
         raise TranscriptError(f"database error: {type(exc).__name__}") from exc
 
 
