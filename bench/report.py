@@ -123,7 +123,7 @@ def _skipped_for_cjk(results: dict[str, Any], out: TextIO) -> None:
         for cls in section["classes"].values():
             skipped.update(cls.get("skipped_engines", {}))
     if skipped:
-        out.write("\nLeft out of the cjk-1/cjk-2 classes:\n\n")
+        out.write("\nLeft out of the cjk-1/cjk-2 classes (when this run has them at all):\n\n")
         for engine, why in sorted(skipped.items()):
             out.write(f"- {engine}: {why}\n")
 

@@ -327,10 +327,8 @@ class Run:
             for name, queries in self.classes(user).items():
                 log(f"search {label} {name}")
                 used, skipped = engines, {}
-                if name.startswith("cjk-"):
-                    skipped = {
-                        e: why for e, why in measures.CJK_UNSUPPORTED.items() if e in engines
-                    }
+                if name.startswith("cjk-"):  # named whether or not this run has the peer
+                    skipped = measures.CJK_UNSUPPORTED
                     used = {e: fn for e, fn in engines.items() if e not in skipped}
                 out[label]["classes"][name] = {
                     "queries": queries[:3],

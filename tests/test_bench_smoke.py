@@ -111,6 +111,7 @@ def test_bench_cjk_and_filter_phases_then_reuse(tmp_path: Path) -> None:
             # roles and the window narrow the matches
             assert cls["variants"]["roles"]["max_hits"] <= cls["variants"]["plain"]["max_hits"]
     assert any(t["target"].startswith("filters (roles") for t in results["targets"])
+    assert "Left out of the cjk-1/cjk-2 classes" in proc.stdout and "- tantivy: " in proc.stdout
     assert "Ratio to `plain`" in proc.stdout and "| cjk-1 |" not in proc.stdout.split("Filters")[1]
 
     reused = _bench(*common, "--reuse-db", "--phases", "cjk", "--json", str(again))
