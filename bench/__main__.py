@@ -165,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(args, skipped)
     results: dict[str, Any] = run.execute()
     results["meta"]["wall_seconds"] = round(time.time() - started, 1)
+    results["meta"]["load_avg_end"] = os.getloadavg()
     from .report import print_table, write_json
 
     print_table(results, sys.stdout)

@@ -394,9 +394,9 @@ def _meta(args: argparse.Namespace) -> dict[str, Any]:
         import psutil
 
         info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
-        info["load_avg"] = os.getloadavg()
     except ImportError:
         pass
+    info["load_avg"] = os.getloadavg()  # the machine is shared: its load at the start
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SHOW server_version")
