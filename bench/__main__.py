@@ -15,7 +15,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parent / "out"
+from .marker import OUT, check_reusable, marker_path
+
+#: Measure phases after the load, in the order they run (``--phases``).
+PHASES = ("search", "cjk", "filters", "writes")
+
+
+def _phases(value: str) -> list[str]:
+    chosen = [p.strip() for p in value.split(",") if p.strip()]
+    unknown = sorted(set(chosen) - set(PHASES))
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"phases are a comma list of {', '.join(PHASES)}")
+    return [p for p in PHASES if p in chosen]
+
+
+def _share(value: str) -> float:
+    share = float(value)
+    if not 0.0 <= share < 1.0:
+        raise argparse.ArgumentTypeError("a share is >= 0 and < 1")
+    return share
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -54,11 +72,45 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--budget", type=float, default=None, help="seconds per engine and query class"
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--cjk-share",
+        type=_share,
+        default=0.0,
+        help="share of user/assistant prose in Japanese, Chinese or Thai (default 0: the corpus "
+        "is unchanged); > 0 turns CJK_BIGRAMS on and adds the cjk-1/cjk-2 query classes",
+    )
+    parser.add_argument(
+        "--phases",
+        type=_phases,
+        default=list(PHASES),
+        help=f"measures to run after the load, a comma list of {','.join(PHASES)} (default all)",
+    )
+    parser.add_argument(
+        "--reuse-db",
+        action="store_true",
+        help="measure the database an earlier run of the same --db/--messages/--users/--seed/"
+        "--cjk-share loaded (no load, no peers; not with the writes phase)",
+    )
+    args = parser.parse_args(argv)
+    if args.phases == ["cjk"] and args.cjk_share == 0:
+        parser.error("the cjk phase needs --cjk-share > 0")
+    if args.reuse_db and "writes" in args.phases:
+        if args.phases == list(PHASES):  # the default: drop what a reused database cannot do
+            args.phases.remove("writes")
+        else:
+            parser.error("--reuse-db cannot run the writes phase (it adds chats to the database)")
+    args.marker = marker_path(args)
+    return args
 
 
 def prepare_database(args: argparse.Namespace) -> str:
-    """Create a fresh database for this run; returns the ``BENCH_DB`` value."""
+    """Create a fresh database for this run (or name the reused one); the ``BENCH_DB`` value."""
+    if args.reuse_db:
+        check_reusable(args)
+        if args.db == "postgres":
+            return f"postgres:{args.pg_name}"
+        return f"sqlite:{args.sqlite_path or OUT / f'bench-{args.messages}.sqlite3'}"
+    args.marker.unlink(missing_ok=True)
     if args.db == "postgres":
         import psycopg
 
@@ -84,13 +136,17 @@ def setup_django(args: argparse.Namespace) -> dict[str, str]:
     from .peers import available_peers
 
     peers, skipped = ([], {}) if args.no_peers else available_peers(args.db)
-    if args.no_peers:
-        skipped = dict.fromkeys(("watson", "modelsearch", "tantivy"), "--no-peers")
+    if args.no_peers or args.reuse_db:
+        skipped = dict.fromkeys(
+            ("watson", "modelsearch", "tantivy"), "--reuse-db" if args.reuse_db else "--no-peers"
+        )
+        peers = []
     for name in args.skip_peer:
         skipped[name] = "--skip-peer"
     peers = [name for name in peers if name not in skipped]
     os.environ["BENCH_DB"] = prepare_database(args)
     os.environ["BENCH_PEERS"] = ",".join(peers)
+    os.environ["BENCH_CJK_BIGRAMS"] = "1" if args.cjk_share > 0 else ""
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     import django
     from django.core.management import call_command
@@ -109,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(args, skipped)
     results: dict[str, Any] = run.execute()
     results["meta"]["wall_seconds"] = round(time.time() - started, 1)
+    results["meta"]["load_avg_end"] = os.getloadavg()
     from .report import print_table, write_json
 
     print_table(results, sys.stdout)

@@ -14,7 +14,7 @@ from typing import Any
 
 
 def _cell(run: dict[str, Any], scope: str, name: str) -> dict[str, Any]:
-    return run["search"].get(scope, {}).get("classes", {}).get(name, {}).get("engines", {})
+    return run.get("search", {}).get(scope, {}).get("classes", {}).get(name, {}).get("engines", {})
 
 
 def _ms(stats: dict[str, Any] | None, key: str) -> str:
@@ -37,7 +37,7 @@ def table(before: dict[str, Any], after: dict[str, Any]) -> str:
         "| /rank p95 before | /rank p95 after |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for scope, data in after["search"].items():
+    for scope, data in after.get("search", {}).items():
         for name in data["classes"]:
             old, new = _cell(before, scope, name), _cell(after, scope, name)
             lines.append(

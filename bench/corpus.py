@@ -5,6 +5,8 @@ two runs (or two databases) search the same data. Term frequencies follow a Zipf
 law over a vocabulary mixing English, Turkish, German, French, Vietnamese and
 Greek words with diacritics; user sizes are skewed (one user holds ~5% of all
 messages); tool results range from a few hundred bytes to 300 KiB log dumps.
+``cjk_share`` (default 0: the corpus is unchanged) turns that share of user and
+assistant prose into Japanese, Chinese or Thai text (``bench/cjk.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from faker import Faker
+
+from .cjk import CjkText
 
 __all__ = ["BIG_USER", "SMALL_USER", "Corpus", "CorpusChat"]
 
@@ -80,12 +84,16 @@ class Corpus:
     messages: int
     users: int
     seed: int = 1
+    #: share of user and assistant prose messages written in Japanese, Chinese or Thai.
+    cjk_share: float = 0.0
     vocabulary: list[str] = field(init=False)
     cum_weights: list[float] = field(init=False)
     user_sizes: dict[str, int] = field(init=False)
     #: word -> occurrences, for the users whose queries are measured (filled while generating).
     word_counts: dict[str, Counter[str]] = field(init=False)
     dump_words: Counter[str] = field(init=False)
+    #: CJK word -> occurrences, for the measured users (empty without ``cjk_share``).
+    cjk_word_counts: dict[str, Counter[str]] = field(init=False)
 
     def __post_init__(self) -> None:
         rng = random.Random(self.seed)
@@ -105,6 +113,8 @@ class Corpus:
         self.user_sizes = self._user_sizes(rng)
         self.word_counts = {BIG_USER: Counter(), SMALL_USER: Counter()}
         self.dump_words = Counter()
+        self.cjk_word_counts = {BIG_USER: Counter(), SMALL_USER: Counter()}
+        self.cjk = CjkText(self.seed) if self.cjk_share > 0 else None
 
     # vocabulary and sizes
 
@@ -163,6 +173,24 @@ class Corpus:
         rng.shuffle(parts)
         return " ".join(parts)
 
+    def _message_prose(
+        self,
+        rng: random.Random,
+        cjk_rng: random.Random | None,
+        user: str,
+        sentences: int,
+        words: int,
+    ) -> str:
+        """User or assistant prose; with ``cjk_share``, sometimes CJK text instead.
+
+        The Latin prose is drawn even when CJK replaces it (uncounted), so ``rng`` advances
+        exactly as without CJK: every other message of the corpus stays the same.
+        """
+        if self.cjk is not None and cjk_rng is not None and cjk_rng.random() < self.cjk_share:
+            self._prose(rng, "", sentences, words)
+            return self.cjk.prose(cjk_rng, self.cjk_word_counts.get(user))
+        return self._prose(rng, user, sentences, words)
+
     def _tool_output(self, rng: random.Random, user: str) -> str:
         if rng.random() < DUMP_RATE * 3:  # tool messages are ~1/3 of all: 0.2% overall
             return self._dump(rng, user)
@@ -202,13 +230,14 @@ class Corpus:
             messages.append({"role": "system", "content": rng.choice(self.system_prompts)})
             indexed.append(None)
         call = 0
+        cjk_rng = random.Random(f"{self.seed}:{user}:{number}:cjk") if self.cjk else None
         while len(messages) < size:
-            text = self._prose(rng, user, rng.randint(1, 3), rng.randint(3, 25))
+            text = self._message_prose(rng, cjk_rng, user, rng.randint(1, 3), rng.randint(3, 25))
             messages.append({"role": "user", "content": text})
             indexed.append(text)
             if len(messages) >= size:
                 break
-            answer = self._prose(rng, user, rng.randint(2, 6), rng.randint(10, 60))
+            answer = self._message_prose(rng, cjk_rng, user, rng.randint(2, 6), rng.randint(10, 60))
             parts: list[dict[str, Any]] = []
             if rng.random() < 0.3:
                 parts.append({"type": "reasoning", "text": self._prose(rng, "", 2, 20)})

@@ -21,9 +21,17 @@ from deuz_transcripts.backends.chat_filter import ChatFilter
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from deuz_transcripts.text import query_terms, stored_term
 
+from .cjk import query_words
 from .corpus import BIG_USER, LOG_WORDS, SMALL_USER, Corpus
 
-__all__ = ["Engine", "query_classes", "run_cell", "summarize"]
+__all__ = [
+    "CJK_UNSUPPORTED",
+    "Engine",
+    "cjk_query_classes",
+    "query_classes",
+    "run_cell",
+    "summarize",
+]
 
 Engine = Callable[[str | None, str], Sequence[Any]]
 
@@ -134,7 +142,9 @@ def run_cell(
 # query classes
 
 
-def query_classes(corpus: Corpus, user: str, per_class: int, seed: int) -> dict[str, list[str]]:
+def query_classes(
+    corpus: Corpus, user: str | None, per_class: int, seed: int
+) -> dict[str, list[str]]:
     """Queries of 1, 2, 5 and 32 terms: rare, common and mixed words of the user's own text.
 
     ``2-dump`` pairs a word found in every log dump with a common word, so 30-300 KiB
@@ -163,6 +173,31 @@ def query_classes(corpus: Corpus, user: str, per_class: int, seed: int) -> dict[
         "5-mixed": [mixed(5) for _ in range(per_class)],
         "32-mixed": [mixed(32) for _ in range(per_class)],
         "2-dump": [f"{rng.choice(dump_words)} {rng.choice(common)}" for _ in range(per_class)],
+    }
+
+
+#: Engines left out of the CJK classes, and why.
+CJK_UNSUPPORTED = {
+    "watson": "PostgreSQL text search without CJK segmentation: a sentence is one token",
+    "modelsearch": "its database backend's tokenizer keeps a sentence as one token",
+    "tantivy": "default tokenizer: a run of CJK characters is one token",
+}
+
+
+def cjk_query_classes(
+    corpus: Corpus, user: str | None, per_class: int, seed: int
+) -> dict[str, list[str]]:
+    """``cjk-1`` and ``cjk-2``: one or two CJK words of 2-4 characters the user's text holds.
+
+    Empty without a CJK share (or when the user has no such words yet).
+    """
+    rng = random.Random(f"{seed}:{user}:cjk-queries")
+    words = query_words(corpus.cjk_word_counts[BIG_USER if user is None else user])
+    if len(words) < 2:
+        return {}
+    return {
+        "cjk-1": [rng.choice(words) for _ in range(per_class)],
+        "cjk-2": [" ".join(rng.sample(words, 2)) for _ in range(per_class)],
     }
 
 

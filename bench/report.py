@@ -20,6 +20,10 @@ ENGINES = [
     "tantivy",
 ]
 COMMON = ("1-common", "2-common")
+#: The filtered variants judged against the plain search (the paging ones are reported only).
+FILTERED = ("roles", "window", "roles+window")
+#: "No more than the plain search": the same cost within the noise of a shared machine.
+FILTER_NOISE = 1.1
 
 
 def _cells(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -92,6 +96,8 @@ def print_table(results: dict[str, Any], out: TextIO) -> None:
             f"| {ratio(_get(cell, 'modelsearch', 'p50'), d50)} "
             f"| {ratio(d50, _get(cell, 'tantivy', 'p50'))} |\n"
         )
+    _skipped_for_cjk(results, out)
+    print_filters(results, out)
     out.write("\nOther measures:\n\n```\n")
     for key in (
         "load",
@@ -109,6 +115,57 @@ def print_table(results: dict[str, Any], out: TextIO) -> None:
     out.write("```\n\nTargets:\n\n")
     for target in results.get("targets", []):
         out.write(f"- [{target['status']}] {target['target']}: {target['detail']}\n")
+
+
+def _skipped_for_cjk(results: dict[str, Any], out: TextIO) -> None:
+    skipped: dict[str, str] = {}
+    for section in results.get("search", {}).values():
+        for cls in section["classes"].values():
+            skipped.update(cls.get("skipped_engines", {}))
+    if skipped:
+        out.write("\nLeft out of the cjk-1/cjk-2 classes (when this run has them at all):\n\n")
+        for engine, why in sorted(skipped.items()):
+            out.write(f"- {engine}: {why}\n")
+
+
+def print_filters(results: dict[str, Any], out: TextIO) -> None:
+    """Each filter and paging variant, ms p50/p95, and its ratio to the plain search."""
+    data = results.get("filters")
+    if not data:
+        return
+    variants = list(data["variants"])
+    out.write("\nFilters and pages (same queries, interleaved), ms p50/p95:\n\n")
+    for name, what in data["variants"].items():
+        out.write(f"- `{name}`: `{what}`\n")
+    scopes = [(label, section) for label, section in data.items() if label != "variants"]
+    for label, section in scopes:
+        out.write(f"- {label}: T = {section['updated_after']}\n")
+    out.write("\n| scope | class | " + " | ".join(variants) + " |\n")
+    out.write("|---|---|" + "---|" * len(variants) + "\n")
+    for label, section in scopes:
+        for name, cls in section["classes"].items():
+            cells = []
+            for variant in variants:
+                stats = cls["variants"].get(variant, {})
+                if "error" in stats:
+                    cells.append("timeout" if "timeout" in stats["error"] else "error")
+                else:
+                    cells.append(f"{_fmt(stats.get('p50'))}/{_fmt(stats.get('p95'))}")
+            out.write(f"| {label} | {name} | " + " | ".join(cells) + " |\n")
+    others = [v for v in variants if v != "plain"]
+    out.write(
+        f"\nRatio to `plain`, p50 / p95 (target for roles/window/both: <= {FILTER_NOISE}, "
+        "the same cost within a shared machine's noise; paging is reported only):\n\n"
+    )
+    out.write("| scope | class | " + " | ".join(others) + " |\n")
+    out.write("|---|---|" + "---|" * len(others) + "\n")
+    for label, section in scopes:
+        for name, cls in section["classes"].items():
+            cells = []
+            for variant in others:
+                ratio = cls["ratio_to_plain"].get(variant, {})
+                cells.append(f"{_fmt(ratio.get('p50'))} / {_fmt(ratio.get('p95'))}")
+            out.write(f"| {label} | {name} | " + " | ".join(cells) + " |\n")
 
 
 def write_json(results: dict[str, Any], path: Path) -> None:
@@ -190,6 +247,23 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, str]]:
         "within 5x of tantivy p50",
         ratios("deuz", "p50", "tantivy", "p50", ("small", "big", "unscoped")),
         5.0,
+        above=True,
+    )
+    filtered = [
+        (f"{label}/{name}/{variant} {key}", value)
+        for label, section in results.get("filters", {}).items()
+        if label != "variants"
+        for name, cls in section["classes"].items()
+        for variant, ratio in cls["ratio_to_plain"].items()
+        if variant in FILTERED
+        for key, value in ratio.items()
+        if value is not None
+    ]
+    check(
+        "filters (roles, updated_after, both) cost no more than the unfiltered search of the "
+        f"same scope: p50 and p95 <= {FILTER_NOISE}x plain",
+        filtered,
+        FILTER_NOISE,
         above=True,
     )
     write = results.get("write", {})

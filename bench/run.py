@@ -18,7 +18,7 @@ from deuz_transcripts.records import ChatRecord
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from deuz_transcripts.text import MAX_INDEXED_BYTES, cut_utf8
 
-from . import measures, peers, writes
+from . import filters, marker, measures, peers, writes
 from .corpus import BIG_USER, SMALL_USER, Corpus
 from .models import PeerDoc
 
@@ -43,7 +43,8 @@ class Run:
         self.rounds = 1 if args.quick else 2
         self.store = DjangoConditionalChatStore()
         self.sql = measures.SqlEngines(self.store)
-        self.corpus = Corpus(args.messages, args.users, args.seed)
+        self.corpus = Corpus(args.messages, args.users, args.seed, cjk_share=args.cjk_share)
+        self.phases: list[str] = args.phases
         self.peer_status: dict[str, Any] = {
             name: {"status": "skipped", "reason": reason} for name, reason in skipped.items()
         }
@@ -56,16 +57,34 @@ class Run:
     def execute(self) -> dict[str, Any]:
         """Each phase saves the JSON so far (a run stopped midway keeps what it measured)."""
         self.results["meta"]["backend"] = self.store.transcript.backend_name
-        self.load()
-        analyze()
-        self.results["size"] = writes.size(self.results["load"]["indexed_bytes"])
-        self.build_peers()
+        if self.args.reuse_db:
+            self.reuse()
+        else:
+            self.load()
+            analyze()
+            self.results["size"] = writes.size(self.results["load"]["indexed_bytes"])
+            self.build_peers()
+            self.write_marker()
         self.save()
-        log("search measures")
-        self.results["search"] = self.search_measures()
+        if "search" in self.phases or "cjk" in self.phases:
+            log("search measures")
+            self.results["search"] = self.search_measures()
+            self.save()
         if self.tantivy is not None:
             self.tantivy.close()
-        self.save()
+        if "filters" in self.phases:
+            log("filter measures")
+            self.results["filters"] = self.filter_measures()
+            self.save()
+        if "writes" in self.phases:
+            self.write_measures()
+        return self.results
+
+    def write_measures(self) -> None:
+        """Writes, appends, deletes and backfill (they add chats: the database's last phase)."""
+        if self.args.marker.exists():
+            loaded = marker.read(self.args)
+            marker.write(self.args, {**loaded, "write_measures_ran": True})
         if connection.vendor == "postgresql":
             self.results["pending_list"] = writes.pending_list(self.sql, self.corpus, self.budget)
         log("write measures")
@@ -84,7 +103,25 @@ class Run:
         else:
             self.results["backfill"] = writes.backfill(self.args, self.quick)
         self.save()
-        return self.results
+
+    def write_marker(self) -> None:
+        """Names the corpus now in the database, so ``--reuse-db`` can measure it again."""
+        loaded = {"corpus": marker.corpus_identity(self.args), "load": self.results["load"]}
+        marker.write(self.args, loaded)
+
+    def reuse(self) -> None:
+        """The corpus is generated again (not written) for its word counts and queries."""
+        loaded = marker.read(self.args)
+        log(f"reusing the loaded database ({self.args.marker}); generating the corpus's words")
+        start = time.perf_counter()
+        for _ in self.corpus.chats():
+            pass
+        self.results["load"] = {
+            **loaded["load"],
+            "reused": True,
+            "regenerate_seconds": round(time.perf_counter() - start, 1),
+            "write_measures_ran_before": bool(loaded.get("write_measures_ran")),
+        }
 
     def save(self) -> None:
         from .report import evaluate_targets, write_json
@@ -272,18 +309,31 @@ class Run:
             engines["tantivy"] = self.tantivy.search
         return engines
 
+    def classes(self, user: str | None) -> dict[str, list[str]]:
+        """The query classes of the chosen phases: the standard ones, then ``cjk-1``/``cjk-2``."""
+        seed = self.args.seed
+        out: dict[str, list[str]] = {}
+        if "search" in self.phases:
+            out.update(measures.query_classes(self.corpus, user, self.per_class, seed))
+        if "cjk" in self.phases:
+            out.update(measures.cjk_query_classes(self.corpus, user, self.per_class, seed))
+        return out
+
     def search_measures(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for label, user in measures.users_measured().items():
-            classes = measures.query_classes(self.corpus, user, self.per_class, self.args.seed)
             engines = self.engines(user)
             out[label] = {"user": user, "classes": {}}
-            for name, queries in classes.items():
+            for name, queries in self.classes(user).items():
                 log(f"search {label} {name}")
+                used, skipped = engines, {}
+                if name.startswith("cjk-"):  # named whether or not this run has the peer
+                    skipped = measures.CJK_UNSUPPORTED
+                    used = {e: fn for e, fn in engines.items() if e not in skipped}
                 out[label]["classes"][name] = {
                     "queries": queries[:3],
                     "engines": measures.run_cell(
-                        engines,
+                        used,
                         user,
                         queries,
                         rounds=self.rounds,
@@ -291,6 +341,39 @@ class Run:
                         seed=zlib.crc32(f"{label}/{name}".encode()),
                         timeout_s=2.0 if self.quick else 10.0,
                     ),
+                }
+                if skipped:
+                    out[label]["classes"][name]["skipped_engines"] = skipped
+        return out
+
+    def filter_measures(self) -> dict[str, Any]:
+        """Big user and unscoped: each filter and paging variant against the plain search."""
+        out: dict[str, Any] = {"variants": filters.VARIANTS}
+        index = self.store.transcript
+        for label, user in measures.users_measured().items():
+            if label == "small":
+                continue
+            cutoff = filters.newest_half_cutoff(user)
+            classes = measures.query_classes(self.corpus, user, self.per_class, self.args.seed)
+            engines = filters.variant_engines(index, user, cutoff)
+            for engine in engines.values():  # warm every code path once
+                engine(user, classes[filters.FILTER_CLASSES[0]][0])
+            out[label] = {"user": user, "updated_after": cutoff.isoformat(), "classes": {}}
+            for name in filters.FILTER_CLASSES:
+                log(f"filters {label} {name}")
+                cell = measures.run_cell(
+                    engines,
+                    user,
+                    classes[name],
+                    rounds=self.rounds,
+                    budget_s=self.budget,
+                    seed=zlib.crc32(f"filters/{label}/{name}".encode()),
+                    timeout_s=2.0 if self.quick else 10.0,
+                )
+                out[label]["classes"][name] = {
+                    "queries": classes[name][:3],
+                    "variants": cell,
+                    "ratio_to_plain": filters.ratios(cell),
                 }
         return out
 
@@ -311,9 +394,9 @@ def _meta(args: argparse.Namespace) -> dict[str, Any]:
         import psutil
 
         info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
-        info["load_avg"] = os.getloadavg()
     except ImportError:
         pass
+    info["load_avg"] = os.getloadavg()  # the machine is shared: its load at the start
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SHOW server_version")

@@ -1,7 +1,8 @@
 """Django settings of the benchmark: its own database, the app, and the peers that are installed.
 
 Read from environment variables set by ``bench.__main__`` before ``django.setup()``:
-``BENCH_DB`` (``sqlite:PATH`` or ``postgres:NAME``) and ``BENCH_PEERS`` (comma list).
+``BENCH_DB`` (``sqlite:PATH`` or ``postgres:NAME``), ``BENCH_PEERS`` (comma list) and
+``BENCH_CJK_BIGRAMS`` (non-empty: ``CJK_BIGRAMS`` on).
 """
 
 from __future__ import annotations
@@ -51,7 +52,12 @@ else:
     }
 
 # The harness stops any query at 10 s (measures.query_timeout); the app's own budget matches it.
-DEUZ_TRANSCRIPTS = {"SQLITE_BACKEND": "auto", "SEARCH_TIMEOUT_MS": 10_000}
+# A corpus with a CJK share (``--cjk-share``) is indexed with CJK and Thai bigrams.
+DEUZ_TRANSCRIPTS = {
+    "SQLITE_BACKEND": "auto",
+    "SEARCH_TIMEOUT_MS": 10_000,
+    "CJK_BIGRAMS": bool(os.environ.get("BENCH_CJK_BIGRAMS")),
+}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

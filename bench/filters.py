@@ -1,0 +1,112 @@
+"""Filtered searches against the unfiltered search of the same scope and queries (SPEC §8).
+
+Each variant is an engine of ``measures.run_cell``, so all of them answer the same
+queries in shuffled order and share the machine's noise; the ratio of a filtered
+variant to ``plain`` is the cost of the filter.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from deuz_transcripts.base import BaseTranscriptIndex
+from deuz_transcripts.models import Chat
+
+from .measures import Engine
+
+__all__ = [
+    "FILTER_CLASSES",
+    "VARIANTS",
+    "newest_half_cutoff",
+    "ratios",
+    "variant_engines",
+]
+
+#: Query classes measured with filters (the same queries as the search phase).
+FILTER_CLASSES = ("1-common", "2-mixed", "5-mixed")
+#: What each variant runs; every one with ``limit=20, around=1``.
+VARIANTS = {
+    "plain": "search(scope, q)",
+    "roles": 'search(scope, q, roles=["user"])',
+    "window": "search(scope, q, updated_after=T): T keeps the newest half of the scope's chats",
+    "roles+window": 'search(scope, q, roles=["user"], updated_after=T)',
+    "page_first": "search_page(scope, q).hits: the first page with its exact total",
+    "page_next": "search_page(scope, q, cursor=first page's next_cursor).hits",
+}
+
+
+def newest_half_cutoff(user: str | None) -> datetime:
+    """``updated_at`` of the scope's middle chat: strictly after it lies the newest half."""
+    chats = Chat.objects.all()
+    if user is not None:
+        chats = chats.filter(scope_fields__key="userId", scope_fields__value=user)
+    count = chats.count()
+    ordered = chats.order_by("-updated_at").values_list("updated_at", flat=True)
+    return ordered[count // 2]
+
+
+class _NextPage:
+    """The page after the first: the cursor is read in ``prepare``, outside the timing."""
+
+    def __init__(self, index: BaseTranscriptIndex, scope: dict[str, str]) -> None:
+        self.index = index
+        self.scope = scope
+        self.cursors: dict[str, str | None] = {}
+
+    def prepare(self, user: str | None, q: str) -> None:
+        page = self.index.search_page(self.scope, q, limit=20, around=1)
+        self.cursors[q] = page.next_cursor
+
+    def __call__(self, user: str | None, q: str) -> list[Any]:
+        if q not in self.cursors:
+            self.prepare(user, q)
+        cursor = self.cursors[q]
+        if cursor is None:  # one page holds every hit: nothing after it
+            return []
+        return self.index.search_page(self.scope, q, limit=20, around=1, cursor=cursor).hits
+
+
+def variant_engines(
+    index: BaseTranscriptIndex, user: str | None, cutoff: datetime
+) -> dict[str, Engine]:
+    """One engine per variant, over the scope of ``user`` (``None``: unscoped)."""
+    scope = {} if user is None else {"userId": user}
+
+    def plain(_: str | None, q: str) -> list[Any]:
+        return index.search(scope, q, limit=20, around=1)
+
+    def roles(_: str | None, q: str) -> list[Any]:
+        return index.search(scope, q, limit=20, around=1, roles=["user"])
+
+    def window(_: str | None, q: str) -> list[Any]:
+        return index.search(scope, q, limit=20, around=1, updated_after=cutoff)
+
+    def roles_window(_: str | None, q: str) -> list[Any]:
+        return index.search(scope, q, limit=20, around=1, roles=["user"], updated_after=cutoff)
+
+    def page_first(_: str | None, q: str) -> list[Any]:
+        return index.search_page(scope, q, limit=20, around=1).hits
+
+    return {
+        "plain": plain,
+        "roles": roles,
+        "window": window,
+        "roles+window": roles_window,
+        "page_first": page_first,
+        "page_next": _NextPage(index, scope),
+    }
+
+
+def ratios(cell: dict[str, dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Each variant's p50 and p95 over ``plain``'s."""
+    base = cell.get("plain", {})
+    out: dict[str, dict[str, float | None]] = {}
+    for name, stats in cell.items():
+        if name == "plain":
+            continue
+        out[name] = {
+            key: round(stats[key] / base[key], 3) if stats.get(key) and base.get(key) else None
+            for key in ("p50", "p95")
+        }
+    return out
