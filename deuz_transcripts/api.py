@@ -95,7 +95,10 @@ def _date(params: QueryDict, name: str) -> datetime | None:
 def _roles(params: QueryDict) -> list[str] | None:
     """``roles=user&roles=tool`` or ``roles=user,tool``; absent or blank: every role."""
     roles = [
-        role.strip() for value in params.getlist("roles") for role in value.split(",") if role.strip()
+        role.strip()
+        for value in params.getlist("roles")
+        for role in value.split(",")
+        if role.strip()
     ]
     if len(roles) > MAX_ROLES:
         raise InvalidRecord("roles", f"names more than {MAX_ROLES} roles")

@@ -21,7 +21,15 @@ from collections.abc import Sequence
 from .records import TranscriptHit
 from .text import MAX_INDEXED_BYTES, fold, highlight_spans, indexed_text
 
-__all__ = ["Span", "hit_spans", "indexed_prefix", "match_spans", "snippet", "snippet_with_spans", "with_spans"]
+__all__ = [
+    "Span",
+    "hit_spans",
+    "indexed_prefix",
+    "match_spans",
+    "snippet",
+    "snippet_with_spans",
+    "with_spans",
+]
 
 #: ``(start, end)`` character offsets into a message's indexed text.
 Span = tuple[int, int]

@@ -215,9 +215,7 @@ def test_roles_and_dates_filter(chats: None, ada: Client) -> None:
     assert ids(updated_before="2026-01-10T13:00:00+01:00") == set()  # 12:00 UTC, strict
 
 
-def test_a_stopped_search_is_503(
-    chats: None, ada: Client, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_stopped_search_is_503(chats: None, ada: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     def stopped(*args: Any, **kwargs: Any) -> Any:
         raise SearchTimeout(5)
 
@@ -278,7 +276,10 @@ def test_system_check_requires_a_scope_callable_once_the_urls_are_included(
 
 
 def test_api_max_limit_bounds_limit(chats: None, ada: Client, settings: Any) -> None:
-    settings.DEUZ_TRANSCRIPTS = {"SEARCH_SCOPE": "testproject.scopes.user_scope", "API_MAX_LIMIT": 2}
+    settings.DEUZ_TRANSCRIPTS = {
+        "SEARCH_SCOPE": "testproject.scopes.user_scope",
+        "API_MAX_LIMIT": 2,
+    }
     assert _get(ada, q="izmir", limit=2)[0] == 200
     status, body = _get(ada, q="izmir", limit=3)
     assert status == 400 and body["error"]["message"] == "must be an integer from 1 to 2"
