@@ -46,7 +46,7 @@ def _import_callable(value: Any) -> Callable[..., Any] | None:
         return None
     try:
         found = import_string(value)
-    except ImportError:
+    except Exception:  # ImportError, or the module failing as it is imported
         return None
     return cast(Callable[..., Any], found) if callable(found) else None
 

@@ -145,12 +145,15 @@ def test_a_misconfigured_scope_is_503_not_a_leak(
     assert "invalid scope" in caplog.text
 
 
-def test_only_get_is_allowed(chats: None, ada: Client) -> None:
-    for method in (ada.post, ada.put, ada.delete, ada.patch):
+def test_only_get_is_allowed(chats: None, ada: Client, django_user_model: Any) -> None:
+    strict = Client(enforce_csrf_checks=True)  # as a browser posts: no CSRF token
+    strict.force_login(django_user_model.objects.get(username="ada"))
+    for method in (ada.post, ada.put, ada.delete, ada.patch, strict.post):
         response = method(URL, {"q": "izmir"})
         assert response.status_code == 405
         assert response["Allow"] == "GET"
         assert json.loads(response.content)["error"]["message"] == "only GET is allowed"
+    assert ada.head(URL, {"q": "izmir"}).status_code == 405
 
 
 @pytest.mark.parametrize(
