@@ -31,23 +31,21 @@ T0 = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 ADA = {"userId": "ada"}
 
 
-@pytest.fixture
-def index() -> InMemoryTranscriptIndex:
-    index = InMemoryTranscriptIndex()
-    for number in range(6):
-        index.index(
-            ChatRecord(
-                chat_id=f"ada-{number}",
-                scope=ADA,
-                messages=[
-                    {"role": "system", "content": "izmir system prompt"},
-                    {"role": "user", "content": f"flight to izmir number {number} " + "x " * 300},
-                    {"role": "assistant", "content": "booked izmir"},
-                ],
-                updated_at=T0 + timedelta(days=number),
-            )
+def _records() -> list[ChatRecord]:
+    records = [
+        ChatRecord(
+            chat_id=f"ada-{number}",
+            scope=ADA,
+            messages=[
+                {"role": "system", "content": "izmir system prompt"},
+                {"role": "user", "content": f"flight to izmir number {number} " + "x " * 300},
+                {"role": "assistant", "content": "booked izmir"},
+            ],
+            updated_at=T0 + timedelta(days=number),
         )
-    index.index(
+        for number in range(6)
+    ]
+    records.append(
         ChatRecord(
             chat_id="bob-1",
             scope={"userId": "bob"},
@@ -55,6 +53,14 @@ def index() -> InMemoryTranscriptIndex:
             updated_at=T0,
         )
     )
+    return records
+
+
+@pytest.fixture
+def index() -> InMemoryTranscriptIndex:
+    index = InMemoryTranscriptIndex()
+    for record in _records():
+        index.index(record)
     return index
 
 
@@ -219,3 +225,20 @@ def test_any_call_is_valid_json_within_the_budget(
     call = json.dumps(arguments) if as_text and not isinstance(arguments, str) else arguments
     answer = _run(index, call, budget)
     assert set(answer) <= {"count", "hits", "next_cursor", "truncated", "error"}
+
+
+@pytest.mark.django_db
+def test_the_sql_index_answers_as_memory_does(index: Any) -> None:
+    from deuz_transcripts.sql import DjangoTranscriptIndex
+
+    sql = DjangoTranscriptIndex()
+    for record in _records():
+        sql.index(record)
+    for arguments in (
+        {"query": "izmir", "limit": 7},
+        {"query": "flight booked", "roles": ["user"], "end_date": "2026-01-13T00:00:00Z"},
+    ):
+        for budget in (MIN_BUDGET_CHARS, 900, 4_000):
+            assert run_search_tool(sql, ADA, arguments, budget_chars=budget) == run_search_tool(
+                index, ADA, arguments, budget_chars=budget
+            )
