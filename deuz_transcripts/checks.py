@@ -10,6 +10,7 @@ from django.db import connections, router
 from .conf import conf
 
 __all__ = [
+    "check_search_api",
     "check_search_backends",
     "check_settings",
     "check_sqlite_transaction_mode",
@@ -24,6 +25,39 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
             problem.message, hint=problem.hint, id=problem.check_id
         )
         for problem in conf.problems()
+    ]
+
+
+def search_api_included() -> bool:
+    """Whether the project's URLconf includes ``deuz_transcripts.urls`` (its namespace)."""
+    from django.urls import reverse
+
+    try:
+        reverse("deuz_transcripts:search")
+    except Exception:  # NoReverseMatch; a broken URLconf is for Django's own checks
+        return False
+    return True
+
+
+@register(Tags.urls)
+def check_search_api(**kwargs: Any) -> list[CheckMessage]:
+    """An error when the JSON endpoint is routed but nothing says whose chats it searches.
+
+    A set but unusable ``SEARCH_SCOPE`` is ``check_settings``' to report (E010), once.
+    """
+    if conf.SEARCH_SCOPE is not None or not search_api_included():
+        return []
+    if conf.problem("SEARCH_SCOPE") is not None:
+        return []
+    return [
+        Error(
+            "The URLconf includes deuz_transcripts.urls (the JSON search endpoint) but "
+            "DEUZ_TRANSCRIPTS['SEARCH_SCOPE'] is not set, so it could not tell whose chats "
+            "a request may search.",
+            hint="Set DEUZ_TRANSCRIPTS['SEARCH_SCOPE'] to the dotted path of a callable "
+            "request -> scope dict (or None to refuse), e.g. 'myproject.scopes.user_scope'.",
+            id="deuz_transcripts.E011",
+        )
     ]
 
 

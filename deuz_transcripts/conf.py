@@ -7,12 +7,16 @@ system checks report its findings, and code that needs a valid value asks
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
 
 __all__ = ["DEFAULTS", "SQLITE_BACKENDS", "SettingProblem", "TranscriptSettings", "conf"]
 
@@ -26,7 +30,25 @@ DEFAULTS: dict[str, Any] = {
     "SQLITE_SCAN_SCOPE_MAX": 2_000,
     "SEARCH_TIMEOUT_MS": 5_000,
     "CJK_BIGRAMS": False,
+    "SEARCH_SCOPE": None,
+    "API_MAX_LIMIT": 100,
 }
+
+#: ``API_MAX_LIMIT`` is at most this: a page of the JSON endpoint stays small.
+API_LIMIT_CEILING = 1_000
+
+
+def _import_callable(value: Any) -> Callable[..., Any] | None:
+    """``value`` itself when callable, the callable a dotted path names, else ``None``."""
+    if callable(value):
+        return cast(Callable[..., Any], value)
+    if not isinstance(value, str) or "." not in value:
+        return None
+    try:
+        found = import_string(value)
+    except Exception:  # ImportError, or the module failing as it is imported
+        return None
+    return cast(Callable[..., Any], found) if callable(found) else None
 
 
 def _is_int(value: Any, minimum: int) -> bool:
@@ -77,6 +99,19 @@ _RULES: dict[str, _Rule] = {
         "must be True or False",
         None,
         "deuz_transcripts.E009",
+    ),
+    "SEARCH_SCOPE": _Rule(
+        lambda value: value is None or _import_callable(value) is not None,
+        "must be None or the dotted path of a callable taking the request and returning "
+        "its scope (a dict of str to str) or None; it cannot be imported as one",
+        "For example 'myproject.scopes.user_scope'.",
+        "deuz_transcripts.E010",
+    ),
+    "API_MAX_LIMIT": _Rule(
+        lambda value: _is_int(value, 1) and value <= API_LIMIT_CEILING,
+        f"must be an integer from 1 to {API_LIMIT_CEILING}",
+        None,
+        "deuz_transcripts.E012",
     ),
 }
 
@@ -136,6 +171,18 @@ class TranscriptSettings:
     def CJK_BIGRAMS(self) -> bool:
         """Han/Kana and Thai runs index as overlapping bigrams (SPEC §8); invalid: False."""
         return self.problem("CJK_BIGRAMS") is None and bool(self._raw["CJK_BIGRAMS"])
+
+    @property
+    def SEARCH_SCOPE(self) -> Callable[[HttpRequest], Mapping[str, str] | None] | None:
+        """The callable giving a request's search scope (the JSON endpoint's only source of
+        scope); ``None`` when unset or invalid (the endpoint then answers no one)."""
+        value = self._raw["SEARCH_SCOPE"]
+        return None if value is None else _import_callable(value)
+
+    @property
+    def API_MAX_LIMIT(self) -> int:
+        """The largest ``limit`` the JSON endpoint accepts."""
+        return int(self._raw["API_MAX_LIMIT"]) if self.problem("API_MAX_LIMIT") is None else 100
 
     def unknown_keys(self) -> list[str]:
         given = self._given

@@ -21,7 +21,15 @@ from collections.abc import Sequence
 from .records import TranscriptHit
 from .text import MAX_INDEXED_BYTES, fold, highlight_spans, indexed_text
 
-__all__ = ["Span", "hit_spans", "indexed_prefix", "match_spans", "snippet", "with_spans"]
+__all__ = [
+    "Span",
+    "hit_spans",
+    "indexed_prefix",
+    "match_spans",
+    "snippet",
+    "snippet_with_spans",
+    "with_spans",
+]
 
 #: ``(start, end)`` character offsets into a message's indexed text.
 Span = tuple[int, int]
@@ -171,6 +179,21 @@ def _whole_words(text: str, start: int, end: int, keep_from: int, keep_to: int) 
     return start, end
 
 
+def _snippet_window(text: str, spans: Sequence[Span], width: int) -> tuple[int, int]:
+    """The ``text[start:end]`` a snippet shows: around the best spans (valid ones), or the
+    text's start."""
+    usable = list(spans)
+    if not usable:
+        return _whole_words(text, 0, min(len(text), width), 0, 0)
+    first, last = _best_window(usable, width)
+    start, end = usable[first][0], usable[last][1]
+    spare = max(0, width - (end - start))
+    start = max(0, start - spare // 2)
+    end = min(len(text), max(end, start + width))
+    start = max(0, min(start, end - width))
+    return _whole_words(text, start, end, usable[first][0], usable[last][1])
+
+
 def snippet(text: str, spans: Sequence[Span], *, width: int = 160) -> str:
     """A short plain-text excerpt of ``text`` around its best spans, at most about ``width``
     characters plus ``…`` marks.
@@ -180,20 +203,48 @@ def snippet(text: str, spans: Sequence[Span], *, width: int = 160) -> str:
     space and lone surrogates become U+FFFD, so the result is one line that any page or
     terminal can show; it holds no markup, and templates escape it as any text.
     """
+    return snippet_with_spans(text, spans, width=width)[0]
+
+
+def snippet_with_spans(
+    text: str, spans: Sequence[Span], *, width: int = 160
+) -> tuple[str, tuple[Span, ...]]:
+    """``snippet(text, spans, width=width)`` and the spans moved into it (clipped to what it
+    shows), so a client without the whole text can still mark the matched words."""
     if width < 1:
         raise ValueError("width must be at least 1")
     if not isinstance(text, str) or not text:
-        return ""
+        return "", ()
     usable = [(start, end) for start, end in spans if 0 <= start < end <= len(text)]
-    if usable:
-        first, last = _best_window(usable, width)
-        start, end = usable[first][0], usable[last][1]
-        spare = max(0, width - (end - start))
-        start = max(0, start - spare // 2)
-        end = min(len(text), max(end, start + width))
-        start = max(0, min(start, end - width))
-        start, end = _whole_words(text, start, end, usable[first][0], usable[last][1])
-    else:
-        start, end = _whole_words(text, 0, min(len(text), width), 0, 0)
-    shown = _SPACE_RE.sub(" ", _SURROGATE_RE.sub("\ufffd", text[start:end])).strip()
-    return ("…" if start > 0 else "") + shown + ("…" if end < len(text) else "")
+    start, end = _snippet_window(text, usable, width)
+    # where each shown character of text[start:end] lands once whitespace runs are one space
+    shown: list[str] = []
+    moved = [0] * (end - start + 1)
+    position = start
+    for space in _SPACE_RE.finditer(text, start, end):
+        for offset in range(position, space.start()):
+            moved[offset - start] = len(shown)
+            shown.append(text[offset])
+        for offset in range(space.start(), space.end()):
+            moved[offset - start] = len(shown)
+        shown.append(" ")
+        position = space.end()
+    for offset in range(position, end):
+        moved[offset - start] = len(shown)
+        shown.append(text[offset])
+    moved[end - start] = len(shown)
+    body = "".join(shown)
+    lead = len(body) - len(body.lstrip(" "))
+    body = body.strip(" ")
+    prefix = "…" if start > 0 else ""
+    inside: list[Span] = []
+    for low, high in usable:
+        low, high = max(low, start), min(high, end)
+        if low >= high:
+            continue
+        a = min(max(moved[low - start] - lead, 0), len(body))
+        b = min(max(moved[high - start] - lead, 0), len(body))
+        if a < b:
+            inside.append((a + len(prefix), b + len(prefix)))
+    body = _SURROGATE_RE.sub("\ufffd", body)
+    return prefix + body + ("…" if end < len(text) else ""), tuple(inside)

@@ -103,6 +103,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 DEUZ_TRANSCRIPTS = {
     "SQLITE_BACKEND": env("DEUZ_SQLITE_BACKEND", default="auto"),
+    "SEARCH_SCOPE": "testproject.scopes.user_scope",
 }
 
 LOGGING = {

@@ -114,3 +114,74 @@ def test_admin_search_finds_izmir_and_links_to_the_chat(
     assert "Book the flight to İzmir." in message.text
     assert "demo-ada-izmir" in browser.find_element(By.ID, "content").text
     assert "not indexed" in browser.find_element(By.ID, "message-0").text  # the system prompt
+
+
+def _sign_in(browser: Any, live_server: Any, user: Any) -> None:
+    """Sign ``user`` in through a session cookie (end users have no admin login)."""
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    browser.delete_all_cookies()
+    browser.add_cookie(
+        {
+            "name": settings.SESSION_COOKIE_NAME,
+            "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
+            "path": "/",
+        }
+    )
+
+
+#: The page's own script asks the endpoint, as a project's front end would.
+FETCH_SCRIPT = """
+const done = arguments[arguments.length - 1];
+fetch(arguments[0], {credentials: "same-origin", headers: {Accept: "application/json"}})
+  .then(async (response) => done({status: response.status,
+                                  cache: response.headers.get("Cache-Control"),
+                                  body: await response.json()}))
+  .catch((error) => done({status: -1, body: String(error)}));
+"""
+
+
+def test_a_page_fetches_only_the_signed_in_users_hits(
+    browser: Any, live_server: Any, django_user_model: Any, settings: Any
+) -> None:
+    from deuz_transcripts import ChatRecord
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    store = DjangoConditionalChatStore()
+    store.write_chat(izmir_chat(), expected_revision=0)
+    store.write_chat(
+        ChatRecord(
+            chat_id="bob-izmir",
+            scope={"userId": "bob"},
+            messages=[{"role": "user", "content": "Bob's own İzmir plans <b>secret</b>"}],
+        ),
+        expected_revision=0,
+    )
+    ada = django_user_model.objects.create_user("ada", password="ada-pw")
+    bob = django_user_model.objects.create_user("bob", password="bob-pw")
+    browser.set_script_timeout(WAIT_SECONDS)
+    url = "/transcripts/search/?q=izmir&around=1"
+
+    browser.get(f"{live_server.url}/admin/login/")  # any page of the site: the same origin
+    anonymous = browser.execute_async_script(FETCH_SCRIPT, url)
+    assert anonymous["status"] == 403 and "hits" not in anonymous["body"]
+
+    _sign_in(browser, live_server, ada)
+    browser.get(f"{live_server.url}/admin/login/")
+    answer = browser.execute_async_script(FETCH_SCRIPT, url)
+    assert answer["status"] == 200 and answer["cache"] == "private, no-store"
+    body = answer["body"]
+    assert {hit["chat_id"] for hit in body["hits"]} == {"demo-ada-izmir"}
+    assert body["count"] == len(body["hits"]) >= 1
+    first = body["hits"][0]
+    assert [first["snippet"][a:b] for a, b in first["spans"]] == ["İzmir"]
+    assert first["around"] and "travel assistant" not in str(body)  # never the system prompt
+
+    _sign_in(browser, live_server, bob)
+    browser.get(f"{live_server.url}/admin/login/")
+    body = browser.execute_async_script(FETCH_SCRIPT, url + "&scope=userId%3Dada")["body"]
+    assert [hit["chat_id"] for hit in body["hits"]] == ["bob-izmir"]
+    assert body["hits"][0]["snippet"] == "Bob's own İzmir plans <b>secret</b>"  # text, not HTML

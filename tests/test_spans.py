@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deuz_transcripts import snippet
-from deuz_transcripts.spans import indexed_prefix, match_spans
+from deuz_transcripts.highlight import printable
+from deuz_transcripts.spans import indexed_prefix, match_spans, snippet_with_spans
 from deuz_transcripts.text import (
     MAX_INDEXED_BYTES,
     fold,
@@ -102,3 +103,26 @@ def test_snippet_without_spans_is_the_start_and_never_unencodable():
 
 def test_snippet_ignores_spans_outside_the_text():
     assert snippet("deploy now", [(5, 99), (-1, 2)], width=50) == "deploy now"
+
+
+@TEXT_FUZZ
+@given(spaced_text, st.integers(min_value=1, max_value=40))
+def test_snippet_spans_mark_the_matched_words_inside_the_snippet(text, width):
+    spans = match_spans(text, query_terms("deploy x_y"))
+    shown, inside = snippet_with_spans(text, spans, width=width)
+    assert shown == snippet(text, spans, width=width)
+    assert len(inside) <= len(spans)
+    for a, b in inside:  # each marked piece is part of a matched word, never a space
+        assert 0 <= a < b <= len(shown)
+        piece = shown[a:b]
+        assert piece.strip() == piece
+        assert any(piece in printable(text[low:high]) for low, high in spans)
+
+
+def test_snippet_spans_follow_collapsed_whitespace_and_the_ellipsis():
+    text = "intro " * 50 + "the  deploy\n\tof izmir " + "outro " * 50
+    spans = match_spans(text, ["deploy", "izmir"])
+    shown, inside = snippet_with_spans(text, spans, width=40)
+    assert [shown[a:b] for a, b in inside] == ["deploy", "izmir"]
+    assert shown.startswith("…")
+    assert snippet_with_spans("", [(0, 1)]) == ("", ())

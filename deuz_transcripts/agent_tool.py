@@ -1,0 +1,321 @@
+"""A ``search_transcripts`` tool for LLM agents (what Letta's ``conversation_search`` gives).
+
+The model chooses only the query and filters; the scope is bound by the caller when it
+runs the call, so a model can never search another user's chats. The answer is compact
+JSON (ids, role, snippet, score) within a character budget, and a bad call is answered
+with a JSON error the model can read and correct, never an exception.
+
+Pure Python over any ``BaseTranscriptIndex`` (memory or SQL).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from .base import BaseTranscriptIndex
+from .errors import InvalidRecord, SearchTimeout
+from .highlight import printable
+from .paging import SearchPage
+from .records import TranscriptHit, validate_scope
+from .spans import snippet
+from .text import indexed_text
+
+__all__ = [
+    "DEFAULT_BUDGET_CHARS",
+    "MIN_BUDGET_CHARS",
+    "SEARCH_TOOL",
+    "TOOL_NAME",
+    "anthropic_tool",
+    "arun_search_tool",
+    "openai_responses_tool",
+    "openai_tool",
+    "run_search_tool",
+]
+
+TOOL_NAME = "search_transcripts"
+DEFAULT_BUDGET_CHARS = 4_000
+#: Below this not even an error with its message fits.
+MIN_BUDGET_CHARS = 200
+MAX_TOOL_LIMIT = 20
+DEFAULT_TOOL_LIMIT = 5
+SNIPPET_CHARS = 200
+#: Snippets are shortened down to this before hits are dropped a second time.
+_MIN_SNIPPET_CHARS = 20
+_MAX_QUERY_CHARS = 1_000
+
+_DESCRIPTION = (
+    "Search the user's past conversations by words (full-text, not semantic). Returns the "
+    "best matching messages first, each with its chat id, message id, role, a short snippet "
+    "and a score from 0 to 1 (1 is the best hit), plus the total count and a cursor for "
+    "the next page."
+)
+
+#: The tool's input, a JSON schema both the OpenAI and Anthropic tool APIs accept.
+SEARCH_TOOL: dict[str, Any] = {
+    "name": TOOL_NAME,
+    "description": _DESCRIPTION,
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "description": "Words to look for; a message matching more of them ranks higher.",
+            },
+            "roles": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["user", "assistant", "tool"]},
+                "description": "Only messages of these roles (default: every role).",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_TOOL_LIMIT,
+                "description": f"How many hits to return (default {DEFAULT_TOOL_LIMIT}).",
+            },
+            "start_date": {
+                "type": "string",
+                "description": "Only chats updated after this ISO 8601 date-time with offset.",
+            },
+            "end_date": {
+                "type": "string",
+                "description": "Only chats updated before this ISO 8601 date-time with offset.",
+            },
+            "cursor": {
+                "type": "string",
+                "description": "The next_cursor of a previous answer, to get its next page.",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+}
+
+
+def openai_tool() -> dict[str, Any]:
+    """The tool as OpenAI's Chat Completions API takes it (``tools=[openai_tool()]``)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": TOOL_NAME,
+            "description": _DESCRIPTION,
+            "parameters": copy.deepcopy(SEARCH_TOOL["parameters"]),
+        },
+    }
+
+
+def openai_responses_tool() -> dict[str, Any]:
+    """The tool as OpenAI's Responses API takes it (a flat function tool)."""
+    return {
+        "type": "function",
+        "name": TOOL_NAME,
+        "description": _DESCRIPTION,
+        "parameters": copy.deepcopy(SEARCH_TOOL["parameters"]),
+    }
+
+
+def anthropic_tool() -> dict[str, Any]:
+    """The tool as Anthropic's Messages API takes it (``tools=[anthropic_tool()]``)."""
+    return {
+        "name": TOOL_NAME,
+        "description": _DESCRIPTION,
+        "input_schema": copy.deepcopy(SEARCH_TOOL["parameters"]),
+    }
+
+
+class _BadCall(Exception):
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+def _date(arguments: Mapping[str, Any], name: str) -> datetime | None:
+    value = arguments.get(name)
+    if value is None or value == "":
+        return None
+    problem = f"{name} must be an ISO 8601 date-time with an offset, e.g. 2026-01-31T09:00:00Z"
+    if not isinstance(value, str) or len(value) > 64:
+        raise _BadCall(problem)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise _BadCall(problem) from None
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        raise _BadCall(problem)
+    return parsed
+
+
+def _arguments(raw: str | Mapping[str, Any]) -> dict[str, Any]:
+    """The model's arguments checked against ``SEARCH_TOOL``, as ``search_page`` keywords."""
+    if isinstance(raw, str | bytes):
+        try:
+            raw = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise _BadCall("arguments must be a JSON object") from None
+    if not isinstance(raw, Mapping):
+        raise _BadCall("arguments must be a JSON object")
+    known = set(SEARCH_TOOL["parameters"]["properties"])
+    unknown = sorted(str(key) for key in raw if key not in known)
+    if unknown:
+        raise _BadCall(f"unknown arguments: {', '.join(unknown)[:100]}")
+    query = raw.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise _BadCall("query must be a non-empty string")
+    if len(query) > _MAX_QUERY_CHARS:
+        raise _BadCall(f"query must be at most {_MAX_QUERY_CHARS} characters")
+    limit = raw.get("limit", DEFAULT_TOOL_LIMIT)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_TOOL_LIMIT:
+        raise _BadCall(f"limit must be an integer from 1 to {MAX_TOOL_LIMIT}")
+    roles = raw.get("roles")
+    if roles is not None and (
+        not isinstance(roles, list)
+        or len(roles) > 10
+        or not all(isinstance(role, str) and 0 < len(role) <= 64 for role in roles)
+    ):
+        raise _BadCall('roles must be a list of role names, e.g. ["user", "assistant"]')
+    cursor = raw.get("cursor")
+    if cursor is not None and not isinstance(cursor, str):
+        raise _BadCall("cursor must be the next_cursor string of a previous answer")
+    return {
+        "query": query,
+        "limit": limit,
+        "roles": roles or None,
+        "cursor": cursor or None,
+        "updated_after": _date(raw, "start_date"),
+        "updated_before": _date(raw, "end_date"),
+    }
+
+
+def _error(message: str, budget: int) -> str:
+    text = json.dumps({"error": printable(message)[:150]}, ensure_ascii=False)
+    return text if len(text) <= budget else '{"error":"invalid arguments"}'
+
+
+def _hit(hit: TranscriptHit, width: int) -> dict[str, Any]:
+    role = hit.message.get("role")
+    return {
+        "chat_id": hit.chat_id,
+        "message_id": hit.message_id,
+        "role": role if isinstance(role, str) else "",
+        "snippet": snippet(indexed_text(hit.message) or "", hit.spans, width=width),
+        "score": round(hit.score, 3),
+    }
+
+
+def _render(page: SearchPage, count: int, width: int | None) -> str:
+    hits = page.hits[:count]
+    answer: dict[str, Any] = {"count": page.total, "hits": []}
+    if width is not None:
+        answer["hits"] = [_hit(hit, width) for hit in hits]
+    if count < len(page.hits) or width is None:
+        answer["truncated"] = True
+    elif page.next_cursor is not None:
+        answer["next_cursor"] = page.next_cursor
+    return json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
+
+
+def _widths() -> list[int]:
+    """Snippet widths to try, longest first."""
+    widths = [SNIPPET_CHARS]
+    while widths[-1] > _MIN_SNIPPET_CHARS:
+        widths.append(max(_MIN_SNIPPET_CHARS, widths[-1] // 2))
+    return widths
+
+
+def _fit_whole(page: SearchPage, budget: int) -> str | None:
+    """Every hit of the page (so its cursor stays exact), snippets shortened as needed;
+    ``None`` when even the shortest do not fit."""
+    for width in _widths():
+        text = _render(page, len(page.hits), width)
+        if len(text) <= budget:
+            return text
+    return None
+
+
+def _fit(page: SearchPage, budget: int) -> tuple[str, int]:
+    """The longest answer within ``budget``: every hit with full snippets if it fits,
+    else fewer hits, else shorter snippets; and how many hits it holds."""
+    for count in range(len(page.hits), 0, -1):
+        text = _render(page, count, SNIPPET_CHARS)
+        if len(text) <= budget:
+            return text, count
+    for width in _widths()[1:]:
+        text = _render(page, 1, width)
+        if len(text) <= budget:
+            return text, 1
+    return _render(page, 0, None), 0  # ids longer than the budget: only the count
+
+
+def _search(
+    index: BaseTranscriptIndex, scope: dict[str, str], call: dict[str, Any], limit: int
+) -> SearchPage:
+    return index.search_page(
+        scope,
+        call["query"],
+        limit=limit,
+        cursor=call["cursor"],
+        roles=call["roles"],
+        updated_after=call["updated_after"],
+        updated_before=call["updated_before"],
+    )
+
+
+def _bound_scope(scope: Mapping[str, str]) -> dict[str, str]:
+    checked = validate_scope(scope)
+    if not checked:
+        raise InvalidRecord("scope", "must name whose chats the tool searches (not empty)")
+    return checked
+
+
+def run_search_tool(
+    index: BaseTranscriptIndex,
+    scope: Mapping[str, str],
+    arguments: str | Mapping[str, Any],
+    *,
+    budget_chars: int = DEFAULT_BUDGET_CHARS,
+) -> str:
+    """Run one ``search_transcripts`` call inside ``scope`` (yours, never the model's).
+
+    ``arguments``: the call's JSON arguments, as the model sent them (text or parsed).
+    Returns JSON of at most ``budget_chars`` characters: ``{"count", "hits": [{"chat_id",
+    "message_id", "role", "snippet", "score"}], "next_cursor"}``, or ``{"error": ...}``
+    for a bad call. When the hits do not fit, the last ones are left out and snippets
+    shortened: ``next_cursor`` then continues right after the last hit shown, or, when
+    not even it fits, the answer says ``"truncated": true`` instead.
+    An empty or invalid ``scope`` or a budget below ``MIN_BUDGET_CHARS`` is the caller's
+    mistake and raises.
+    """
+    bound = _bound_scope(scope)
+    if budget_chars < MIN_BUDGET_CHARS:
+        raise ValueError(f"budget_chars must be at least {MIN_BUDGET_CHARS}")
+    try:
+        call = _arguments(arguments)
+        page = _search(index, bound, call, call["limit"])
+        text, count = _fit(page, budget_chars)
+        if 0 < count < len(page.hits):
+            # fewer hits than asked: read that many, so next_cursor continues after them
+            # (else the answer without a cursor, "truncated", stands)
+            text = _fit_whole(_search(index, bound, call, count), budget_chars) or text
+    except _BadCall as exc:
+        return _error(exc.message, budget_chars)
+    except InvalidRecord as exc:
+        return _error(f"{exc.field}: {exc.problem}", budget_chars)
+    except SearchTimeout:
+        return _error(
+            "the search took too long; use more specific words or a date range", budget_chars
+        )
+    return text
+
+
+async def arun_search_tool(
+    index: BaseTranscriptIndex,
+    scope: Mapping[str, str],
+    arguments: str | Mapping[str, Any],
+    *,
+    budget_chars: int = DEFAULT_BUDGET_CHARS,
+) -> str:
+    """``run_search_tool`` for async agents (SQL indexes search in a worker thread)."""
+    return await index._run(run_search_tool, index, scope, arguments, budget_chars=budget_chars)

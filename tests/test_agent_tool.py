@@ -1,0 +1,244 @@
+"""The ``search_transcripts`` agent tool: schemas in the OpenAI and Anthropic shapes, and
+``run_search_tool`` answering any call with valid JSON within its budget, in the caller's
+scope only."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex, InvalidRecord
+from deuz_transcripts.agent_tool import (
+    MIN_BUDGET_CHARS,
+    SEARCH_TOOL,
+    anthropic_tool,
+    arun_search_tool,
+    openai_responses_tool,
+    openai_tool,
+    run_search_tool,
+)
+from deuz_transcripts.errors import SearchTimeout
+
+EXAMPLES = int(os.environ.get("DEUZ_FUZZ_EXAMPLES", "40"))
+T0 = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
+ADA = {"userId": "ada"}
+
+
+def _records() -> list[ChatRecord]:
+    records = [
+        ChatRecord(
+            chat_id=f"ada-{number}",
+            scope=ADA,
+            messages=[
+                {"role": "system", "content": "izmir system prompt"},
+                {"role": "user", "content": f"flight to izmir number {number} " + "x " * 300},
+                {"role": "assistant", "content": "booked izmir"},
+            ],
+            updated_at=T0 + timedelta(days=number),
+        )
+        for number in range(6)
+    ]
+    records.append(
+        ChatRecord(
+            chat_id="bob-1",
+            scope={"userId": "bob"},
+            messages=[{"role": "user", "content": "izmir secret of bob"}],
+            updated_at=T0,
+        )
+    )
+    return records
+
+
+@pytest.fixture
+def index() -> InMemoryTranscriptIndex:
+    index = InMemoryTranscriptIndex()
+    for record in _records():
+        index.index(record)
+    return index
+
+
+def _run(index: Any, arguments: Any, budget: int = 4_000, scope: Any = ADA) -> dict[str, Any]:
+    text = run_search_tool(index, scope, arguments, budget_chars=budget)
+    assert len(text) <= budget
+    answer: dict[str, Any] = json.loads(text)
+    return answer
+
+
+def test_the_schemas_take_each_api_shape() -> None:
+    parameters = SEARCH_TOOL["parameters"]
+    assert parameters["required"] == ["query"] and parameters["additionalProperties"] is False
+    chat = openai_tool()
+    assert chat["type"] == "function" and chat["function"]["name"] == "search_transcripts"
+    assert chat["function"]["parameters"] == parameters
+    responses = openai_responses_tool()
+    assert responses["name"] == "search_transcripts" and responses["parameters"] == parameters
+    claude = anthropic_tool()
+    assert set(claude) == {"name", "description", "input_schema"}
+    assert claude["input_schema"] == parameters
+    claude["input_schema"]["properties"].clear()  # each call returns its own copy
+    assert anthropic_tool()["input_schema"] == parameters
+    json.dumps([chat, responses, claude])  # plain JSON, as the APIs take it
+
+
+def test_a_call_returns_compact_hits_of_the_bound_scope_only(index: Any) -> None:
+    answer = _run(index, '{"query": "izmir", "limit": 3}')
+    assert answer["count"] == 12
+    assert [hit["chat_id"] for hit in answer["hits"]] == ["ada-5", "ada-5", "ada-4"]
+    assert set(answer["hits"][0]) == {"chat_id", "message_id", "role", "snippet", "score"}
+    assert answer["hits"][0]["score"] == 1.0
+    assert "next_cursor" in answer and "truncated" not in answer
+    bob = _run(index, {"query": "izmir secret"}, scope={"userId": "bob"})
+    assert [hit["chat_id"] for hit in bob["hits"]] == ["bob-1"]
+    # the model cannot choose the scope: an argument naming one is refused
+    refused = _run(index, {"query": "izmir", "scope": {"userId": "bob"}})
+    assert refused == {"error": "unknown arguments: scope"}
+    assert "secret" not in json.dumps(_run(index, {"query": "secret"}))
+
+
+def test_next_cursor_continues_and_filters_apply(index: Any) -> None:
+    first = _run(index, {"query": "izmir", "limit": 10})
+    second = _run(index, {"query": "izmir", "limit": 10, "cursor": first["next_cursor"]})
+    ids = [hit["message_id"] for hit in first["hits"] + second["hits"]]
+    assert len(ids) == len(set(ids)) == 12 and "next_cursor" not in second
+    users = _run(index, {"query": "izmir", "roles": ["assistant"], "limit": 20})
+    assert {hit["role"] for hit in users["hits"]} == {"assistant"} and users["count"] == 6
+    recent = _run(index, {"query": "izmir", "start_date": "2026-01-14T00:00:00Z", "limit": 20})
+    assert {hit["chat_id"] for hit in recent["hits"]} == {"ada-4", "ada-5"}
+    old = _run(index, {"query": "izmir", "end_date": "2026-01-11T00:00:00+00:00", "limit": 20})
+    assert {hit["chat_id"] for hit in old["hits"]} == {"ada-0"}
+
+
+def test_over_budget_hits_are_dropped_and_the_cursor_stays_exact(index: Any) -> None:
+    full = _run(index, {"query": "flight", "limit": 6}, budget=100_000)
+    assert len(full["hits"]) == 6
+    small = _run(index, {"query": "flight", "limit": 6}, budget=900)
+    kept = len(small["hits"])
+    assert 0 < kept < 6 and "truncated" not in small  # fewer hits, and an exact cursor
+    ids = [hit["message_id"] for hit in full["hits"]]
+    assert [hit["message_id"] for hit in small["hits"]] == ids[:kept]
+    # the cursor continues right after the last hit shown: nothing is skipped
+    rest = _run(index, {"query": "flight", "limit": 6, "cursor": small["next_cursor"]}, 100_000)
+    assert [hit["message_id"] for hit in small["hits"] + rest["hits"]] == ids
+    tiny = _run(index, {"query": "flight", "limit": 6}, budget=MIN_BUDGET_CHARS)
+    assert len(tiny["hits"]) == 1
+    assert len(tiny["hits"][0]["snippet"]) < len(full["hits"][0]["snippet"])
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ("not json", "arguments must be a JSON object"),
+        ("[1, 2]", "arguments must be a JSON object"),
+        ("[" * 100_000, "arguments must be a JSON object"),
+        ({}, "query must be a non-empty string"),
+        ({"query": 3}, "query must be a non-empty string"),
+        ({"query": "izmir", "limit": 0}, "limit must be an integer from 1 to 20"),
+        ({"query": "izmir", "limit": True}, "limit must be an integer from 1 to 20"),
+        ({"query": "izmir", "limit": "5"}, "limit must be an integer from 1 to 20"),
+        (
+            {"query": "izmir", "roles": "user"},
+            'roles must be a list of role names, e.g. ["user", "assistant"]',
+        ),
+        ({"query": "izmir", "roles": ["a\x00"]}, "roles: must not contain NUL characters"),
+        ({"query": "izmir", "cursor": "nope"}, "cursor: is not a cursor of this index"),
+        (
+            {"query": "izmir", "start_date": "2026-01-01"},
+            "start_date must be an ISO 8601 date-time with an offset, e.g. 2026-01-31T09:00:00Z",
+        ),
+    ],
+)
+def test_bad_calls_are_answered_with_a_readable_error(
+    index: Any, arguments: Any, error: str
+) -> None:
+    assert _run(index, arguments) == {"error": error}
+
+
+def test_a_stopped_search_is_an_error_the_model_can_act_on(
+    index: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def stopped(*args: Any, **kwargs: Any) -> Any:
+        raise SearchTimeout(5)
+
+    monkeypatch.setattr(index, "search_page", stopped)
+    assert "took too long" in _run(index, {"query": "izmir"})["error"]
+
+
+def test_the_caller_must_bind_a_scope_and_a_usable_budget(index: Any) -> None:
+    with pytest.raises(InvalidRecord):
+        run_search_tool(index, {}, {"query": "izmir"})  # would search every chat
+    with pytest.raises(InvalidRecord):
+        run_search_tool(index, "userId=ada", {"query": "izmir"})  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        run_search_tool(index, ADA, {"query": "izmir"}, budget_chars=MIN_BUDGET_CHARS - 1)
+
+
+def test_the_async_twin_answers_the_same(index: Any) -> None:
+    arguments = {"query": "izmir", "limit": 4}
+    assert asyncio.run(arun_search_tool(index, ADA, arguments)) == run_search_tool(
+        index, ADA, arguments
+    )
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+_CALLS = st.one_of(
+    st.text(max_size=40),
+    st.fixed_dictionaries(
+        {"query": st.one_of(st.text(max_size=30), st.sampled_from(["izmir", "flight x"]))},
+        optional={
+            "limit": st.one_of(st.integers(-3, 30), _JSON),
+            "roles": st.one_of(st.lists(st.text(max_size=5), max_size=3), _JSON),
+            "start_date": st.one_of(st.text(max_size=30), _JSON),
+            "cursor": st.one_of(st.text(max_size=30), _JSON),
+        },
+    ),
+    st.dictionaries(st.text(max_size=8), _JSON, max_size=3),
+)
+
+
+@settings(max_examples=EXAMPLES * 3, deadline=None)
+@given(_CALLS, st.integers(MIN_BUDGET_CHARS, 3_000), st.booleans())
+def test_any_call_is_valid_json_within_the_budget(
+    arguments: Any, budget: int, as_text: bool
+) -> None:
+    index = InMemoryTranscriptIndex()
+    index.index(
+        ChatRecord(
+            chat_id="c" * 255,
+            scope=ADA,
+            messages=[{"role": "user", "content": "izmir flight " * 100}] * 4,
+            updated_at=T0,
+        )
+    )
+    call = json.dumps(arguments) if as_text and not isinstance(arguments, str) else arguments
+    answer = _run(index, call, budget)
+    assert set(answer) <= {"count", "hits", "next_cursor", "truncated", "error"}
+
+
+@pytest.mark.django_db
+def test_the_sql_index_answers_as_memory_does(index: Any) -> None:
+    from deuz_transcripts.sql import DjangoTranscriptIndex
+
+    sql = DjangoTranscriptIndex()
+    for record in _records():
+        sql.index(record)
+    for arguments in (
+        {"query": "izmir", "limit": 7},
+        {"query": "flight booked", "roles": ["user"], "end_date": "2026-01-13T00:00:00Z"},
+    ):
+        for budget in (MIN_BUDGET_CHARS, 900, 4_000):
+            assert run_search_tool(sql, ADA, arguments, budget_chars=budget) == run_search_tool(
+                index, ADA, arguments, budget_chars=budget
+            )
