@@ -1,18 +1,25 @@
-"""Bad command-line arguments as one line on stderr, not a usage screen."""
+"""Command errors as one line on stderr: no usage screen, no traceback."""
 
 from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
+
+from ..errors import TranscriptError
+from ..sql.errors import describe_database_error
 
 __all__ = ["OneLineErrors"]
 
 
 class OneLineErrors(BaseCommand):
-    """A command whose argument errors print ``<prog>: error: <why>`` and exit 2.
+    """A command whose errors are one line: ``<prog>: error: <why>`` (exit 2) for bad
+    arguments, ``CommandError: <why>`` (exit 1) for a database that is not migrated or
+    not reachable and for the app's own errors, which name the cause and the fix.
 
-    Through ``call_command`` they stay a ``CommandError``, as Django does.
+    Through ``call_command`` they stay a ``CommandError``, as Django does, with the
+    original error as ``__cause__``.
     """
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
@@ -26,3 +33,11 @@ class OneLineErrors(BaseCommand):
 
         parser.error = error  # type: ignore[method-assign]  # patching this one parser on purpose
         return parser
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        try:
+            return super().execute(*args, **options)
+        except DatabaseError as exc:
+            raise CommandError(describe_database_error(exc)) from exc
+        except TranscriptError as exc:
+            raise CommandError(str(exc)) from exc
