@@ -107,8 +107,88 @@ def test_backfill_dry_run_and_chat_id() -> None:
     out, _ = run("backfill_transcripts", "--dry-run")
     assert out.startswith("Dry run: 2 would index, 0 unchanged")
     assert not Chat.objects.exists()
-    run("backfill_transcripts", "--chat-id", "b", "--chat-id", "zzz")
+    run("backfill_transcripts", "--chat-id", "b")
     assert list(Chat.objects.values_list("chat_id", flat=True)) == ["b"]
+
+
+@pytest.mark.parametrize("mode", [[], ["--verify"], ["--fix"], ["--dry-run"]])
+def test_a_chat_id_no_chat_has_is_an_error_naming_it_and_nothing_is_done(mode: list[str]) -> None:
+    DjangoChatStore().save_chat(record("a", "alpha"))
+    DjangoConditionalChatStore().write_chat(record("gone", "beta"), expected_revision=0)
+    DjangoConditionalChatStore().delete_chat("gone")
+    with pytest.raises(CommandError) as excinfo:
+        run("backfill_transcripts", *mode, "--chat-id", "a", "--chat-id", "does-not-exist")
+    assert "no chat with --chat-id 'does-not-exist'" in str(excinfo.value)
+    assert "nothing was done" in str(excinfo.value)
+    assert not Chat.objects.exists()
+    with pytest.raises(CommandError, match=r"'gone' \(deleted\)"):
+        run("backfill_transcripts", *mode, "--chat-id", "gone")
+
+
+def test_verify_prints_progress_and_the_same_counts_as_fix() -> None:
+    for n in range(5):
+        DjangoChatStore().save_chat(record(f"l{n}", "alpha", n=n))
+    for n in range(3):
+        DjangoConditionalChatStore().write_chat(record(f"s{n}", "beta", n=n), expected_revision=0)
+    Chat.objects.filter(chat_id__in=["s0", "s2"]).update(message_count=7)
+    with pytest.raises(CommandError):
+        call_command(
+            "backfill_transcripts",
+            "--verify",
+            "--batch-size",
+            "2",
+            stdout=io.StringIO(),
+            stderr=(err := io.StringIO()),
+        )
+    assert err.getvalue().splitlines() == [
+        "legacy: 0/5 chats",
+        "legacy: 2/5 chats",
+        "legacy: 4/5 chats",
+        "legacy: 5/5 chats",
+        "stored: 0/3 chats",
+        "stored: 2/3 chats",
+        "stored: 3/3 chats",
+    ]
+    verify = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("backfill_transcripts", "--verify", stdout=verify, stderr=io.StringIO())
+    out, _ = run("backfill_transcripts", "--fix")
+    counted = "7 problem(s) in 7 chat(s)"
+    assert counted in verify.getvalue().splitlines()[-1]
+    assert out.splitlines()[:-1] == verify.getvalue().splitlines()[:-1]
+    assert out.splitlines()[-1].endswith(f"{counted}; 0 left after fixing.")
+
+
+def test_verify_reports_an_unreadable_legacy_row_and_goes_on() -> None:
+    for chat_id in ("a", "b", "c"):
+        DjangoChatStore().save_chat(record(chat_id, "alpha"))
+    LegacyChat.objects.filter(chat_id="b").update(payload="[broken")
+    out = io.StringIO()
+    with pytest.raises(CommandError, match=r"3 chat\(s\) needs repair"):
+        call_command("backfill_transcripts", "--verify", stdout=out, stderr=io.StringIO())
+    assert out.getvalue().splitlines()[:3] == [
+        "missing: a: legacy chat not indexed",
+        "unreadable: b: legacy row cannot be read: JSONDecodeError: "
+        "Expecting value: line 1 column 2 (char 1)",
+        "missing: c: legacy chat not indexed",
+    ]
+    err = io.StringIO()
+    with pytest.raises(CommandError, match=r"1 problem\(s\) could not be fixed"):
+        call_command("backfill_transcripts", "--fix", stdout=io.StringIO(), stderr=err)
+    assert (
+        err.getvalue()
+        .splitlines()[-1]
+        .startswith("not fixed: unreadable: b: legacy row cannot be read")
+    )
+    assert set(Chat.objects.values_list("chat_id", flat=True)) == {"a", "c"}
+
+
+def test_problem_lines_print_control_characters_escaped() -> None:
+    DjangoChatStore().save_chat(record("c\x1b[2J\u202e", "alpha"))
+    out = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("backfill_transcripts", "--verify", stdout=out, stderr=io.StringIO())
+    assert out.getvalue().splitlines()[0] == "missing: c\\x1b[2J\\u202e: legacy chat not indexed"
 
 
 def test_verify_reports_without_changing_and_fix_repairs() -> None:
@@ -139,6 +219,8 @@ def test_verify_reports_without_changing_and_fix_repairs() -> None:
         (["--source", "everything"], "invalid choice"),
         (["--fix", "--dry-run"], "use it alone"),
         (["--chat-id", ""], "not a valid chat id"),
+        (["--chat-id", "\udcff"], "not a valid chat id: it is not valid Unicode"),
+        (["--verify", "--chat-id", "a\x00b"], "not a valid chat id: it must not contain NUL"),
         (["--database", "nope"], "unknown database"),
     ],
 )
@@ -260,6 +342,8 @@ def test_bad_arguments_on_the_command_line_are_one_line(tmp_path: Path) -> None:
         (["backfill_transcripts", "--source", "bogus"], 2),
         (["search_transcripts", "izmir"], 1),
         (["search_transcripts", "--scope", "a=b", "izmir", "--limit", "x"], 2),
+        (["backfill_transcripts", "--chat-id", b"\xff"], 1),  # argv bytes: a lone surrogate
+        (["load_demo_transcripts", "--database", "nope"], 1),
     ]:
         done = subprocess.run(
             [sys.executable, "manage.py", *args],
@@ -362,6 +446,11 @@ def test_demo_is_deterministic_for_a_seed() -> None:
     again = [(r.chat_id, r.messages, r.updated_at) for r in demo_chats(12, seed=3)]
     other = [(r.chat_id, r.messages, r.updated_at) for r in demo_chats(12, seed=4)]
     assert first == again and first != other
+
+
+def test_demo_loader_unknown_database() -> None:
+    with pytest.raises(CommandError, match="unknown database 'nope'"):
+        run("load_demo_transcripts", "--database", "nope")
 
 
 def test_demo_loader_bad_arguments() -> None:

@@ -294,6 +294,17 @@ class SearchDataChecks:
         order, ``None`` when a payload cannot be read (the rows are reported then)."""
         return []
 
+    def check_chats(
+        self,
+        chats: Sequence[tuple[Chat, Sequence[Message], Sequence[list[str] | None] | None]],
+        *,
+        full_run: bool = False,
+    ) -> list[Problem]:
+        """``check_chat`` of a batch of chats (``(chat, rows, expected_terms)`` each); a
+        backend overrides it to check the batch in a few statements. ``full_run``: the
+        sweep follows, so what it checks exactly need not be checked here."""
+        return [problem for item in chats for problem in self.check_chat(*item)]
+
     def sweep(self, batch_size: int) -> Iterator[Problem]:
         """Search data that no row owns (a full run's last pass)."""
         return iter(())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -10,7 +11,18 @@ from django.db import DatabaseError
 from ..errors import TranscriptError
 from ..sql.errors import describe_database_error
 
-__all__ = ["OneLineErrors"]
+__all__ = ["OneLineErrors", "printable"]
+
+
+def printable(value: str) -> str:
+    """Control, format and surrogate characters as ``\\x1b``-style escapes: printed data
+    never drives the terminal (escape sequences, bidi overrides) nor fails to encode."""
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char)[0] == "C"
+        else char
+        for char in value
+    )
 
 
 class OneLineErrors(BaseCommand):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import unicodedata
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -14,6 +13,7 @@ from ...forms import parse_scope
 from ...records import TranscriptHit, TranscriptMessage
 from ...text import indexed_text
 from ..oneline import OneLineErrors
+from ..oneline import printable as _printable
 
 _TEXT_WIDTH = 100
 
@@ -32,17 +32,6 @@ def _hit_json(hit: TranscriptHit) -> dict[str, Any]:
     if hit.around is not None:
         data["around"] = [_message_json(item) for item in hit.around]
     return data
-
-
-def _printable(value: str) -> str:
-    """Control, format and surrogate characters as ``\\x1b``-style escapes: printed data
-    never drives the terminal (escape sequences, bidi overrides) nor fails to encode."""
-    return "".join(
-        char.encode("unicode_escape").decode("ascii")
-        if unicodedata.category(char)[0] == "C"
-        else char
-        for char in value
-    )
 
 
 def _one_line(message: Any, width: int = _TEXT_WIDTH) -> str:
