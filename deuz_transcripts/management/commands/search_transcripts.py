@@ -11,6 +11,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from ...errors import InvalidRecord, SearchTimeout
 from ...forms import parse_scope
 from ...records import TranscriptHit, TranscriptMessage
+from ...sql.scopes import unknown_scope
 from ...text import indexed_text
 from ..oneline import OneLineErrors
 from ..oneline import printable as _printable
@@ -88,6 +89,11 @@ class Command(OneLineErrors):
             )
         except (InvalidRecord, SearchTimeout) as exc:
             raise CommandError(str(exc)) from None
+        notice = None
+        if not hits:  # a mistyped scope must not look like "no hits"
+            unknown = unknown_scope(options["database"], scope)
+            if unknown is not None:
+                notice = unknown.sentence(",".join(f"{k}={v}" for k, v in scope.items()))
         if options["json"]:
             document = {
                 "backend": index.backend_name,
@@ -95,9 +101,13 @@ class Command(OneLineErrors):
                 "query": options["query"],
                 "hits": [_hit_json(hit) for hit in hits],
             }
+            if notice is not None:
+                document["notice"] = notice
             self.stdout.write(_json(document))
             return
         self._table(hits, index.backend_name)
+        if notice is not None:
+            self.stdout.write(_printable(notice))
 
     @staticmethod
     def _scope(options: dict[str, Any]) -> dict[str, str]:
