@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
+from django.db import transaction
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from deuz_transcripts import ChatRecord
 from deuz_transcripts.models import Chat, LegacyChat, Tombstone
@@ -27,6 +30,7 @@ from deuz_transcripts.stores import (
     DjangoTranscriptIndex,
 )
 from tests.factories import ChatRecordFactory
+from tests.strategies import any_char, tricky_char
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -215,7 +219,8 @@ def test_verify_reports_without_changing_and_fix_repairs() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--batch-size", "0"], "--batch-size must be a positive integer"),
+        (["--batch-size", "0"], "--batch-size must be between 1 and 100,000"),
+        (["--verify", "--batch-size", str(2**31)], "--batch-size must be between 1 and 100,000"),
         (["--source", "everything"], "invalid choice"),
         (["--fix", "--dry-run"], "use it alone"),
         (["--chat-id", ""], "not a valid chat id"),
@@ -456,3 +461,81 @@ def test_demo_loader_unknown_database() -> None:
 def test_demo_loader_bad_arguments() -> None:
     with pytest.raises(CommandError, match="--chats"):
         call_command("load_demo_transcripts", "--chats", "0", stdout=io.StringIO())
+
+
+# random arguments
+
+FUZZ_EXAMPLES = int(os.environ.get("DEUZ_FUZZ_EXAMPLES", "40"))
+hostile_text = st.text(st.one_of(tricky_char, any_char), max_size=12)
+hostile_values = st.one_of(
+    hostile_text,
+    st.integers(-(2**70), 2**70).map(str),
+    st.sampled_from(
+        ["\udcff", "a\x00b", "", " ", "-1", "0", "1e3", "--fix", "-\x1b[2J", "x" * 300]
+    ),
+)
+X = object()  # where the drawn value goes
+
+#: Each command with one argument replaced by a drawn value (the rest valid), so every
+#: argument meets hostile values however rarely a random mix of options would reach it.
+SLOTS = [
+    ["backfill_transcripts", "--chat-id", X],
+    ["backfill_transcripts", "--verify", "--chat-id", X],
+    ["backfill_transcripts", "--fix", "--chat-id", "a", "--chat-id", X],
+    ["backfill_transcripts", "--dry-run", "--chat-id", X],
+    ["backfill_transcripts", "--batch-size", X],
+    ["backfill_transcripts", "--verify", "--batch-size", X],
+    ["backfill_transcripts", "--source", X],
+    ["backfill_transcripts", "--database", X],
+    ["backfill_transcripts", "--verify", "--database", X],
+    ["search_transcripts", X, "--scope", "userId=ada"],
+    ["search_transcripts", X, "--all-scopes", "--json", "--around", "1"],
+    ["search_transcripts", "alpha", "--scope", X],
+    ["search_transcripts", "alpha", "--scope", X, "--json"],
+    ["search_transcripts", "alpha", "--all-scopes", "--around", X],
+    ["search_transcripts", "alpha", "--scope", "userId=ada", "--limit", X],
+    ["search_transcripts", "alpha", "--all-scopes", "--database", X],
+    ["load_demo_transcripts", "--chats", "1", "--seed", X],
+    ["load_demo_transcripts", "--chats", "1", "--database", X],
+    ["load_demo_transcripts", "--if-empty", "--chats", X],
+]
+
+
+def _small(value: str) -> bool:
+    """``--chats`` values that do not load thousands of chats."""
+    try:
+        return int(value) <= 3
+    except ValueError:
+        return True
+
+
+@settings(
+    max_examples=FUZZ_EXAMPLES * 5,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(slot=st.sampled_from(SLOTS), value=hostile_values)
+def test_hostile_arguments_work_or_are_one_clear_line(slot: list[Any], value: str) -> None:
+    """Any value in any argument: the command works, or raises one ``CommandError`` whose
+    message is one printable line; what it prints goes to a strict UTF-8 stream (a
+    terminal's) without failing; no other exception, no traceback."""
+    assume(slot[-1] is not X or slot[-2] != "--chats" or _small(value))
+    command = [value if arg is X else arg for arg in slot]
+    stream = io.BytesIO()
+    out = io.TextIOWrapper(stream, encoding="utf-8", errors="strict", write_through=True)
+    try:
+        with transaction.atomic():
+            DjangoChatStore().save_chat(record("a", "alpha"))
+            DjangoConditionalChatStore().write_chat(record("s", "alpha beta"), expected_revision=0)
+            try:
+                call_command(*command, stdout=out, stderr=out)
+            except CommandError as exc:
+                assert str(exc).isprintable(), str(exc)  # one line, nothing drives a terminal
+            raise Rollback
+    except Rollback:
+        pass
+    stream.getvalue().decode("utf-8")
+
+
+class Rollback(Exception):
+    """Undoes one example's writes."""

@@ -39,6 +39,7 @@ class OneLineErrors(BaseCommand):
         django_error = parser.error
 
         def error(message: str) -> NoReturn:
+            message = printable(message)  # argparse quotes unknown arguments as they are
             if not parser.called_from_command_line:
                 django_error(message)  # raises CommandError
             parser.exit(2, f"{parser.prog}: error: {message} (see --help)\n")
@@ -50,6 +51,11 @@ class OneLineErrors(BaseCommand):
         try:
             return super().execute(*args, **options)
         except DatabaseError as exc:
-            raise CommandError(describe_database_error(exc)) from exc
+            raise CommandError(printable(describe_database_error(exc))) from exc
         except TranscriptError as exc:
-            raise CommandError(str(exc)) from exc
+            raise CommandError(printable(str(exc))) from exc
+        except CommandError as exc:  # messages may quote arguments: keep them one safe line
+            message = str(exc)
+            if printable(message) == message:
+                raise
+            raise CommandError(printable(message), returncode=exc.returncode) from exc

@@ -16,6 +16,8 @@ from ...verify import Problem, Verifier
 from ..oneline import OneLineErrors, printable
 
 _BAR_WIDTH = 30
+#: Chats read per query at most (a bigger LIMIT overflows SQLite's, and buys nothing).
+MAX_BATCH_SIZE = 100_000
 
 
 def _plain(text: str) -> str:
@@ -84,8 +86,8 @@ class Command(OneLineErrors):
         parser.add_argument("--database", default=DEFAULT_DB_ALIAS)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["batch_size"] < 1:
-            raise CommandError("--batch-size must be a positive integer")
+        if not 1 <= options["batch_size"] <= MAX_BATCH_SIZE:
+            raise CommandError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE:,}")
         if options["fix"] and (options["dry_run"] or options["verify"]):
             raise CommandError("--fix repairs what --verify finds; use it alone")
         if options["database"] not in connections:
