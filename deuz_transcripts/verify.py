@@ -71,7 +71,7 @@ class Verifier:
         if source in ("stored", "all"):
             yield from self._walk("stored", self._rows(Chat), self.check_chats)
         if full:
-            yield from self.checks.sweep(self.batch_size)
+            yield from self.checks.sweep(self.batch_size, self.progress)
 
     def _walk(
         self, label: str, rows: Any, check: Callable[[list[tuple[int, str]]], list[Problem]]
@@ -113,10 +113,6 @@ class Verifier:
 
     # checks
 
-    def check_legacy(self, chat_id: str) -> list[Problem]:
-        """``check_legacy_chats`` of one chat."""
-        return self.check_legacy_chats([(0, chat_id)])
-
     def check_legacy_chats(self, batch: Sequence[tuple[int, str]]) -> list[Problem]:
         """A legacy row not tombstoned and not owned by a store must be indexed as it is;
         one that cannot be read is reported (``unreadable``), and the run goes on."""
@@ -155,10 +151,6 @@ class Verifier:
                 problems.append(Problem(chat_id, "stale", detail, "legacy"))
         order = {chat_id: number for number, chat_id in enumerate(chat_ids)}
         return sorted(problems, key=lambda problem: order[problem.chat_id])
-
-    def check_chat(self, pk: int) -> list[Problem]:
-        """``check_chats`` of one chat."""
-        return self.check_chats([(pk, "")])
 
     def check_chats(self, batch: Sequence[tuple[int, str]]) -> list[Problem]:
         """The stored rows of a batch of chats against their payloads, and their search

@@ -10,7 +10,7 @@ rows holding query terms (see ``deuz_transcripts.ranking`` for masks), and
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -305,8 +305,11 @@ class SearchDataChecks:
         sweep follows, so what it checks exactly need not be checked here."""
         return [problem for item in chats for problem in self.check_chat(*item)]
 
-    def sweep(self, batch_size: int) -> Iterator[Problem]:
-        """Search data that no row owns (a full run's last pass)."""
+    def sweep(
+        self, batch_size: int, progress: Callable[[str, int, int], None] | None = None
+    ) -> Iterator[Problem]:
+        """Search data that no row owns (a full run's last pass); ``progress(label, done,
+        total)`` hears of long passes, counted in messages."""
         return iter(())
 
     def repair(self, problem: Problem) -> None:

@@ -16,7 +16,7 @@ of a searchable chat, and holds ``fts_body(search_text, scope, chat_id)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from django.db import connections
 from django.db.backends.utils import CursorWrapper
@@ -31,6 +31,8 @@ from .sqlite import FTS_TABLE
 __all__ = ["Fts5Checks"]
 
 VOCAB_TABLE = "deuz_fts_vocab"
+#: The progress label of a full run's pass over every FTS row (counted in messages).
+SWEEP_LABEL = "search data"
 _AND_CHUNK = 200  # tokens per AND query
 _IN_CHUNK = 500  # rowids per vocabulary scan
 
@@ -145,7 +147,9 @@ class Fts5Checks(SearchDataChecks):
         (a per-row AND query costs about a millisecond); chats named by id are checked here."""
         return [] if full_run else super().check_chats(chats)
 
-    def sweep(self, batch_size: int) -> Iterator[Problem]:
+    def sweep(
+        self, batch_size: int, progress: Callable[[str, int, int], None] | None = None
+    ) -> Iterator[Problem]:
         """Walk the FTS vocabulary (each row's tokens) and the messages together in rowid
         order: each message with terms of a searchable chat has a row holding exactly its
         tokens, and every other row is reported. Problems are counted per chat and kind."""
@@ -156,7 +160,10 @@ class Fts5Checks(SearchDataChecks):
         def add(chat_id: str, kind: str, what: str, rowid: int) -> None:
             found.setdefault((chat_id, kind, what), []).append(rowid)
 
-        messages = self._messages(batch_size)
+        report = progress or (lambda label, done, total: None)
+        total = Message.objects.using(self.alias).count()
+        report(SWEEP_LABEL, 0, total)
+        messages = self._messages(batch_size, lambda done: report(SWEEP_LABEL, done, total))
         current = next(messages, None)
         with self._cursor() as cursor:
             cursor.execute(
@@ -214,10 +221,13 @@ class Fts5Checks(SearchDataChecks):
                     return owners
         return owners
 
-    def _messages(self, batch_size: int) -> Iterator[tuple[int, str, set[str] | None]]:
+    def _messages(
+        self, batch_size: int, done: Callable[[int], None]
+    ) -> Iterator[tuple[int, str, set[str] | None]]:
         """``(pk, chat_id, the tokens its FTS row must hold, or None)`` of every message,
         by pk ranges; each chat's scope and chat tokens are computed once per batch."""
         last = 0
+        read = 0
         fields = ("pk", "chat_id", "has_terms", "search_text")
         while True:
             batch = list(
@@ -241,6 +251,8 @@ class Fts5Checks(SearchDataChecks):
                     wanted = {*stored_terms_text(text).split(" "), *tokens}
                 yield pk, chat_id, wanted
             last = batch[-1][0]
+            read += len(batch)
+            done(read)
 
     # repair
 

@@ -48,7 +48,8 @@ class Progress:
             self.stream.write(line, style_func=_plain, ending=end)
             self.stream.flush()
         elif done == 0 or done == total or done % self.every == 0:
-            self.stream.write(f"{label}: {done}/{total} chats", style_func=_plain)
+            unit = "chats" if label in SOURCES else "messages"
+            self.stream.write(f"{label}: {done}/{total} {unit}", style_func=_plain)
 
 
 class Command(OneLineErrors):
