@@ -394,6 +394,26 @@ def test_verify_and_fix_fts_rows() -> None:
 
 
 @fts5_only
+def test_fix_finds_and_counts_what_verify_finds() -> None:
+    """A chat with a stale row count and an FTS row holding a leftover token: fixing the
+    chat first used to hide the second problem from --fix's own count."""
+    if _backend() != "sqlite-fts5":
+        pytest.skip("FTS5 not in use")
+    stored(record("t", "gamma"))
+    Chat.objects.filter(chat_id="t").update(message_count=9)
+    pk, body = _body("t:1")
+    _fts(
+        "INSERT INTO deuz_transcripts_fts (deuz_transcripts_fts, rowid, body) VALUES ('delete', %s, %s)",
+        [pk, body],
+    )
+    _fts("INSERT INTO deuz_transcripts_fts (rowid, body) VALUES (%s, %s)", [pk, body + " leftover"])
+    verified = Verifier().run()
+    fixed = Verifier().run(fix=True)
+    assert (verified.found, verified.chats) == (fixed.found, fixed.chats) == (2, {"t"})
+    assert fixed.remaining == [] and problems() == [] and found("leftover") == []
+
+
+@fts5_only
 def test_fts_rows_left_by_a_deleted_chat_are_named_by_their_chat_id() -> None:
     if _backend() != "sqlite-fts5":
         pytest.skip("FTS5 not in use")
