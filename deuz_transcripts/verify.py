@@ -104,7 +104,8 @@ class Verifier:
                 result.chats.add(problem.chat_id)
             if report is not None:
                 report(problem)
-            found.append(problem)
+            if fix:
+                found.append(problem)
         if fix and found:
             for problem in sorted(found, key=lambda problem: problem.source == "sweep"):
                 self.fix(problem)
