@@ -29,6 +29,7 @@ from .models import Chat, Message
 from .records import TranscriptHit, TranscriptMessage, decode_message
 from .spans import Span, match_spans
 from .sql import DjangoTranscriptIndex
+from .sql.scopes import unknown_scope
 from .text import indexed_text, is_system, query_terms
 
 if TYPE_CHECKING:
@@ -228,9 +229,31 @@ def _search(
         result["notice"] = (
             _("No more hits: this page is past the last one.")
             if page > 1
-            else _("No message matches this query in this scope.")
+            else _scope_notice(database, data["scope"])
+            or _("No message matches this query in this scope.")
         )
     return result
+
+
+def _scope_notice(database: str, scope: dict[str, str]) -> str:
+    """When no chat has the scope searched (a mistyped key or value): say so, with the
+    scope keys that exist; "" when some chat has it."""
+    unknown = unknown_scope(database, scope)
+    if unknown is None:
+        return ""
+    notice = _("No chat has the scope %(scope)s. Scope keys that exist: %(keys)s.") % {
+        "scope": scope_text(scope),
+        "keys": ", ".join(unknown.keys) + (", …" if unknown.more_keys else "")
+        if unknown.keys
+        else _("none (no chat has a scope field)"),
+    }
+    if unknown.unknown_keys:
+        notice += " " + _("No chat has the key %(keys)s.") % {
+            "keys": ", ".join(unknown.unknown_keys)
+        }
+    if unknown.joined_fields:
+        notice += " " + _("Separate scope fields with commas, e.g. userId=ada,agentId=x.")
+    return notice
 
 
 # The chat page

@@ -9,7 +9,8 @@ __all__ = ["Problem"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One chat whose search data is ``missing``, ``stale`` or ``orphaned``."""
+    """One chat whose search data is ``missing``, ``stale`` or ``orphaned``, or whose legacy
+    row is ``unreadable``; ``chat_id`` is ``""`` for search data of a chat no longer known."""
 
     chat_id: str
     kind: str
@@ -18,4 +19,4 @@ class Problem:
     rowids: tuple[int, ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.kind}: {self.chat_id}: {self.detail}"
+        return f"{self.kind}: {self.chat_id or '(unknown chat)'}: {self.detail}"

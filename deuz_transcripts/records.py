@@ -16,6 +16,7 @@ __all__ = [
     "MAX_MESSAGE_ID_LENGTH",
     "MAX_NESTING",
     "MAX_SCOPE_FIELDS",
+    "MIN_UPDATED_AT_MS",
     "ChatRecord",
     "MemorySourceRef",
     "TranscriptHit",
@@ -39,6 +40,11 @@ MAX_MESSAGE_ID_LENGTH = 300
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MILLISECOND = timedelta(milliseconds=1)
+#: A number ``updated_at`` is epoch milliseconds (the SDK's ``Date.now()``) and must be at
+#: least this (2000-01-01T00:00:00Z): ``time.time()`` (seconds, ~1.7e9) read as
+#: milliseconds is January 1970, so a smaller number is refused, never stored silently.
+#: Earlier dates are given as a ``datetime``.
+MIN_UPDATED_AT_MS = 946_684_800_000
 
 Scope = Mapping[str, str]
 Message = Mapping[str, Any]
@@ -100,6 +106,13 @@ def _to_datetime(value: Any) -> datetime:
     if isinstance(value, int | float) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise InvalidRecord("updated_at", "must be a finite number of milliseconds")
+        if value < MIN_UPDATED_AT_MS:
+            raise InvalidRecord(
+                "updated_at",
+                f"{value!r} is before 2000-01-01 when read as epoch milliseconds; numbers "
+                "are milliseconds (JavaScript's Date.now()), not seconds: pass "
+                "time.time() * 1000 or an aware datetime",
+            )
         try:
             return _EPOCH + timedelta(milliseconds=value)  # exact for int ms
         except (OverflowError, OSError, ValueError):

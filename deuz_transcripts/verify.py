@@ -2,15 +2,17 @@
 
 Per chat: message rows against their own payloads (digest, terms, positions,
 counts, scope lookup rows), then the backend's search data against the rows
-(PostgreSQL: ``tsvector_to_array`` per row; SQLite FTS5: the chat's token
-matches exactly its messages with terms, and each such row holds all its
-tokens). A full run also sweeps the FTS5 table for rows no message owns, or
-holding more tokens than their message. Nothing is changed unless ``fix``.
+(PostgreSQL: ``tsvector_to_array`` per row; SQLite FTS5: each message with terms
+of a searchable chat has exactly one FTS row holding exactly its tokens).
+Chats are checked a batch at a time, a few statements per batch, never one per
+chat or per message. A full run also sweeps the search data for rows no message
+owns (SQLite FTS5: one pass over the FTS vocabulary checks every row exactly).
+Nothing is changed unless ``fix``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +20,7 @@ from django.db import transaction
 
 from .backends.base import SearchDataChecks
 from .backfill import pk_batches
-from .models import Chat, LegacyChat, Message, Tombstone
+from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
 from .prepared import PreparedChat
 from .problems import Problem
 from .sql import ChatWriter
@@ -26,6 +28,8 @@ from .sql.stored import record_from_rows
 from .stores import DjangoChatStore
 
 __all__ = ["Problem", "Verifier", "VerifyResult"]
+
+Progress = Callable[[str, int, int], None]
 
 
 @dataclass
@@ -44,6 +48,7 @@ class Verifier:
         *,
         batch_size: int = 500,
         chat_ids: Iterable[str] | None = None,
+        progress: Progress | None = None,
     ) -> None:
         self.using = using
         self.batch_size = batch_size
@@ -52,84 +57,158 @@ class Verifier:
         backend = self.writer.backend
         self.backend_name = backend.name
         self.checks: SearchDataChecks = backend.checks
+        self.progress = progress or (lambda label, done, total: None)
 
     def _rows(self, model: type[Chat] | type[LegacyChat]) -> Any:
         rows = model.objects.using(self.using).all()
         return rows if self.chat_ids is None else rows.filter(chat_id__in=self.chat_ids)
 
     def problems(self, source: str = "all") -> Iterator[Problem]:
-        """Every problem found, chat by chat, then the FTS sweep (full runs only)."""
+        """Every problem found, a batch of chats at a time, then the sweep (full runs only)."""
+        full = self.chat_ids is None
         if source in ("legacy", "all"):
-            for batch in pk_batches(self._rows(LegacyChat), self.batch_size):
-                for _, chat_id in batch:
-                    yield from self.check_legacy(chat_id)
+            yield from self._walk("legacy", self._rows(LegacyChat), self.check_legacy_chats)
         if source in ("stored", "all"):
-            for batch in pk_batches(self._rows(Chat), self.batch_size):
-                for pk, _ in batch:
-                    yield from self.check_chat(pk)
-        if self.chat_ids is None:
-            yield from self.checks.sweep(self.batch_size)
+            yield from self._walk("stored", self._rows(Chat), self.check_chats)
+        if full:
+            yield from self.checks.sweep(self.batch_size, self.progress)
 
-    def run(self, source: str = "all", *, fix: bool = False, report: Any = None) -> VerifyResult:
+    def _walk(
+        self, label: str, rows: Any, check: Callable[[list[tuple[int, str]]], list[Problem]]
+    ) -> Iterator[Problem]:
+        total = rows.count()
+        done = 0
+        self.progress(label, done, total)
+        for batch in pk_batches(rows, self.batch_size):
+            yield from check(batch)
+            done += len(batch)
+            self.progress(label, done, max(done, total))
+
+    def run(
+        self,
+        source: str = "all",
+        *,
+        fix: bool = False,
+        report: Callable[[Problem], None] | None = None,
+    ) -> VerifyResult:
         """Report (and with ``fix`` repair) every problem, then look again if anything was fixed.
 
-        Per-chat problems are fixed as they are found; the sweep's are collected and
-        fixed once it is done, so no FTS row changes under the running scan.
+        Everything is found first, exactly as a run without ``fix`` finds it (so both report
+        the same problems and counts), then fixed: per-chat problems first, the sweep's last.
         """
         result = VerifyResult()
-        later: list[Problem] = []
+        found = []
         for problem in self.problems(source):
             result.found += 1
-            result.chats.add(problem.chat_id)
+            if problem.chat_id:
+                result.chats.add(problem.chat_id)
             if report is not None:
                 report(problem)
-            if fix and problem.source == "sweep":
-                later.append(problem)
-            elif fix:
+            if fix:
+                found.append(problem)
+        if fix and found:
+            for problem in sorted(found, key=lambda problem: problem.source == "sweep"):
                 self.fix(problem)
-        for problem in later:
-            self.fix(problem)
-        if fix and result.found:
             result.remaining = list(self.problems(source))
         return result
 
     # checks
 
-    def check_legacy(self, chat_id: str) -> list[Problem]:
-        """A legacy row not tombstoned and not owned by a store must be indexed as it is."""
-        locked = self.writer.read(chat_id)
-        if locked.tombstoned:
-            return []
-        record = DjangoChatStore(self.using).load_chat(chat_id)
-        if record is None or locked.revision > 0:
-            return []
-        if locked.row is None:
-            return [Problem(chat_id, "missing", "legacy chat not indexed", "legacy")]
-        if locked.row.is_indexed and not self.writer.is_current(locked, PreparedChat.of(record)):
-            return [
-                Problem(chat_id, "stale", "legacy chat differs from its indexed copy", "legacy")
-            ]
-        return []
-
-    def check_chat(self, pk: int) -> list[Problem]:
-        chat = Chat.objects.using(self.using).filter(pk=pk).first()
-        if chat is None:
-            return []
-        if Tombstone.objects.using(self.using).filter(chat_id=chat.chat_id).exists():
-            return [Problem(chat.chat_id, "orphaned", "rows of a deleted (tombstoned) chat")]
-        rows = list(Message.objects.using(self.using).filter(chat=chat).order_by("position"))
-        if not chat.is_indexed:
-            return self.checks.check_chat(chat, [], None)
-        expected = self._expected(chat, rows)
-        if expected is None:  # an unreadable payload: reported as stale, --fix cannot help
-            problems = [Problem(chat.chat_id, "stale", "a message payload cannot be read")]
-            return problems + self.checks.check_chat(chat, rows, None)
+    def check_legacy_chats(self, batch: Sequence[tuple[int, str]]) -> list[Problem]:
+        """A legacy row not tombstoned and not owned by a store must be indexed as it is;
+        one that cannot be read is reported (``unreadable``), and the run goes on."""
+        chat_ids = [chat_id for _, chat_id in batch]
+        locked = self.writer.read_many(chat_ids)
+        legacy = {
+            row.chat_id: row
+            for row in LegacyChat.objects.using(self.using).filter(chat_id__in=chat_ids)
+        }
+        expected: dict[str, PreparedChat] = {}
         problems = []
-        detail = self._rows_detail(chat, rows, expected)
-        if detail:
-            problems.append(Problem(chat.chat_id, "stale", detail))
-        terms = [message.terms for message in expected.prepared]
-        return problems + self.checks.check_chat(chat, rows, terms)
+        for chat_id in chat_ids:
+            if locked[chat_id].tombstoned or chat_id not in legacy:
+                continue
+            try:
+                expected[chat_id] = PreparedChat.of(DjangoChatStore.record_of(legacy[chat_id]))
+            except Exception as exc:  # reported like the backfill reports it; not fixable
+                reason = f"legacy row cannot be read: {type(exc).__name__}: {exc}"
+                problems.append(Problem(chat_id, "unreadable", reason, "legacy"))
+        rows = [
+            locked[chat_id].row
+            for chat_id in expected
+            if locked[chat_id].revision == 0 and locked[chat_id].row is not None
+        ]
+        messages, scopes = self._read_rows([row for row in rows if row and row.is_indexed])
+        for chat_id, prepared in expected.items():
+            row = locked[chat_id].row
+            if locked[chat_id].revision > 0:
+                continue  # a store owns this chat: its copy wins
+            if row is None:
+                problems.append(Problem(chat_id, "missing", "legacy chat not indexed", "legacy"))
+            elif row.is_indexed and self.writer.differences(
+                row, prepared, messages[row.pk], scopes[row.pk]
+            ):
+                detail = "legacy chat differs from its indexed copy"
+                problems.append(Problem(chat_id, "stale", detail, "legacy"))
+        order = {chat_id: number for number, chat_id in enumerate(chat_ids)}
+        return sorted(problems, key=lambda problem: order[problem.chat_id])
+
+    def check_chats(self, batch: Sequence[tuple[int, str]]) -> list[Problem]:
+        """The stored rows of a batch of chats against their payloads, and their search
+        data against the rows: a few statements for the whole batch."""
+        db = self.using
+        chats = list(Chat.objects.using(db).filter(pk__in=[pk for pk, _ in batch]).order_by("pk"))
+        tombstoned = set(
+            Tombstone.objects.using(db)
+            .filter(chat_id__in=[chat.chat_id for chat in chats])
+            .values_list("chat_id", flat=True)
+        )
+        live = [chat for chat in chats if chat.chat_id not in tombstoned]
+        messages, scopes = self._read_rows(live)
+        found: dict[str, list[Problem]] = {chat.chat_id: [] for chat in chats}
+        searchable: list[tuple[Chat, Sequence[Message], Sequence[list[str] | None] | None]] = []
+        for chat in chats:
+            if chat.chat_id in tombstoned:
+                found[chat.chat_id].append(
+                    Problem(chat.chat_id, "orphaned", "rows of a deleted (tombstoned) chat")
+                )
+                continue
+            rows = messages[chat.pk]
+            if not chat.is_indexed:
+                searchable.append((chat, [], None))
+                continue
+            expected = self._expected(chat, rows)
+            if expected is None:  # an unreadable payload: reported as stale, --fix cannot help
+                found[chat.chat_id].append(
+                    Problem(chat.chat_id, "stale", "a message payload cannot be read")
+                )
+                searchable.append((chat, rows, None))
+                continue
+            detail = "; ".join(self.writer.differences(chat, expected, rows, scopes[chat.pk]))
+            if detail:
+                found[chat.chat_id].append(Problem(chat.chat_id, "stale", detail))
+            searchable.append((chat, rows, [message.terms for message in expected.prepared]))
+        for problem in self.checks.check_chats(searchable, full_run=self.chat_ids is None):
+            found[problem.chat_id].append(problem)
+        return [problem for problems in found.values() for problem in problems]
+
+    def _read_rows(
+        self, chats: Sequence[Chat]
+    ) -> tuple[dict[int, list[Message]], dict[int, dict[str, str]]]:
+        """Message rows (in position order) and scope lookup rows of each chat, in two
+        statements."""
+        pks = [chat.pk for chat in chats]
+        messages: dict[int, list[Message]] = {pk: [] for pk in pks}
+        scopes: dict[int, dict[str, str]] = {pk: {} for pk in pks}
+        if not pks:
+            return messages, scopes
+        rows = Message.objects.using(self.using).filter(chat_id__in=pks)
+        for message in rows.order_by("chat_id", "position"):
+            messages[message.chat_id].append(message)
+        scope_rows = ChatScope.objects.using(self.using).filter(chat_id__in=pks)
+        for chat_pk, key, value in scope_rows.values_list("chat_id", "key", "value"):
+            scopes[chat_pk][key] = value
+        return messages, scopes
 
     def _expected(self, chat: Chat, rows: Sequence[Message]) -> PreparedChat | None:
         try:
@@ -137,14 +216,12 @@ class Verifier:
         except Exception:
             return None
 
-    def _rows_detail(self, chat: Chat, rows: Sequence[Message], expected: PreparedChat) -> str:
-        """What differs between the rows and indexing them again ("" when nothing)."""
-        return "; ".join(self.writer.differences(chat, expected, rows))
-
     # repair
 
     def fix(self, problem: Problem) -> None:
         """Repair one problem, in its own transaction, holding the chat's write lock."""
+        if problem.kind == "unreadable":
+            return  # only a person can repair a row that cannot be read
         with transaction.atomic(using=self.using):
             if problem.source in ("fts", "sweep"):
                 self.checks.repair(problem)

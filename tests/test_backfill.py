@@ -283,6 +283,24 @@ def test_verify_finds_rows_of_a_tombstoned_chat() -> None:
     assert not Chat.objects.filter(chat_id="z").exists() and problems() == []
 
 
+def _verify_statements() -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert Verifier().run().found == 0
+    return len(queries)
+
+
+def test_verify_checks_many_chats_per_statement() -> None:
+    """No statement per chat or per message: 30 chats (legacy and stored) cost what 3 do."""
+    legacy(*(record(f"l{n}", f"alpha{n} words", n=n) for n in range(3)))
+    stored(*(record(f"s{n}", f"beta{n} words", n=n) for n in range(3)))
+    Backfill().run()
+    few = _verify_statements()
+    legacy(*(record(f"l{n}", f"alpha{n} words", n=n) for n in range(3, 30)))
+    stored(*(record(f"s{n}", f"beta{n} words", n=n) for n in range(3, 30)))
+    Backfill().run()
+    assert _verify_statements() == few
+
+
 def test_verify_changes_nothing() -> None:
     stored(record("s", "alpha"))
     Message.objects.update(digest="0" * 32)
@@ -358,9 +376,14 @@ def test_verify_and_fix_fts_rows() -> None:
     _fts(f"INSERT INTO {table} (rowid, body) VALUES (%s, %s)", [pk, body.replace("delta", "")])
     assert found("leftover") == [("t", "t:1")] and found("delta") == [("u", "u:2")]
     assert problems() == [
+        f"missing: s: 1 FTS row(s) missing (rowid {_body('s:1')[0]})",
+        "orphaned: (unknown chat): 1 FTS row(s) with no message (rowid 987654)",
+        f"stale: t: 1 FTS row(s) hold extra tokens (rowid {_body('t:1')[0]})",
+        f"stale: u: 1 FTS row(s) lack tokens (rowid {_body('u:1')[0]})",
+    ]
+    # the same chats asked for by id: checked row by row, same verdicts
+    assert problems(chat_ids=["s", "u"]) == [
         "missing: s: 1 FTS row(s) missing",
-        "orphaned: ?: FTS row 987654 has no message",
-        f"stale: t: FTS row {_body('t:1')[0]} holds 1 extra token(s)",
         "stale: u: 1 FTS row(s) lack tokens",
     ]
     fix_all()
@@ -368,6 +391,41 @@ def test_verify_and_fix_fts_rows() -> None:
     assert found("leftover") == [] and found("orphan") == []
     assert found("alpha") == [("s", "s:1"), ("s", "s:2")]
     assert found("delta") == [("u", "u:1"), ("u", "u:2")]
+
+
+@fts5_only
+def test_fix_finds_and_counts_what_verify_finds() -> None:
+    """A chat with a stale row count and an FTS row holding a leftover token: fixing the
+    chat first used to hide the second problem from --fix's own count."""
+    if _backend() != "sqlite-fts5":
+        pytest.skip("FTS5 not in use")
+    stored(record("t", "gamma"))
+    Chat.objects.filter(chat_id="t").update(message_count=9)
+    pk, body = _body("t:1")
+    _fts(
+        "INSERT INTO deuz_transcripts_fts (deuz_transcripts_fts, rowid, body) VALUES ('delete', %s, %s)",
+        [pk, body],
+    )
+    _fts("INSERT INTO deuz_transcripts_fts (rowid, body) VALUES (%s, %s)", [pk, body + " leftover"])
+    verified = Verifier().run()
+    fixed = Verifier().run(fix=True)
+    assert (verified.found, verified.chats) == (fixed.found, fixed.chats) == (2, {"t"})
+    assert fixed.remaining == [] and problems() == [] and found("leftover") == []
+
+
+@fts5_only
+def test_fts_rows_left_by_a_deleted_chat_are_named_by_their_chat_id() -> None:
+    if _backend() != "sqlite-fts5":
+        pytest.skip("FTS5 not in use")
+    stored(record("kept", "alpha"), record("gone", "omega words", n=1))
+    pk, body = _body("gone:1")
+    DjangoConditionalChatStore().delete_chat("gone")
+    _fts("INSERT INTO deuz_transcripts_fts (rowid, body) VALUES (%s, %s)", [pk, body])
+    assert found("omega") == []  # the chat row is gone, so search cannot reach it
+    assert problems() == [f"orphaned: gone: 1 FTS row(s) with no message (rowid {pk})"]
+    result = Verifier().run(fix=True)
+    assert (result.found, result.chats, result.remaining) == (1, {"gone"}, [])
+    assert problems() == []
 
 
 @fts5_only

@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
+from django.db import transaction
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from deuz_transcripts import ChatRecord
 from deuz_transcripts.models import Chat, LegacyChat, Tombstone
@@ -27,6 +30,7 @@ from deuz_transcripts.stores import (
     DjangoTranscriptIndex,
 )
 from tests.factories import ChatRecordFactory
+from tests.strategies import any_char, tricky_char
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -107,8 +111,93 @@ def test_backfill_dry_run_and_chat_id() -> None:
     out, _ = run("backfill_transcripts", "--dry-run")
     assert out.startswith("Dry run: 2 would index, 0 unchanged")
     assert not Chat.objects.exists()
-    run("backfill_transcripts", "--chat-id", "b", "--chat-id", "zzz")
+    run("backfill_transcripts", "--chat-id", "b")
     assert list(Chat.objects.values_list("chat_id", flat=True)) == ["b"]
+
+
+@pytest.mark.parametrize("mode", [[], ["--verify"], ["--fix"], ["--dry-run"]])
+def test_a_chat_id_no_chat_has_is_an_error_naming_it_and_nothing_is_done(mode: list[str]) -> None:
+    DjangoChatStore().save_chat(record("a", "alpha"))
+    DjangoConditionalChatStore().write_chat(record("gone", "beta"), expected_revision=0)
+    DjangoConditionalChatStore().delete_chat("gone")
+    with pytest.raises(CommandError) as excinfo:
+        run("backfill_transcripts", *mode, "--chat-id", "a", "--chat-id", "does-not-exist")
+    assert "no chat with --chat-id 'does-not-exist'" in str(excinfo.value)
+    assert "nothing was done" in str(excinfo.value)
+    assert not Chat.objects.exists()
+    with pytest.raises(CommandError, match=r"'gone' \(deleted\)"):
+        run("backfill_transcripts", *mode, "--chat-id", "gone")
+
+
+def test_verify_prints_progress_and_the_same_counts_as_fix() -> None:
+    for n in range(5):
+        DjangoChatStore().save_chat(record(f"l{n}", "alpha", n=n))
+    for n in range(3):
+        DjangoConditionalChatStore().write_chat(record(f"s{n}", "beta", n=n), expected_revision=0)
+    Chat.objects.filter(chat_id__in=["s0", "s2"]).update(message_count=7)
+    with pytest.raises(CommandError):
+        call_command(
+            "backfill_transcripts",
+            "--verify",
+            "--batch-size",
+            "2",
+            stdout=io.StringIO(),
+            stderr=(err := io.StringIO()),
+        )
+    lines = err.getvalue().splitlines()
+    assert [line for line in lines if not line.startswith("search data")] == [
+        "legacy: 0/5 chats",
+        "legacy: 2/5 chats",
+        "legacy: 4/5 chats",
+        "legacy: 5/5 chats",
+        "stored: 0/3 chats",
+        "stored: 2/3 chats",
+        "stored: 3/3 chats",
+    ]
+    if DjangoTranscriptIndex().backend_name == "sqlite-fts5":  # the pass over every FTS row
+        swept = [line for line in lines if line.startswith("search data")]
+        assert swept[0] == "search data: 0/9 messages" and swept[-1] == lines[-1]
+        assert lines[-1] == "search data: 9/9 messages"
+    verify = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("backfill_transcripts", "--verify", stdout=verify, stderr=io.StringIO())
+    out, _ = run("backfill_transcripts", "--fix")
+    counted = "7 problem(s) in 7 chat(s)"
+    assert counted in verify.getvalue().splitlines()[-1]
+    assert out.splitlines()[:-1] == verify.getvalue().splitlines()[:-1]
+    assert out.splitlines()[-1].endswith(f"{counted}; 0 left after fixing.")
+
+
+def test_verify_reports_an_unreadable_legacy_row_and_goes_on() -> None:
+    for chat_id in ("a", "b", "c"):
+        DjangoChatStore().save_chat(record(chat_id, "alpha"))
+    LegacyChat.objects.filter(chat_id="b").update(payload="[broken")
+    out = io.StringIO()
+    with pytest.raises(CommandError, match=r"3 chat\(s\) needs repair"):
+        call_command("backfill_transcripts", "--verify", stdout=out, stderr=io.StringIO())
+    assert out.getvalue().splitlines()[:3] == [
+        "missing: a: legacy chat not indexed",
+        "unreadable: b: legacy row cannot be read: JSONDecodeError: "
+        "Expecting value: line 1 column 2 (char 1)",
+        "missing: c: legacy chat not indexed",
+    ]
+    err = io.StringIO()
+    with pytest.raises(CommandError, match=r"1 problem\(s\) could not be fixed"):
+        call_command("backfill_transcripts", "--fix", stdout=io.StringIO(), stderr=err)
+    assert (
+        err.getvalue()
+        .splitlines()[-1]
+        .startswith("not fixed: unreadable: b: legacy row cannot be read")
+    )
+    assert set(Chat.objects.values_list("chat_id", flat=True)) == {"a", "c"}
+
+
+def test_problem_lines_print_control_characters_escaped() -> None:
+    DjangoChatStore().save_chat(record("c\x1b[2J\u202e", "alpha"))
+    out = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("backfill_transcripts", "--verify", stdout=out, stderr=io.StringIO())
+    assert out.getvalue().splitlines()[0] == "missing: c\\x1b[2J\\u202e: legacy chat not indexed"
 
 
 def test_verify_reports_without_changing_and_fix_repairs() -> None:
@@ -135,10 +224,13 @@ def test_verify_reports_without_changing_and_fix_repairs() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--batch-size", "0"], "--batch-size must be a positive integer"),
+        (["--batch-size", "0"], "--batch-size must be between 1 and 100,000"),
+        (["--verify", "--batch-size", str(2**31)], "--batch-size must be between 1 and 100,000"),
         (["--source", "everything"], "invalid choice"),
         (["--fix", "--dry-run"], "use it alone"),
         (["--chat-id", ""], "not a valid chat id"),
+        (["--chat-id", "\udcff"], "not a valid chat id: it is not valid Unicode"),
+        (["--verify", "--chat-id", "a\x00b"], "not a valid chat id: it must not contain NUL"),
         (["--database", "nope"], "unknown database"),
     ],
 )
@@ -300,6 +392,8 @@ def test_bad_arguments_on_the_command_line_are_one_line(tmp_path: Path) -> None:
         (["backfill_transcripts", "--source", "bogus"], 2),
         (["search_transcripts", "izmir"], 1),
         (["search_transcripts", "--scope", "a=b", "izmir", "--limit", "x"], 2),
+        (["backfill_transcripts", "--chat-id", b"\xff"], 1),  # argv bytes: a lone surrogate
+        (["load_demo_transcripts", "--database", "nope"], 1),
     ]:
         done = subprocess.run(
             [sys.executable, "manage.py", *args],
@@ -404,6 +498,89 @@ def test_demo_is_deterministic_for_a_seed() -> None:
     assert first == again and first != other
 
 
+def test_demo_loader_unknown_database() -> None:
+    with pytest.raises(CommandError, match="unknown database 'nope'"):
+        run("load_demo_transcripts", "--database", "nope")
+
+
 def test_demo_loader_bad_arguments() -> None:
     with pytest.raises(CommandError, match="--chats"):
         call_command("load_demo_transcripts", "--chats", "0", stdout=io.StringIO())
+
+
+# random arguments
+
+FUZZ_EXAMPLES = int(os.environ.get("DEUZ_FUZZ_EXAMPLES", "40"))
+hostile_text = st.text(st.one_of(tricky_char, any_char), max_size=12)
+hostile_values = st.one_of(
+    hostile_text,
+    st.integers(-(2**70), 2**70).map(str),
+    st.sampled_from(
+        ["\udcff", "a\x00b", "", " ", "-1", "0", "1e3", "--fix", "-\x1b[2J", "x" * 300]
+    ),
+)
+X = object()  # where the drawn value goes
+
+#: Each command with one argument replaced by a drawn value (the rest valid), so every
+#: argument meets hostile values however rarely a random mix of options would reach it.
+SLOTS = [
+    ["backfill_transcripts", "--chat-id", X],
+    ["backfill_transcripts", "--verify", "--chat-id", X],
+    ["backfill_transcripts", "--fix", "--chat-id", "a", "--chat-id", X],
+    ["backfill_transcripts", "--dry-run", "--chat-id", X],
+    ["backfill_transcripts", "--batch-size", X],
+    ["backfill_transcripts", "--verify", "--batch-size", X],
+    ["backfill_transcripts", "--source", X],
+    ["backfill_transcripts", "--database", X],
+    ["backfill_transcripts", "--verify", "--database", X],
+    ["search_transcripts", X, "--scope", "userId=ada"],
+    ["search_transcripts", X, "--all-scopes", "--json", "--around", "1"],
+    ["search_transcripts", "alpha", "--scope", X],
+    ["search_transcripts", "alpha", "--scope", X, "--json"],
+    ["search_transcripts", "alpha", "--all-scopes", "--around", X],
+    ["search_transcripts", "alpha", "--scope", "userId=ada", "--limit", X],
+    ["search_transcripts", "alpha", "--all-scopes", "--database", X],
+    ["load_demo_transcripts", "--chats", "1", "--seed", X],
+    ["load_demo_transcripts", "--chats", "1", "--database", X],
+    ["load_demo_transcripts", "--if-empty", "--chats", X],
+]
+
+
+def _small(value: str) -> bool:
+    """``--chats`` values that do not load thousands of chats."""
+    try:
+        return int(value) <= 3
+    except ValueError:
+        return True
+
+
+@settings(
+    max_examples=FUZZ_EXAMPLES * 5,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(slot=st.sampled_from(SLOTS), value=hostile_values)
+def test_hostile_arguments_work_or_are_one_clear_line(slot: list[Any], value: str) -> None:
+    """Any value in any argument: the command works, or raises one ``CommandError`` whose
+    message is one printable line; what it prints goes to a strict UTF-8 stream (a
+    terminal's) without failing; no other exception, no traceback."""
+    assume(slot[-1] is not X or slot[-2] != "--chats" or _small(value))
+    command = [value if arg is X else arg for arg in slot]
+    stream = io.BytesIO()
+    out = io.TextIOWrapper(stream, encoding="utf-8", errors="strict", write_through=True)
+    try:
+        with transaction.atomic():
+            DjangoChatStore().save_chat(record("a", "alpha"))
+            DjangoConditionalChatStore().write_chat(record("s", "alpha beta"), expected_revision=0)
+            try:
+                call_command(*command, stdout=out, stderr=out)
+            except CommandError as exc:
+                assert str(exc).isprintable(), str(exc)  # one line, nothing drives a terminal
+            raise Rollback
+    except Rollback:
+        pass
+    stream.getvalue().decode("utf-8")
+
+
+class Rollback(Exception):
+    """Undoes one example's writes."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -110,6 +111,11 @@ def test_messages_and_ids_become_lists():
         ("updated_at", {"updated_at": float("nan")}),
         ("updated_at", {"updated_at": float("inf")}),
         ("updated_at", {"updated_at": 10**20}),
+        ("updated_at", {"updated_at": 0}),
+        ("updated_at", {"updated_at": -1}),
+        ("updated_at", {"updated_at": 1_714_554_000}),  # int(time.time()): seconds
+        ("updated_at", {"updated_at": 1_714_554_000.25}),  # time.time(): seconds
+        ("updated_at", {"updated_at": 946_684_799_999}),  # 1999-12-31T23:59:59.999Z
     ],
 )
 def test_invalid_record_names_the_field(field, kwargs):
@@ -135,11 +141,26 @@ def test_updated_at_none_means_now():
 
 
 def test_updated_at_number_is_epoch_milliseconds():
-    assert record(updated_at=0).updated_at == datetime(1970, 1, 1, tzinfo=UTC)
+    assert record(updated_at=946_684_800_000).updated_at == datetime(2000, 1, 1, tzinfo=UTC)
     assert record(updated_at=1_714_554_000_123).updated_at == datetime(
         2024, 5, 1, 9, 0, 0, 123_000, tzinfo=UTC
     )
-    assert record(updated_at=1.5).updated_at == datetime(1970, 1, 1, 0, 0, 0, 1500, tzinfo=UTC)
+    assert record(updated_at=1_714_554_000_000.5).updated_at == datetime(
+        2024, 5, 1, 9, 0, 0, 500, tzinfo=UTC
+    )
+
+
+def test_seconds_given_as_updated_at_are_refused_with_a_message_that_says_milliseconds():
+    """``time.time()`` read as milliseconds is January 1970: refused, never stored."""
+    now = time.time()
+    with pytest.raises(InvalidRecord, match="milliseconds") as excinfo:
+        record(updated_at=now)
+    assert "time.time() * 1000" in str(excinfo.value)
+    assert abs(record(updated_at=now * 1000).updated_at.timestamp() - now) < 0.001
+    with pytest.raises(InvalidRecord, match="milliseconds"):
+        ChatRecord.from_json({"chatId": "c", "updatedAt": int(now)})
+    # dates before 2000 are still possible, as a datetime
+    assert record(updated_at=datetime(1970, 1, 1, tzinfo=UTC)).updated_at.year == 1970
 
 
 def test_updated_at_is_normalised_to_utc():
@@ -191,7 +212,8 @@ def test_to_json_round_trips():
 
 
 @pytest.mark.parametrize(
-    "millis", [0, 1, 999, 1_714_554_000_123, 1_700_000_000_001, 253_402_300_799_999, -1]
+    "millis",
+    [946_684_800_000, 946_684_800_999, 1_714_554_000_123, 1_700_000_000_001, 253_402_300_799_999],
 )
 def test_epoch_milliseconds_round_trip_exactly(millis):
     assert (

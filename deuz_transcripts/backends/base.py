@@ -10,7 +10,7 @@ rows holding query terms (see ``deuz_transcripts.ranking`` for masks), and
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -296,8 +296,22 @@ class SearchDataChecks:
         order, ``None`` when a payload cannot be read (the rows are reported then)."""
         return []
 
-    def sweep(self, batch_size: int) -> Iterator[Problem]:
-        """Search data that no row owns (a full run's last pass)."""
+    def check_chats(
+        self,
+        chats: Sequence[tuple[Chat, Sequence[Message], Sequence[list[str] | None] | None]],
+        *,
+        full_run: bool = False,
+    ) -> list[Problem]:
+        """``check_chat`` of a batch of chats (``(chat, rows, expected_terms)`` each); a
+        backend overrides it to check the batch in a few statements. ``full_run``: the
+        sweep follows, so what it checks exactly need not be checked here."""
+        return [problem for item in chats for problem in self.check_chat(*item)]
+
+    def sweep(
+        self, batch_size: int, progress: Callable[[str, int, int], None] | None = None
+    ) -> Iterator[Problem]:
+        """Search data that no row owns (a full run's last pass); ``progress(label, done,
+        total)`` hears of long passes, counted in messages."""
         return iter(())
 
     def repair(self, problem: Problem) -> None:

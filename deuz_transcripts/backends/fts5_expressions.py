@@ -15,6 +15,7 @@ from ..text import stored_term, stored_terms_text
 from .chat_filter import ChatFilter
 
 __all__ = [
+    "CHAT_TOKEN_PREFIX",
     "chat_token",
     "fts_body",
     "mask_expression",
@@ -25,6 +26,8 @@ __all__ = [
 
 _SCOPE_PREFIX = "\ue000"
 _CHAT_PREFIX = "\ue002"
+#: Every chat token starts with this (no term or scope token does).
+CHAT_TOKEN_PREFIX = _CHAT_PREFIX
 
 
 def _token(prefix: str, *parts: str) -> str:

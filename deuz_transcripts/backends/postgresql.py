@@ -295,31 +295,45 @@ class PostgresChecks(SearchDataChecks):
         rows: Sequence[Message],
         expected_terms: Sequence[list[str] | None] | None,
     ) -> list[Problem]:
-        if expected_terms is None or not rows:
+        return self.check_chats([(chat, rows, expected_terms)])
+
+    def check_chats(
+        self,
+        chats: Sequence[tuple[Chat, Sequence[Message], Sequence[list[str] | None] | None]],
+        *,
+        full_run: bool = False,
+    ) -> list[Problem]:
+        """The vectors of a whole batch of chats in one statement."""
+        checked = [(chat, rows, terms) for chat, rows, terms in chats if terms is not None and rows]
+        if not checked:
             return []
         with connections[self.alias].cursor() as cursor:
             cursor.execute(
                 f"SELECT id, tsvector_to_array({VECTOR_COLUMN}) FROM {table(Message)} "
-                "WHERE chat_id = %s",
-                [chat.pk],
+                "WHERE chat_id = ANY(%s)",
+                [[chat.pk for chat, _, _ in checked]],
             )
             vectors = dict(cursor.fetchall())
-        missing = stale = 0
-        tokens = set(scope_lexemes(chat.scope, chat.chat_id))
-        for row, terms in zip(rows, expected_terms, strict=True):
-            want = {stored_term(term) for term in terms or ()}
-            if want:
-                want |= tokens
-            have = vectors.get(row.pk)
-            if want and have is None:
-                missing += 1
-            elif set(have or ()) != want:
-                stale += 1
         problems = []
-        if missing:
-            problems.append(Problem(chat.chat_id, "missing", f"{missing} row(s) without a vector"))
-        if stale:
-            problems.append(Problem(chat.chat_id, "stale", f"{stale} row(s) with a wrong vector"))
+        for chat, rows, expected_terms in checked:
+            missing = stale = 0
+            tokens = set(scope_lexemes(chat.scope, chat.chat_id))
+            for row, terms in zip(rows, expected_terms, strict=True):
+                want = {stored_term(term) for term in terms or ()}
+                if want:
+                    want |= tokens
+                have = vectors.get(row.pk)
+                if want and have is None:
+                    missing += 1
+                elif set(have or ()) != want:
+                    stale += 1
+            if missing:
+                detail = f"{missing} row(s) without a vector"
+                problems.append(Problem(chat.chat_id, "missing", detail))
+            if stale:
+                problems.append(
+                    Problem(chat.chat_id, "stale", f"{stale} row(s) with a wrong vector")
+                )
         return problems
 
 

@@ -1,18 +1,37 @@
-"""Bad command-line arguments as one line on stderr, not a usage screen."""
+"""Command errors as one line on stderr: no usage screen, no traceback."""
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, NoReturn
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
-__all__ = ["OneLineErrors"]
+from ..errors import TranscriptError
+from ..sql.errors import describe_database_error
+
+__all__ = ["OneLineErrors", "printable"]
+
+
+def printable(value: str) -> str:
+    """Control, format and surrogate characters as ``\\x1b``-style escapes: printed data
+    never drives the terminal (escape sequences, bidi overrides) nor fails to encode."""
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char)[0] == "C"
+        else char
+        for char in value
+    )
 
 
 class OneLineErrors(BaseCommand):
-    """A command whose argument errors print ``<prog>: error: <why>`` and exit 2.
+    """A command whose errors are one line: ``<prog>: error: <why>`` (exit 2) for bad
+    arguments, ``CommandError: <why>`` (exit 1) for a database that is not migrated or
+    not reachable and for the app's own errors, which name the cause and the fix.
 
-    Through ``call_command`` they stay a ``CommandError``, as Django does.
+    Through ``call_command`` they stay a ``CommandError``, as Django does, with the
+    original error as ``__cause__``.
     """
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
@@ -20,9 +39,23 @@ class OneLineErrors(BaseCommand):
         django_error = parser.error
 
         def error(message: str) -> NoReturn:
+            message = printable(message)  # argparse quotes unknown arguments as they are
             if not parser.called_from_command_line:
                 django_error(message)  # raises CommandError
             parser.exit(2, f"{parser.prog}: error: {message} (see --help)\n")
 
         parser.error = error  # type: ignore[method-assign]  # patching this one parser on purpose
         return parser
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        try:
+            return super().execute(*args, **options)
+        except DatabaseError as exc:
+            raise CommandError(printable(describe_database_error(exc))) from exc
+        except TranscriptError as exc:
+            raise CommandError(printable(str(exc))) from exc
+        except CommandError as exc:  # messages may quote arguments: keep them one safe line
+            message = str(exc)
+            if printable(message) == message:
+                raise
+            raise CommandError(printable(message), returncode=exc.returncode) from exc

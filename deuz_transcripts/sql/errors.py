@@ -12,7 +12,13 @@ from django.db import DatabaseError, connections
 
 from ..errors import TranscriptError
 
-__all__ = ["WorkerThreadRunner", "database_errors", "is_lock_conflict", "sqlstate"]
+__all__ = [
+    "WorkerThreadRunner",
+    "database_errors",
+    "describe_database_error",
+    "is_lock_conflict",
+    "sqlstate",
+]
 
 T = TypeVar("T")
 
@@ -85,7 +91,59 @@ def database_errors(using: str | None = None) -> Iterator[None]:
             _close_if_broken(using)
         if is_lock_conflict(exc):
             raise TranscriptError(_lock_message(exc)) from exc
-        raise TranscriptError(f"database error: {type(exc).__name__}") from exc
+        raise TranscriptError(describe_database_error(exc)) from exc
+
+
+#: Driver messages (lower case) of a database that has no tables of this app yet.
+_NOT_MIGRATED = ("no such table", "no such column", "undefinedtable", "undefinedcolumn")
+#: Driver messages (lower case) of a database that cannot be reached or opened.
+_UNREACHABLE = (
+    "connection refused",
+    "could not connect",
+    "connection failed",
+    "connection to server",
+    "unable to open database file",
+    "could not translate host name",
+    "name or service not known",
+    "timeout expired",
+    "password authentication failed",
+    "no password supplied",
+    "server closed the connection",
+    "terminating connection",
+)
+_MAX_DETAIL = 200
+
+
+def describe_database_error(exc: BaseException) -> str:
+    """One line naming the cause of a database error and, when known, the fix.
+
+    Only the driver's first line is kept (a later line may quote row data), cut to
+    200 characters; an app table that does not exist means ``migrate`` was not run.
+    """
+    lines = str(exc).strip().splitlines()
+    detail = lines[0].strip() if lines else ""
+    if len(detail) > _MAX_DETAIL:
+        detail = detail[: _MAX_DETAIL - 1] + "…"
+    cause = exc.__cause__
+    names = f"{type(exc).__name__} {type(cause).__name__ if cause is not None else ''}"
+    lowered = f"{detail} {names}".lower()
+    if any(sign in lowered for sign in _NOT_MIGRATED) or (
+        "relation" in lowered and "does not exist" in lowered
+    ):
+        return (
+            f"the database is not migrated ({detail}); "
+            "run `manage.py migrate` to create the deuz_transcripts tables"
+        )
+    if any(sign in lowered for sign in _UNREACHABLE):
+        return (
+            f"cannot reach the database ({detail}); "
+            "check DATABASES in the settings and that the database server is running"
+        )
+    return (
+        f"database error: {type(exc).__name__}: {detail}"
+        if detail
+        else (f"database error: {type(exc).__name__}")
+    )
 
 
 def _close_if_broken(using: str) -> None:

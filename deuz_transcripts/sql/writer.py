@@ -125,6 +125,10 @@ class ChatWriter:
         """What ``lock`` reads, without the lock (a dry run, which writes nothing)."""
         return self._load([chat_id])[chat_id]
 
+    def read_many(self, chat_ids: Sequence[str]) -> dict[str, LockedChat]:
+        """``read`` for several chats in two statements (``verify`` reads a batch at once)."""
+        return self._load(list(chat_ids)) if chat_ids else {}
+
     def lock_many(self, chat_ids: Sequence[str]) -> dict[str, LockedChat]:
         """``lock`` for several chats in a few statements (locks taken in the order given)."""
         with connections[self.using].cursor() as cursor:
@@ -281,17 +285,25 @@ class ChatWriter:
     # reading back
 
     def differences(
-        self, row: Chat, chat: PreparedChat, rows: Sequence[Message] | None = None
+        self,
+        row: Chat,
+        chat: PreparedChat,
+        rows: Sequence[Message] | None = None,
+        scope_rows: Mapping[str, str] | None = None,
     ) -> list[str]:
         """``stored_differences`` of the chat's rows as they are in the database now
-        (``rows``: its message rows in position order, when the caller has read them)."""
+        (``rows``: its message rows in position order, ``scope_rows`` its ``ChatScope``
+        rows, when the caller has read them)."""
         if rows is None:
             rows = list(Message.objects.using(self.using).filter(chat=row).order_by("position"))
-        scope_rows = ChatScope.objects.using(self.using).filter(chat=row)
+        if scope_rows is None:
+            scope_rows = dict(
+                ChatScope.objects.using(self.using).filter(chat=row).values_list("key", "value")
+            )
         return stored_differences(
             row,
             rows,
-            dict(scope_rows.values_list("key", "value")),
+            scope_rows,
             chat,
             keeps_search_text=self.backend.rows.keeps_search_text,
         )

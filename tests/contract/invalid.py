@@ -60,6 +60,7 @@ class InvalidRecordContract(ContractBase):
             ),
             pytest.param("updated_at", {"updated_at": datetime(2024, 1, 1)}, id="naive-updated-at"),
             pytest.param("updated_at", {"updated_at": "yesterday"}, id="str-updated-at"),
+            pytest.param("updated_at", {"updated_at": 1_714_554_000}, id="seconds-updated-at"),
         ],
     )
     def test_invalid_record_names_the_field_and_changes_nothing(self, store, index, field, change):

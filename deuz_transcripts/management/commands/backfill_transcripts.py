@@ -9,11 +9,15 @@ from django.core.management.base import CommandError, CommandParser, OutputWrapp
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from ...backfill import SOURCES, Backfill, BackfillStats
-from ...records import MAX_ID_LENGTH
+from ...base import check_chat_id
+from ...errors import InvalidRecord
+from ...models import Chat, LegacyChat, Tombstone
 from ...verify import Problem, Verifier
-from ..oneline import OneLineErrors
+from ..oneline import OneLineErrors, printable
 
 _BAR_WIDTH = 30
+#: Chats read per query at most (a bigger LIMIT overflows SQLite's, and buys nothing).
+MAX_BATCH_SIZE = 100_000
 
 
 def _plain(text: str) -> str:
@@ -44,7 +48,8 @@ class Progress:
             self.stream.write(line, style_func=_plain, ending=end)
             self.stream.flush()
         elif done == 0 or done == total or done % self.every == 0:
-            self.stream.write(f"{label}: {done}/{total} chats", style_func=_plain)
+            unit = "chats" if label in SOURCES else "messages"
+            self.stream.write(f"{label}: {done}/{total} {unit}", style_func=_plain)
 
 
 class Command(OneLineErrors):
@@ -82,19 +87,56 @@ class Command(OneLineErrors):
         parser.add_argument("--database", default=DEFAULT_DB_ALIAS)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["batch_size"] < 1:
-            raise CommandError("--batch-size must be a positive integer")
+        if not 1 <= options["batch_size"] <= MAX_BATCH_SIZE:
+            raise CommandError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE:,}")
         if options["fix"] and (options["dry_run"] or options["verify"]):
             raise CommandError("--fix repairs what --verify finds; use it alone")
         if options["database"] not in connections:
             raise CommandError(f"unknown database {options['database']!r}")
         for chat_id in options["chat_ids"] or ():
-            if not chat_id or len(chat_id) > MAX_ID_LENGTH or "\x00" in chat_id:
-                raise CommandError(f"--chat-id {chat_id!r} is not a valid chat id")
+            try:
+                check_chat_id(chat_id)
+            except InvalidRecord as exc:
+                raise CommandError(
+                    f"--chat-id {chat_id!r} is not a valid chat id: it {exc.problem}"
+                ) from None
+        if options["chat_ids"]:
+            self._check_chats_exist(options["database"], options["chat_ids"])
         if options["verify"] or options["fix"]:
             self._verify(options)
         else:
             self._backfill(options)
+
+    @staticmethod
+    def _check_chats_exist(database: str, chat_ids: list[str]) -> None:
+        """A mistyped ``--chat-id`` is an error naming it, not a run that does nothing."""
+        wanted = set(chat_ids)
+        known = set(
+            LegacyChat.objects.using(database)
+            .filter(chat_id__in=wanted)
+            .values_list("chat_id", flat=True)
+        )
+        known.update(
+            Chat.objects.using(database)
+            .filter(chat_id__in=wanted)
+            .values_list("chat_id", flat=True)
+        )
+        unknown = sorted(wanted - known)
+        if not unknown:
+            return
+        deleted = set(
+            Tombstone.objects.using(database)
+            .filter(chat_id__in=unknown)
+            .values_list("chat_id", flat=True)
+        )
+        named = ", ".join(
+            repr(chat_id) + (" (deleted)" if chat_id in deleted else "") for chat_id in unknown[:10]
+        )
+        more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+        raise CommandError(
+            f"no chat with --chat-id {named}{more}: neither a deuz_chats row nor an indexed "
+            "chat has it; nothing was done"
+        )
 
     def _backfill(self, options: dict[str, Any]) -> None:
         progress = Progress(self.stderr, options["batch_size"])
@@ -129,23 +171,32 @@ class Command(OneLineErrors):
         )
 
     def _verify(self, options: dict[str, Any]) -> None:
+        progress = Progress(self.stderr, options["batch_size"])
         verifier = Verifier(
-            options["database"], batch_size=options["batch_size"], chat_ids=options["chat_ids"]
+            options["database"],
+            batch_size=options["batch_size"],
+            chat_ids=options["chat_ids"],
+            progress=progress,
         )
 
         def report(problem: Problem) -> None:
-            self.stdout.write(str(problem))
+            if progress.tty:
+                self.stderr.write("")
+            self.stdout.write(printable(str(problem)))
 
         result = verifier.run(options["source"], fix=options["fix"], report=report)
         if not result.found:
             self.stdout.write(f"Verify ({verifier.backend_name}): no problems found.")
             return
-        summary = f"Verify ({verifier.backend_name}): {result.found} problem(s) in {len(result.chats)} chat(s)"
+        summary = (
+            f"Verify ({verifier.backend_name}): {result.found} problem(s) "
+            f"in {len(result.chats)} chat(s)"
+        )
         if not options["fix"]:
             self.stdout.write(summary + "; run with --fix to repair.")
             raise CommandError(f"search data of {len(result.chats)} chat(s) needs repair")
         for problem in result.remaining:
-            self.stderr.write(f"not fixed: {problem}")
+            self.stderr.write(printable(f"not fixed: {problem}"))
         self.stdout.write(f"{summary}; {len(result.remaining)} left after fixing.")
         if result.remaining:
             raise CommandError(f"{len(result.remaining)} problem(s) could not be fixed")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import unicodedata
 from datetime import datetime
 from typing import Any
 
@@ -14,8 +13,10 @@ from ...errors import InvalidRecord, SearchTimeout
 from ...forms import parse_scope
 from ...paging import SearchPage
 from ...records import TranscriptHit, TranscriptMessage
+from ...sql.scopes import unknown_scope
 from ...text import indexed_text
 from ..oneline import OneLineErrors
+from ..oneline import printable as _printable
 
 _TEXT_WIDTH = 100
 
@@ -34,17 +35,6 @@ def _hit_json(hit: TranscriptHit) -> dict[str, Any]:
     if hit.around is not None:
         data["around"] = [_message_json(item) for item in hit.around]
     return data
-
-
-def _printable(value: str) -> str:
-    """Control, format and surrogate characters as ``\\x1b``-style escapes: printed data
-    never drives the terminal (escape sequences, bidi overrides) nor fails to encode."""
-    return "".join(
-        char.encode("unicode_escape").decode("ascii")
-        if unicodedata.category(char)[0] == "C"
-        else char
-        for char in value
-    )
 
 
 def _one_line(message: Any, width: int = _TEXT_WIDTH) -> str:
@@ -142,6 +132,11 @@ class Command(OneLineErrors):
             )
         except (InvalidRecord, SearchTimeout) as exc:
             raise CommandError(str(exc)) from None
+        notice = None
+        if not page.hits:  # a mistyped scope must not look like "no hits"
+            unknown = unknown_scope(options["database"], scope)
+            if unknown is not None:
+                notice = unknown.sentence(",".join(f"{k}={v}" for k, v in scope.items()))
         if options["json"]:
             document = {
                 "backend": index.backend_name,
@@ -151,9 +146,13 @@ class Command(OneLineErrors):
                 "nextCursor": page.next_cursor,
                 "hits": [_hit_json(hit) for hit in page.hits],
             }
+            if notice is not None:
+                document["notice"] = notice
             self.stdout.write(_json(document))
             return
         self._table(page, index.backend_name)
+        if notice is not None:
+            self.stdout.write(_printable(notice))
 
     @staticmethod
     def _scope(options: dict[str, Any]) -> dict[str, str]:
