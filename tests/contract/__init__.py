@@ -14,7 +14,8 @@ The contract is one mixin per section, each in its own module: ``search`` (the s
 examples, hits, ``around``, paging and scores), ``ranking`` (scores and ties), ``scope``,
 ``indexing`` (what is indexed, terms and queries, the 256 KiB cut), ``stores`` (revisions,
 tombstones, rollback, message ids), ``sources`` (``resolve_source``, the index on its own),
-``async_twins`` and ``invalid``; ``helpers`` holds what they share. A module subclassing the
+``async_twins``, ``invalid`` and ``signals`` (what each write sends, after commit);
+``helpers`` holds what they share. A module subclassing the
 contract calls ``pytest.register_assert_rewrite("tests.contract")`` before importing it,
 which covers every module of this package.
 """
@@ -49,6 +50,7 @@ from tests.contract.invalid import InvalidRecordContract
 from tests.contract.ranking import RankingContract
 from tests.contract.scope import ScopeContract
 from tests.contract.search import SearchContract
+from tests.contract.signals import SignalContract
 from tests.contract.sources import SourceContract
 from tests.contract.stores import StoreContract
 
@@ -80,6 +82,7 @@ __all__ = [
 # Listed last section first: pytest collects inherited tests base class first, so the
 # sections run in reading order, from search to invalid records.
 class TranscriptContract(
+    SignalContract,
     InvalidRecordContract,
     AsyncContract,
     SourceContract,
