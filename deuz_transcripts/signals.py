@@ -14,7 +14,8 @@ database held no row for) and ``using`` (the database alias; ``None`` in memory)
 
 SQL writes send through ``transaction.on_commit(..., using=alias)``: nothing is sent
 before the outermost transaction commits, and nothing at all if it rolls back (also a
-savepoint's rollback). Memory has no transactions: the signal is sent at once. Receivers
+savepoint's rollback). Memory has no transactions: the signal is sent as the call returns
+(a memory store holds its index's signals until its own write is complete). Receivers
 run in the thread that committed; a receiver's exception is logged on the
 ``deuz_transcripts.signals`` logger and never fails the write, which has happened.
 """
@@ -22,19 +23,56 @@ run in the thread that committed; a receiver's exception is logged on the
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import partial
 
 from django.db import transaction
 from django.dispatch import Signal
 
-__all__ = ["chat_deleted", "chat_indexed", "chat_removed", "send_after_commit"]
+__all__ = [
+    "chat_deleted",
+    "chat_indexed",
+    "chat_removed",
+    "held_until_complete",
+    "send_after_commit",
+]
 
 logger = logging.getLogger(__name__)
 
 chat_indexed = Signal()
 chat_removed = Signal()
 chat_deleted = Signal()
+
+
+class _Held(threading.local):
+    """The memory sends this thread holds back, or ``None`` when none are held."""
+
+    sends: list[Callable[[], None]] | None = None
+
+
+_held = _Held()
+
+
+@contextmanager
+def held_until_complete() -> Iterator[None]:
+    """Memory's ``on_commit``: sends inside the block wait for its end; dropped if it raises.
+
+    A memory store wraps a write in it, so a receiver of its index's ``chat_indexed`` sees
+    the store's new revision, as a SQL receiver sees the committed transaction.
+    """
+    if _held.sends is not None:  # nested: the outermost block sends
+        yield
+        return
+    _held.sends = []
+    try:
+        yield
+        sends = _held.sends
+    finally:
+        _held.sends = None
+    for send in sends:
+        send()
 
 
 def _send(
@@ -69,6 +107,9 @@ def send_after_commit(
     copied = None if scope is None else dict(scope)
     send = partial(_send, signal, sender, chat_id, copied, using)
     if using is None:
-        send()
+        if _held.sends is not None:
+            _held.sends.append(send)
+        else:
+            send()
     else:
         transaction.on_commit(send, using=using)

@@ -133,6 +133,35 @@ class SignalContract(ContractBase):
             store.write_chat(chat("c2", "broken"), expected_revision=0)
         assert received.events == []
 
+    def test_a_receiver_sees_the_write_complete(self, store, committed):
+        """Sent after the store's whole write: its revision, its tombstone, its index."""
+        seen: list[tuple[str, Any, bool, int]] = []
+
+        def look(signal_name: str) -> Callable[..., None]:
+            def receive(*, chat_id: str, **_: Any) -> None:
+                loaded = store.load_chat(chat_id)
+                found = len(store.transcript.search(ADA, "hello"))
+                seen.append((signal_name, loaded and loaded[1], store.is_deleted(chat_id), found))
+
+            return receive
+
+        receivers = {name: look(name) for name in SIGNALS}
+        for name, signal in SIGNALS.items():
+            signal.connect(receivers[name], weak=False)
+        try:
+            with committed():
+                store.write_chat(chat("c1", "hello"), expected_revision=0)
+            with committed():
+                store.delete_chat("c1")
+        finally:
+            for name, signal in SIGNALS.items():
+                signal.disconnect(receivers[name])
+        assert seen == [
+            ("indexed", 1, False, 1),
+            ("removed", None, True, 0),
+            ("deleted", None, True, 0),
+        ]
+
     def test_a_failing_receiver_is_logged_and_fails_nothing(
         self, store, received, committed, caplog
     ):
