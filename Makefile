@@ -1,22 +1,41 @@
 # Build/test entry points of deuz_transcripts. `make test` is the test command.
 # Tests run on the database given by DATABASE_URL (default: SQLite, see testproject/settings.py).
+#
+# Another interpreter or Django release runs in its own virtualenv, e.g. (what .ci/run does):
+#   make test PYTHON=python3.13 VENV=.venv-dj60 DJANGO='Django>=6.0,<6.1'
+# PYTHON creates VENV (recreated if it holds another Python version); DJANGO is the Django
+# requirement installed with the dev extras (empty: whatever pip picks within pyproject's range).
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
-VENV := .venv
+VENV ?= .venv
+DJANGO ?=
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 
-.PHONY: venv test test-postgres run lint bench clean
+.PHONY: venv test test-postgres run lint bench dist clean FORCE
 
 venv: $(VENV)/.installed
 
-# Re-installs whenever pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+PYVERSION := import sys; print("%d.%d" % sys.version_info[:2])
+PYTHON_VERSION := $(shell $(PYTHON) -c '$(PYVERSION)' 2>/dev/null)
+REQUIREMENTS := Python $(PYTHON_VERSION); $(if $(DJANGO),$(DJANGO),Django as pyproject allows)
+
+# What VENV was installed for: rewritten (and so re-installing) only when it changes.
+$(VENV)/.requirements: FORCE
+	@mkdir -p $(VENV)
+	@printf '%s\n' "$(REQUIREMENTS)" | cmp -s - $@ || printf '%s\n' "$(REQUIREMENTS)" > $@
+
+# Re-installs whenever pyproject.toml, PYTHON's version or DJANGO changes; a VENV of another
+# Python version is recreated.
+$(VENV)/.installed: pyproject.toml $(VENV)/.requirements
+	@test -n "$(PYTHON_VERSION)" || { echo "make: PYTHON='$(PYTHON)' is not a Python that runs" >&2; exit 1; }
+	if [ "$$($(BIN)/python -c '$(PYVERSION)' 2>/dev/null)" != "$(PYTHON_VERSION)" ]; then \
+		$(PYTHON) -m venv --clear $(VENV) && printf '%s\n' "$(REQUIREMENTS)" > $(VENV)/.requirements; \
+	fi
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install -e '.[dev]'
+	$(BIN)/python -m pip install -e '.[dev]' $(if $(DJANGO),'$(DJANGO)')
 	touch $@
 
 test: venv
@@ -43,7 +62,14 @@ $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
 bench: venv $(VENV)/.bench-installed
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
+# The sdist and the wheel in dist/, their metadata checked (twine check); .ci/run then
+# installs the wheel into a fresh virtualenv (ci/package_smoke.py).
+dist: venv
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/python -m twine check --strict dist/*
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis .ruff_cache staticfiles bench/out
+	rm -rf .venv .venv-* build dist *.egg-info .pytest_cache .hypothesis .ruff_cache staticfiles bench/out
 	rm -f db.sqlite3 db.sqlite3-journal db.sqlite3-wal db.sqlite3-shm
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

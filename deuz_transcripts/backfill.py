@@ -25,6 +25,7 @@ from django.db.models import QuerySet
 
 from .models import Chat, LegacyChat, Message
 from .prepared import PreparedChat
+from .signals import chat_indexed, send_after_commit
 from .sql import ChatWriter, LockedChat
 from .sql.stored import record_from_rows
 from .stores import DjangoChatStore
@@ -185,7 +186,9 @@ class Backfill:
                     outcomes[chat_id] = exc
         if fresh:
             self.writer.insert_new(fresh)
-            outcomes.update((chat.chat_id, Outcome.INDEXED) for chat in fresh)
+            for chat in fresh:
+                self._announce(chat)
+                outcomes[chat.chat_id] = Outcome.INDEXED
         return outcomes
 
     @contextmanager
@@ -207,6 +210,12 @@ class Backfill:
         with transaction.atomic(using=self.using):
             yield
 
+    def _announce(self, chat: PreparedChat) -> None:
+        """``chat_indexed``, sent if and when the chat's transaction commits."""
+        send_after_commit(
+            chat_indexed, type(self), chat_id=chat.chat_id, scope=chat.scope, using=self.using
+        )
+
     def _lock(self, chat_id: str) -> LockedChat:
         return self.writer.read(chat_id) if self.dry_run else self.writer.lock(chat_id)
 
@@ -226,6 +235,7 @@ class Backfill:
                 return Outcome.UNCHANGED
             if not self.dry_run:
                 self.writer.write(locked, chat)
+                self._announce(chat)
             return Outcome.INDEXED
 
     def stored_chat(self, pk: int, chat_id: str) -> Outcome:
@@ -245,4 +255,5 @@ class Backfill:
                 return Outcome.UNCHANGED
             if not self.dry_run:
                 self.writer.write(locked, chat)
+                self._announce(chat)
             return Outcome.INDEXED

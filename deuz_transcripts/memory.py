@@ -20,6 +20,7 @@ from .records import (
     decode_message,
     scope_matches,
 )
+from .signals import chat_indexed, chat_removed, send_after_commit
 from .spans import with_spans
 from .text import stored_term
 
@@ -86,16 +87,25 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
                 for term in message.terms or ():
                     postings = self._postings.setdefault(stored_term(term), {})
                     postings.setdefault(chat.chat_id, []).append(message.index)
+        # Memory has no transaction to wait for: sent at once, outside the lock.
+        send_after_commit(
+            chat_indexed, type(self), chat_id=chat.chat_id, scope=chat.scope, using=None
+        )
 
     def remove(self, chat_id: str) -> None:
+        """Take a chat out of search; ``chat_removed`` is sent at once if it was in."""
         chat_id = check_chat_id(chat_id)
         with self._lock:
-            self._drop(chat_id)
+            dropped = self._drop(chat_id)
+        if dropped is not None:
+            send_after_commit(
+                chat_removed, type(self), chat_id=chat_id, scope=dropped.scope, using=None
+            )
 
-    def _drop(self, chat_id: str) -> None:
+    def _drop(self, chat_id: str) -> _Chat | None:
         chat = self._chats.pop(chat_id, None)
         if chat is None:
-            return
+            return None
         for scope_field in chat.scope.items():
             holders = self._by_scope_field.get(scope_field)
             if holders is not None:
@@ -112,6 +122,7 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
                     and not postings
                 ):
                     del self._postings[key]
+        return chat
 
     # reading
 

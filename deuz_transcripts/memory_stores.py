@@ -10,6 +10,7 @@ from .base import BaseChatStore, BaseConditionalChatStore, BaseTranscriptIndex, 
 from .errors import ChatDeleted, InvalidRecord, RevisionConflict
 from .prepared import PreparedChat, check_record
 from .records import ChatRecord, encode_message, scope_matches, validate_scope
+from .signals import chat_deleted, held_until_complete, send_after_commit
 
 __all__ = ["InMemoryChatStore", "InMemoryConditionalChatStore"]
 
@@ -42,7 +43,7 @@ class InMemoryConditionalChatStore(BaseConditionalChatStore):
         prepared = PreparedChat.of(record)
         if isinstance(expected_revision, bool) or not isinstance(expected_revision, int):
             raise InvalidRecord("expected_revision", "must be an integer")
-        with self._lock:
+        with held_until_complete(), self._lock:
             if prepared.chat_id in self._tombstones:
                 raise ChatDeleted(prepared.chat_id)
             current = self._chats.get(prepared.chat_id, (None, 0))[1]
@@ -66,13 +67,25 @@ class InMemoryConditionalChatStore(BaseConditionalChatStore):
         return _newest_first([chat.to_record() for chat in found])
 
     def delete_chat(self, chat_id: str) -> None:
-        """Tombstone the chat; if the index's ``remove`` raises, nothing changes."""
+        """Tombstone the chat; if the index's ``remove`` raises, nothing changes.
+
+        ``chat_deleted`` is sent as it returns (memory has no transaction) unless the chat
+        was tombstoned already; the index's ``chat_removed`` is held until then, and sent
+        first.
+        """
         chat_id = check_chat_id(chat_id)
-        with self._lock:
-            if self.transcript is not None:
-                self.transcript.remove(chat_id)
-            self._tombstones.add(chat_id)
-            self._chats.pop(chat_id, None)
+        with held_until_complete():
+            with self._lock:
+                if self.transcript is not None:
+                    self.transcript.remove(chat_id)
+                newly = chat_id not in self._tombstones
+                self._tombstones.add(chat_id)
+                stored = self._chats.pop(chat_id, None)
+            if newly:
+                scope = None if stored is None else stored[0].scope
+                send_after_commit(
+                    chat_deleted, type(self), chat_id=chat_id, scope=scope, using=None
+                )
 
     def is_deleted(self, chat_id: str) -> bool:
         with self._lock:

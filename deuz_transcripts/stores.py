@@ -19,7 +19,8 @@ from .errors import ChatDeleted, InvalidRecord, RevisionConflict, TranscriptErro
 from .models import Chat, LegacyChat, Message, Tombstone
 from .prepared import PreparedChat, check_record
 from .records import ChatRecord, encode_message, validate_scope
-from .sql import ChatWriter, DjangoTranscriptIndex, database_errors
+from .signals import chat_deleted, chat_removed, send_after_commit
+from .sql import ChatWriter, DjangoTranscriptIndex, LockedChat, database_errors
 from .sql.errors import WorkerThreadRunner, is_lock_conflict
 from .sql.stored import from_db_datetime, record_from_rows, to_db_datetime
 
@@ -126,11 +127,31 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
         def delete() -> None:
             with transaction.atomic(using=self.using), writer.backend.rows.deleting():
                 for chat_id in chat_ids:
-                    writer.purge(writer.lock(chat_id))
+                    locked = writer.lock(chat_id)
+                    searchable = locked.row is not None and locked.row.is_indexed
+                    writer.purge(locked)
                     Tombstone.objects.using(self.using).get_or_create(chat_id=chat_id)
                     LegacyChat.objects.using(self.using).filter(chat_id=chat_id).delete()
+                    self._announce_delete(locked, searchable)
 
         self._retrying(delete)
+
+    def _announce_delete(self, locked: LockedChat, searchable: bool) -> None:
+        """``chat_removed`` (if it was searchable), then ``chat_deleted`` (unless it was
+        tombstoned already), both after the delete commits."""
+        scope = None if locked.row is None else locked.row.scope
+        if searchable:
+            send_after_commit(
+                chat_removed,
+                type(self.transcript),
+                chat_id=locked.chat_id,
+                scope=scope,
+                using=self.using,
+            )
+        if not locked.tombstoned:
+            send_after_commit(
+                chat_deleted, type(self), chat_id=locked.chat_id, scope=scope, using=self.using
+            )
 
     async def adelete_chats(self, chat_ids: Iterable[str]) -> None:
         return await self._run(self.delete_chats, list(chat_ids))

@@ -36,6 +36,11 @@ class SqlContract(TranscriptContract):
         yield
         asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
 
+    @pytest.fixture
+    def committed(self, django_capture_on_commit_callbacks):
+        """The test's transaction never commits: run what ``on_commit`` collected instead."""
+        return lambda: django_capture_on_commit_callbacks(execute=True)
+
 
 class TestDatabaseContract(SqlContract):
     """FTS5 on SQLite, tsvector on PostgreSQL: whichever this run's database has."""

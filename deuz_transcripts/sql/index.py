@@ -26,6 +26,7 @@ from ..records import (
     decode_message,
     scope_matches,
 )
+from ..signals import chat_indexed, chat_removed, send_after_commit
 from ..spans import with_spans
 from .errors import WorkerThreadRunner, database_errors
 from .hits import read_hits
@@ -67,18 +68,39 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
     # writing
 
     def index(self, record: ChatRecord | PreparedChat) -> None:
-        """Index a chat; skipped when the chat has a tombstone in this database."""
+        """Index a chat; skipped when the chat has a tombstone in this database.
+
+        ``chat_indexed`` is sent once the caller's transaction commits.
+        """
         chat = PreparedChat.of(record)
         with database_errors(self.using), transaction.atomic(using=self.using, savepoint=False):
             locked = self.writer.lock(chat.chat_id)
             if not locked.tombstoned:
                 self.writer.write(locked, chat)
+                send_after_commit(
+                    chat_indexed,
+                    type(self),
+                    chat_id=chat.chat_id,
+                    scope=chat.scope,
+                    using=self.using,
+                )
 
     def remove(self, chat_id: str) -> None:
-        """Take a chat out of search; a chat no store wrote (revision 0) is deleted whole."""
+        """Take a chat out of search; a chat no store wrote (revision 0) is deleted whole.
+
+        ``chat_removed`` is sent once the caller's transaction commits, if the chat was
+        searchable.
+        """
         chat_id = check_chat_id(chat_id)
         with database_errors(self.using), transaction.atomic(using=self.using, savepoint=False):
-            self.writer.purge(self.writer.lock(chat_id), keep_content=True)
+            locked = self.writer.lock(chat_id)
+            row = locked.row
+            searchable = row is not None and row.is_indexed  # read before purge changes it
+            self.writer.purge(locked, keep_content=True)
+            if row is not None and searchable:
+                send_after_commit(
+                    chat_removed, type(self), chat_id=chat_id, scope=row.scope, using=self.using
+                )
 
     # reading
 

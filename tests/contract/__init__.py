@@ -16,8 +16,9 @@ examples, hits, ``around``, paging and scores), ``ranking`` (scores and ties), `
 cursors),
 ``indexing`` (what is indexed, terms and queries, the 256 KiB cut), ``stores`` (revisions,
 tombstones, rollback, message ids), ``sources`` (``resolve_source``, the index on its own),
-``spans`` (why a hit matched), ``async_twins``, ``invalid`` and ``bigrams`` (SPEC §8's
-opt-in CJK and Thai terms); ``helpers`` holds what they share. A module subclassing the
+``spans`` (why a hit matched), ``async_twins``, ``invalid``, ``signals`` (what each write
+sends, after commit) and ``bigrams`` (SPEC §8's opt-in CJK and Thai terms); ``helpers``
+holds what they share. A module subclassing the
 contract calls ``pytest.register_assert_rewrite("tests.contract")`` before importing it,
 which covers every module of this package.
 """
@@ -55,6 +56,7 @@ from tests.contract.paging import PagingContract
 from tests.contract.ranking import RankingContract
 from tests.contract.scope import ScopeContract
 from tests.contract.search import SearchContract
+from tests.contract.signals import SignalContract
 from tests.contract.sources import SourceContract
 from tests.contract.spans import SpansContract
 from tests.contract.stores import StoreContract
@@ -88,6 +90,7 @@ __all__ = [
 # sections run in reading order, from search to invalid records.
 class TranscriptContract(
     BigramContract,
+    SignalContract,
     InvalidRecordContract,
     AsyncContract,
     PagingContract,
