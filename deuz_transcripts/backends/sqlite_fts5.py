@@ -207,7 +207,15 @@ class Fts5Matcher(SearchMatcher):
         """FTS5 alone (scope tokens AND every term): no message row is read (role and
         window filters: the rows of the chats are read)."""
         if not chats.tokens_suffice:
-            return super().count_with_all_terms(cursor, chats, terms, cap)
+            # FTS5 finds the rows holding every term; only those rows are read for the
+            # role and window conditions (a scan of the scope would read every row)
+            more, more_params = chats.token_sql()
+            cursor.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} f JOIN {table(Message)} m "
+                f"ON m.id = f.rowid WHERE {FTS_TABLE} MATCH %s{more} LIMIT %s)",
+                [match_expression(chats, terms, every=True), *more_params, cap],
+            )
+            return fetch_int(cursor)
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT %s)",
             [match_expression(chats, terms, every=True), cap],
