@@ -21,7 +21,16 @@ from collections.abc import Sequence
 from .records import TranscriptHit
 from .text import MAX_INDEXED_BYTES, fold, highlight_spans, indexed_text
 
-__all__ = ["Span", "hit_spans", "indexed_prefix", "match_spans", "snippet", "with_spans"]
+__all__ = [
+    "Span",
+    "hit_spans",
+    "indexed_prefix",
+    "match_spans",
+    "one_line",
+    "snippet",
+    "snippet_bounds",
+    "with_spans",
+]
 
 #: ``(start, end)`` character offsets into a message's indexed text.
 Span = tuple[int, int]
@@ -171,19 +180,13 @@ def _whole_words(text: str, start: int, end: int, keep_from: int, keep_to: int) 
     return start, end
 
 
-def snippet(text: str, spans: Sequence[Span], *, width: int = 160) -> str:
-    """A short plain-text excerpt of ``text`` around its best spans, at most about ``width``
-    characters plus ``…`` marks.
-
-    The window covering the most spans is picked (the start of the text when there is
-    none), widened evenly on both sides. Whitespace runs (newlines, tabs) become one
-    space and lone surrogates become U+FFFD, so the result is one line that any page or
-    terminal can show; it holds no markup, and templates escape it as any text.
-    """
+def snippet_bounds(text: str, spans: Sequence[Span], *, width: int = 160) -> tuple[int, int]:
+    """Where ``snippet`` cuts ``text``: ``(start, end)`` (it then drops the whitespace at
+    either edge). Lets a page mark the spans inside the very excerpt ``snippet`` shows."""
     if width < 1:
         raise ValueError("width must be at least 1")
     if not isinstance(text, str) or not text:
-        return ""
+        return 0, 0
     usable = [(start, end) for start, end in spans if 0 <= start < end <= len(text)]
     if usable:
         first, last = _best_window(usable, width)
@@ -195,5 +198,26 @@ def snippet(text: str, spans: Sequence[Span], *, width: int = 160) -> str:
         start, end = _whole_words(text, start, end, usable[first][0], usable[last][1])
     else:
         start, end = _whole_words(text, 0, min(len(text), width), 0, 0)
-    shown = _SPACE_RE.sub(" ", _SURROGATE_RE.sub("\ufffd", text[start:end])).strip()
+    return start, end
+
+
+def one_line(text: str) -> str:
+    """Whitespace runs as one space and lone surrogates as U+FFFD: a line any page or
+    terminal can show."""
+    return _SPACE_RE.sub(" ", _SURROGATE_RE.sub("\ufffd", text))
+
+
+def snippet(text: str, spans: Sequence[Span], *, width: int = 160) -> str:
+    """A short plain-text excerpt of ``text`` around its best spans, at most about ``width``
+    characters plus ``…`` marks.
+
+    The window covering the most spans is picked (the start of the text when there is
+    none), widened evenly on both sides. Whitespace runs (newlines, tabs) become one
+    space and lone surrogates become U+FFFD, so the result is one line that any page or
+    terminal can show; it holds no markup, and templates escape it as any text.
+    """
+    start, end = snippet_bounds(text, spans, width=width)
+    if not isinstance(text, str) or not text:
+        return ""
+    shown = one_line(text[start:end]).strip()
     return ("…" if start > 0 else "") + shown + ("…" if end < len(text) else "")
