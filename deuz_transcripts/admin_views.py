@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -18,16 +19,19 @@ from django.db import router
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.formats import number_format
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from .conf import conf
 from .errors import InvalidRecord, SearchTimeout
 from .forms import MAX_SCOPE_LENGTH, TranscriptSearchForm
-from .highlight import highlighted_excerpt, printable, render_spans
+from .highlight import highlighted_excerpt, highlighted_snippet, printable, render_spans
 from .models import Chat, Message
+from .paging import MAX_CURSOR_LENGTH
 from .records import TranscriptHit, TranscriptMessage, decode_message
-from .spans import Span, match_spans
+from .spans import Span, match_spans, snippet_bounds
 from .sql import DjangoTranscriptIndex
 from .sql.scopes import unknown_scope
 from .text import indexed_text, is_system, query_terms
@@ -65,12 +69,19 @@ class ContextLine:
 
 @dataclass(frozen=True)
 class HitRow:
+    """A hit as listed: ``snippet`` is its one-line excerpt with the matches marked;
+    ``html`` the longer excerpt (``None`` when the snippet already shows it all); ``scope``
+    and ``updated_at`` are its chat's (``None`` if the chat was deleted meanwhile)."""
+
     hit: TranscriptHit
     role: str
-    html: SafeString
+    snippet: SafeString
+    html: SafeString | None
     before: list[ContextLine]
     after: list[ContextLine]
     chat_url: str | None
+    scope: str | None
+    updated_at: datetime | None
 
 
 def _role(message: Any) -> str:
@@ -89,10 +100,23 @@ def _context_line(item: TranscriptMessage, terms: list[str], substring: bool) ->
     return ContextLine(item.index, item.message_id, _role(item.message), html)
 
 
-def _chat_urls(database: str, chat_ids: set[str]) -> dict[str, int]:
-    return dict(
-        Chat.objects.using(database).filter(chat_id__in=chat_ids).values_list("chat_id", "pk")
-    )
+def _chats(database: str, chat_ids: set[str]) -> dict[str, tuple[int, Any, datetime]]:
+    """The hits' chats: primary key (for the link), scope and ``updated_at``, one query."""
+    rows = Chat.objects.using(database).filter(chat_id__in=chat_ids)
+    return {
+        chat_id: (pk, scope, updated_at)
+        for chat_id, pk, scope, updated_at in rows.values_list(
+            "chat_id", "pk", "scope", "updated_at"
+        )
+    }
+
+
+def _whole_text(text: str, spans: Sequence[Span]) -> SafeString | None:
+    """The bounded excerpt of a hit's text, or ``None`` when its snippet shows it all."""
+    start, end = snippet_bounds(text, spans)
+    if start == 0 and end == len(text) and "\n" not in text:
+        return None
+    return highlighted_excerpt(text, spans)
 
 
 def scope_text(scope: dict[str, str]) -> str:
@@ -105,50 +129,88 @@ def _hit_rows(
     hits: list[TranscriptHit],
     terms: list[str],
     substring: bool,
-    search: dict[str, Any],
+    search: list[tuple[str, str]],
 ) -> list[HitRow]:
     """``search``: the search's parameters, carried by each chat link so the chat page
     highlights the query and leads back to these results."""
-    pks = _chat_urls(database, {hit.chat_id for hit in hits})
+    chats = _chats(database, {hit.chat_id for hit in hits})
     # The link names the scope searched: search-only staff may open a chat only
     # within a scope they name (see ChatAdmin.has_view_permission).
-    query = {key: value for key, value in search.items() if value}
     rows = []
     for hit in hits:
-        pk = pks.get(hit.chat_id)
+        pk, scope, updated_at = chats.get(hit.chat_id, (None, None, None))
         url = None
         if pk is not None:
             page = hit.index // MESSAGES_PER_PAGE + 1
-            params = {**query, **({"messages": page} if page > 1 else {})}
+            params = [*search, *([("messages", str(page))] if page > 1 else [])]
             url = reverse("admin:deuz_transcripts_chat_change", args=[pk])
             url += (f"?{urlencode(params)}" if params else "") + f"#message-{hit.index}"
         around = hit.around or []
+        text = indexed_text(hit.message) or ""
         rows.append(
             HitRow(
                 hit=hit,
                 role=_role(hit.message),
-                html=highlighted_excerpt(indexed_text(hit.message) or "", hit.spans),
+                snippet=highlighted_snippet(text, hit.spans),
+                html=_whole_text(text, hit.spans),
                 before=[_context_line(m, terms, substring) for m in around if m.index < hit.index],
                 after=[_context_line(m, terms, substring) for m in around if m.index > hit.index],
                 chat_url=url,
+                scope=printable(scope_text(scope)) if isinstance(scope, dict) else None,
+                updated_at=updated_at,
             )
         )
     return rows
 
 
-def _page_url(request: HttpRequest, form: TranscriptSearchForm, page: int) -> str:
-    """This search's page ``page`` (the parameters as typed: a bad ``around`` stays bad)."""
-    params = {
-        "q": form.data.get("q", ""),
-        "scope": form.data.get("scope", ""),
-        "around": form.data.get("around", "") or 0,
-        "page": page,
-    }
-    return f"{request.path}?{urlencode(params)}"
+#: The search's parameters as a URL carries them (``messages`` is the chat page's own),
+#: with the longest value each may validly have.
+SEARCH_PARAMETERS = {
+    "q": MAX_SCOPE_LENGTH,
+    "scope": MAX_SCOPE_LENGTH,
+    "role": MAX_SCOPE_LENGTH,
+    "other_roles": MAX_SCOPE_LENGTH,
+    "updated_after": MAX_SCOPE_LENGTH,
+    "updated_before": MAX_SCOPE_LENGTH,
+    "around": MAX_SCOPE_LENGTH,
+    "page": MAX_SCOPE_LENGTH,
+    "cursor": MAX_CURSOR_LENGTH,
+}
+#: More ``role`` values than there are checkboxes is never a valid search.
+_MAX_ROLE_VALUES = 10
+
+
+def typed_search(
+    data: Any, *, page: int | None = None, cursor: str | None = None
+) -> list[tuple[str, str]]:
+    """The search's non-empty parameters as typed (a bad ``around`` stays bad, each value
+    cut to its longest valid length), with ``page`` (kept only above 1) and ``cursor``
+    replaced when ``page`` is given."""
+    pairs: list[tuple[str, str]] = []
+    for key, longest in SEARCH_PARAMETERS.items():
+        if key in ("page", "cursor") and page is not None:
+            continue
+        values = data.getlist(key)[:_MAX_ROLE_VALUES] if hasattr(data, "getlist") else []
+        pairs.extend((key, value[:longest]) for value in values if value)
+    if page is not None:
+        if page > 1:
+            pairs.append(("page", str(page)))
+        if cursor:
+            pairs.append(("cursor", cursor))
+    return pairs
+
+
+def _page_url(
+    request: HttpRequest, form: TranscriptSearchForm, page: int, cursor: str | None = None
+) -> str:
+    """This search's page ``page``: the hits after ``cursor`` when given, else by offset."""
+    return f"{request.path}?{urlencode(typed_search(form.data, page=page, cursor=cursor))}"
 
 
 def search_view(model_admin: ModelAdmin[Chat], request: HttpRequest) -> HttpResponse:
-    """GET ``q``, ``scope``, ``around``, ``page``; staff with the search permission only."""
+    """GET ``q``, ``scope``, ``role``, ``other_roles``, ``updated_after``,
+    ``updated_before``, ``around``, ``page``, ``cursor``; staff with the search permission
+    only."""
     if not can_search(request):
         raise PermissionDenied
     database = router.db_for_read(Chat)
@@ -173,9 +235,9 @@ def search_view(model_admin: ModelAdmin[Chat], request: HttpRequest) -> HttpResp
     }
     if submitted and form.is_valid():
         context.update(_search(request, form, index, database, backend.substring_matching))
-    elif submitted and "page" in form.errors:
-        # ``page`` is a hidden field: say what is wrong and lead to the first page
-        context["page_errors"] = form.errors["page"]
+    elif submitted and ("page" in form.errors or "cursor" in form.errors):
+        # ``page`` and ``cursor`` are hidden: say what is wrong and lead to the first page
+        context["page_errors"] = [*form.errors.get("page", []), *form.errors.get("cursor", [])]
         context["first_url"] = _page_url(request, form, 1)
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, "admin/deuz_transcripts/search.html", context)
@@ -195,33 +257,53 @@ def _search(
     if not terms:
         return {"notice": _("The query has no words to search for (letters or digits).")}
     size = conf.ADMIN_PAGE_SIZE
-    page = data["page"]
+    page, cursor = data["page"], data["cursor"]
+    banner = _("Every scope is searched: these hits come from every user's chats.")
     try:
-        hits = index.search(
+        found = index.search_page(
             data["scope"],
             data["q"],
             around=data["around"] or None,
-            limit=size + 1,
-            offset=(page - 1) * size,
+            limit=size,
+            offset=0 if cursor else (page - 1) * size,
+            cursor=cursor,
+            roles=form.roles,
+            updated_after=data["updated_after"],
+            updated_before=data["updated_before"],
         )
-    except (InvalidRecord, SearchTimeout) as exc:
+    except InvalidRecord as exc:
+        if exc.field == "cursor":  # a cursor of another search, or damaged
+            return {
+                "page_errors": [_("This page link is not one of this search's: start again.")],
+                "first_url": _page_url(request, form, 1),
+            }
         form.add_error(None, str(exc))
         return {}
-    has_next = len(hits) > size
-    hits = hits[:size]
-    search = {
-        "q": data["q"],
-        "scope": scope_text(data["scope"]),
-        "around": data["around"],
-        "page": page if page > 1 else None,
-    }
+    except SearchTimeout as exc:
+        form.add_error(None, str(exc))
+        return {}
+    hits = found.hits
     result: dict[str, Any] = {
-        "rows": _hit_rows(database, hits, terms, substring, search),
+        "rows": _hit_rows(
+            database, hits, terms, substring, typed_search(form.data, page=page, cursor=cursor)
+        ),
         "page": page,
+        "total": found.total,
+        "total_text": ngettext(
+            "%(count)s message matches this search.",
+            "%(count)s messages match this search.",
+            found.total,
+        )
+        % {"count": number_format(found.total, force_grouping=True)},
+        "all_scopes_banner": banner if not data["scope"] else "",
         "first_number": (page - 1) * size + 1,
         "last_number": (page - 1) * size + len(hits),
+        # back by offset (a cursor only leads forward); forward by the page's cursor, so
+        # no hit is shown twice or skipped while chats are written (docs/guarantees.md)
         "previous_url": _page_url(request, form, page - 1) if page > 1 else None,
-        "next_url": _page_url(request, form, page + 1) if has_next else None,
+        "next_url": _page_url(request, form, page + 1, found.next_cursor)
+        if found.has_next
+        else None,
         "terms": terms,
     }
     if not hits:
@@ -355,19 +437,11 @@ def message_page(
     return page, [message_row(row, terms, substring) for row in page.object_list]
 
 
-#: The search parameters a hit's chat link carries (``messages`` is the chat page's own).
-SEARCH_PARAMETERS = ("q", "scope", "around", "page")
-
-
 def search_context(request: HttpRequest) -> dict[str, Any]:
     """What the chat page needs from the search that linked to it: the query's terms to
     mark, the way back to the results, and the parameters its own pager must keep."""
-    carried = {
-        key: request.GET[key][:MAX_SCOPE_LENGTH]  # the longest a valid parameter is
-        for key in SEARCH_PARAMETERS
-        if request.GET.get(key)
-    }
-    query = carried.get("q", "")
+    carried = typed_search(request.GET)
+    query = request.GET.get("q", "")[:MAX_SCOPE_LENGTH]
     back = bool(query) and can_search(request)
     return {
         "search_terms": query_terms(query),

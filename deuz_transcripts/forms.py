@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import unicodedata
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django import forms
+from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from .paging import MAX_CURSOR_LENGTH
 from .records import MAX_ID_LENGTH
 from .text import query_terms
 
@@ -20,7 +24,9 @@ __all__ = [
     "MAX_PAGE",
     "MAX_QUERY_LENGTH",
     "MAX_SCOPE_LENGTH",
+    "ROLE_CHOICES",
     "TranscriptSearchForm",
+    "parse_roles",
     "parse_scope",
 ]
 
@@ -30,6 +36,11 @@ MAX_AROUND = 10
 #: Deep pages are refused: nobody reads page 10,001, and the offset stays cheap.
 MAX_PAGE = 10_000
 MAX_SCOPE_LENGTH = 4_000
+#: The roles offered as checkboxes (system messages are never indexed); any other role
+#: is typed into "other roles".
+ROLE_CHOICES = [("user", _("user")), ("assistant", _("assistant")), ("tool", _("tool"))]
+#: At most this many roles may be typed into "other roles".
+MAX_OTHER_ROLES = 20
 _PAGE_RANGE = format_lazy(
     _("The page must be a whole number from 1 to {max}."), max=f"{MAX_PAGE:,}"
 )
@@ -61,6 +72,40 @@ def parse_scope(text: str) -> dict[str, str]:
     return scope
 
 
+def parse_roles(text: str) -> list[str]:
+    """``"function, developer"`` -> ``["function", "developer"]``; ``ValueError`` if a role
+    is too long or holds a control, format or surrogate character (no stored role
+    printed by an admin should hide or move text)."""
+    roles = [role.strip() for role in text.split(",")]
+    roles = list(dict.fromkeys(role for role in roles if role))
+    if len(roles) > MAX_OTHER_ROLES:
+        raise ValueError(_("Give at most %(n)d other roles.") % {"n": MAX_OTHER_ROLES})
+    for role in roles:
+        if len(role) > MAX_ID_LENGTH:
+            raise ValueError(_("A role is at most %(n)d characters.") % {"n": MAX_ID_LENGTH})
+        if any(unicodedata.category(char)[0] == "C" for char in role):
+            raise ValueError(_("A role cannot hold control or invisible characters."))
+    return roles
+
+
+class _MomentField(forms.DateTimeField):
+    """A date and time; without an offset it is read in the admin's current time zone
+    (Django's rule). Years the database cannot compare in UTC are form errors."""
+
+    def to_python(self, value: Any) -> datetime | None:
+        if isinstance(value, str) and len(value) > 64:  # no date is longer
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        moment = super().to_python(value)
+        if moment is None:
+            return None
+        try:
+            return moment.astimezone(UTC)
+        except (OverflowError, ValueError):
+            raise forms.ValidationError(
+                _("This date is out of range."), code="out_of_range"
+            ) from None
+
+
 class TranscriptSearchForm(forms.Form):
     """GET form of the admin search view; ``user`` decides whether an empty scope is allowed."""
 
@@ -76,6 +121,30 @@ class TranscriptSearchForm(forms.Form):
         required=False,
         max_length=MAX_SCOPE_LENGTH,
         widget=forms.TextInput(attrs={"size": 40, "placeholder": "userId=ada"}),
+    )
+    role = forms.MultipleChoiceField(
+        label=_("Roles"),
+        required=False,
+        choices=ROLE_CHOICES,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_("Only messages of the roles checked or typed below; none: every role."),
+    )
+    other_roles = forms.CharField(
+        label=_("Other roles"),
+        required=False,
+        max_length=MAX_SCOPE_LENGTH,
+        widget=forms.TextInput(attrs={"size": 20, "placeholder": "function"}),
+        help_text=_("Roles separated by commas, as the chats store them."),
+    )
+    updated_after = _MomentField(
+        label=_("Updated after"),
+        required=False,
+        widget=forms.TextInput(attrs={"size": 20, "placeholder": "2025-03-01 12:00"}),
+    )
+    updated_before = _MomentField(
+        label=_("Updated before"),
+        required=False,
+        widget=forms.TextInput(attrs={"size": 20, "placeholder": "2025-03-31"}),
     )
     around = forms.IntegerField(
         label=_("Around"),
@@ -101,10 +170,31 @@ class TranscriptSearchForm(forms.Form):
         },
     )
 
+    cursor = forms.CharField(
+        label=_("Cursor"),
+        required=False,
+        max_length=MAX_CURSOR_LENGTH,
+        error_messages={"max_length": _("This page link is damaged: start from the first page.")},
+    )
+
     def __init__(self, *args: Any, user: AbstractBaseUser | AnonymousUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
         self.fields["page"].widget = forms.HiddenInput()
+        self.fields["cursor"].widget = forms.HiddenInput()
+        zone = timezone.get_current_timezone_name()
+        for name, side in (
+            ("updated_after", _("strictly after")),
+            ("updated_before", _("strictly before")),
+        ):
+            self.fields[name].help_text = format_lazy(
+                _(
+                    "Only chats last updated {side} this date and time (e.g. 2025-03-01 12:00, "
+                    "or 2025-03-01T12:00+02:00); without an offset it is read in {zone}."
+                ),
+                side=side,
+                zone=zone,
+            )
         if getattr(user, "is_superuser", False):
             help_text = _(
                 "key=value pairs separated by commas, e.g. userId=ada,agentId=x. "
@@ -127,6 +217,16 @@ class TranscriptSearchForm(forms.Form):
         around = self.cleaned_data.get("around")
         return 0 if around is None else around
 
+    def clean_other_roles(self) -> list[str]:
+        try:
+            return parse_roles(self.cleaned_data.get("other_roles") or "")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc), code="invalid_role") from None
+
+    def clean_cursor(self) -> str | None:
+        cursor = self.cleaned_data.get("cursor") or ""
+        return cursor or None
+
     def clean_page(self) -> int:
         page = self.cleaned_data.get("page")
         return 1 if page is None else page
@@ -144,7 +244,21 @@ class TranscriptSearchForm(forms.Form):
                     code="scope_required",
                 ),
             )
+        after, before = cleaned.get("updated_after"), cleaned.get("updated_before")
+        if after is not None and before is not None and after >= before:
+            self.add_error(
+                "updated_before",
+                forms.ValidationError(
+                    _("This must be later than the 'updated after' time."), code="empty_window"
+                ),
+            )
         return cleaned
+
+    @property
+    def roles(self) -> list[str] | None:
+        """The roles to search (``None``: every role); only once the form is valid."""
+        roles = [*self.cleaned_data.get("role", []), *self.cleaned_data.get("other_roles", [])]
+        return sorted(set(roles)) or None
 
     @property
     def terms(self) -> list[str]:

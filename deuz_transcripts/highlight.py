@@ -9,12 +9,14 @@ worth of a long text.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-__all__ = ["ELLIPSIS", "highlighted_excerpt", "printable", "render_spans"]
+from .spans import one_line, snippet_bounds
+
+__all__ = ["ELLIPSIS", "highlighted_excerpt", "highlighted_snippet", "printable", "render_spans"]
 
 ELLIPSIS = "…"
 # Lone surrogates (content may hold them) cannot be encoded into the UTF-8 response.
@@ -29,16 +31,42 @@ def printable(text: str) -> str:
 
 def render_spans(text: str, spans: Sequence[tuple[int, int]]) -> SafeString:
     """``text`` escaped (surrogates replaced), each span wrapped in ``<mark>``."""
+    return _render(text, spans, printable)
+
+
+def _render(text: str, spans: Sequence[tuple[int, int]], shown: Callable[[str], str]) -> SafeString:
+    """``render_spans`` with each piece passed through ``shown`` (which must replace lone
+    surrogates) before it is escaped."""
     pieces: list[str] = []
     position = 0
     for start, end in spans:
         if start < position:  # spans overlap only inside one character ("¼"): skip
             continue
-        pieces.append(escape(printable(text[position:start])))
-        pieces.append(f"<mark>{escape(printable(text[start:end]))}</mark>")
+        pieces.append(escape(shown(text[position:start])))
+        pieces.append(f"<mark>{escape(shown(text[start:end]))}</mark>")
         position = end
-    pieces.append(escape(printable(text[position:])))
+    pieces.append(escape(shown(text[position:])))
     return mark_safe("".join(pieces))  # every piece is escaped above
+
+
+def highlighted_snippet(
+    text: str, spans: Sequence[tuple[int, int]], *, width: int = 160
+) -> SafeString:
+    """``spans.snippet(text, spans, width=width)`` as safe HTML, the spans inside it marked
+    (shifted into the excerpt, cut at its edges); without the marks it reads exactly as
+    the plain snippet."""
+    if not isinstance(text, str) or not text:
+        return mark_safe("")
+    start, end = snippet_bounds(text, spans, width=width)
+    window = text[start:end]
+    low = start + len(window) - len(window.lstrip())  # snippet() drops edge whitespace
+    high = max(low, start + len(window.rstrip()))
+    inside = [(max(a, low) - low, min(b, high) - low) for a, b in spans if a < high and b > low]
+    return mark_safe(  # the middle is escaped piece by piece by _render
+        (ELLIPSIS if start > 0 else "")
+        + _render(text[low:high], inside, one_line)
+        + (ELLIPSIS if end < len(text) else "")
+    )
 
 
 def highlighted_excerpt(

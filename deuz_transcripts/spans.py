@@ -26,7 +26,9 @@ __all__ = [
     "hit_spans",
     "indexed_prefix",
     "match_spans",
+    "one_line",
     "snippet",
+    "snippet_bounds",
     "snippet_with_spans",
     "with_spans",
 ]
@@ -179,19 +181,31 @@ def _whole_words(text: str, start: int, end: int, keep_from: int, keep_to: int) 
     return start, end
 
 
-def _snippet_window(text: str, spans: Sequence[Span], width: int) -> tuple[int, int]:
-    """The ``text[start:end]`` a snippet shows: around the best spans (valid ones), or the
-    text's start."""
-    usable = list(spans)
-    if not usable:
-        return _whole_words(text, 0, min(len(text), width), 0, 0)
-    first, last = _best_window(usable, width)
-    start, end = usable[first][0], usable[last][1]
-    spare = max(0, width - (end - start))
-    start = max(0, start - spare // 2)
-    end = min(len(text), max(end, start + width))
-    start = max(0, min(start, end - width))
-    return _whole_words(text, start, end, usable[first][0], usable[last][1])
+def snippet_bounds(text: str, spans: Sequence[Span], *, width: int = 160) -> tuple[int, int]:
+    """Where ``snippet`` cuts ``text``: ``(start, end)`` (it then drops the whitespace at
+    either edge). Lets a page mark the spans inside the very excerpt ``snippet`` shows."""
+    if width < 1:
+        raise ValueError("width must be at least 1")
+    if not isinstance(text, str) or not text:
+        return 0, 0
+    usable = [(start, end) for start, end in spans if 0 <= start < end <= len(text)]
+    if usable:
+        first, last = _best_window(usable, width)
+        start, end = usable[first][0], usable[last][1]
+        spare = max(0, width - (end - start))
+        start = max(0, start - spare // 2)
+        end = min(len(text), max(end, start + width))
+        start = max(0, min(start, end - width))
+        start, end = _whole_words(text, start, end, usable[first][0], usable[last][1])
+    else:
+        start, end = _whole_words(text, 0, min(len(text), width), 0, 0)
+    return start, end
+
+
+def one_line(text: str) -> str:
+    """Whitespace runs as one space and lone surrogates as U+FFFD: a line any page or
+    terminal can show."""
+    return _SPACE_RE.sub(" ", _SURROGATE_RE.sub("\ufffd", text))
 
 
 def snippet(text: str, spans: Sequence[Span], *, width: int = 160) -> str:
@@ -203,7 +217,11 @@ def snippet(text: str, spans: Sequence[Span], *, width: int = 160) -> str:
     space and lone surrogates become U+FFFD, so the result is one line that any page or
     terminal can show; it holds no markup, and templates escape it as any text.
     """
-    return snippet_with_spans(text, spans, width=width)[0]
+    start, end = snippet_bounds(text, spans, width=width)
+    if not isinstance(text, str) or not text:
+        return ""
+    shown = one_line(text[start:end]).strip()
+    return ("…" if start > 0 else "") + shown + ("…" if end < len(text) else "")
 
 
 def snippet_with_spans(
@@ -216,7 +234,7 @@ def snippet_with_spans(
     if not isinstance(text, str) or not text:
         return "", ()
     usable = [(start, end) for start, end in spans if 0 <= start < end <= len(text)]
-    start, end = _snippet_window(text, usable, width)
+    start, end = snippet_bounds(text, usable, width=width)
     # where each shown character of text[start:end] lands once whitespace runs are one space
     shown: list[str] = []
     moved = [0] * (end - start + 1)

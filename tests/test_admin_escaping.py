@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deuz_transcripts import ChatRecord
-from deuz_transcripts.highlight import highlighted_excerpt, render_spans
+from deuz_transcripts.highlight import highlighted_excerpt, highlighted_snippet, render_spans
 from deuz_transcripts.models import Chat
-from deuz_transcripts.spans import match_spans
+from deuz_transcripts.spans import match_spans, snippet
 from deuz_transcripts.text import highlight_spans
 from tests.admin_support import SEARCH, make_client, record, search, write
 
@@ -193,6 +193,18 @@ def test_every_page_escapes_hostile_text_ids_scopes_and_queries(django_user_mode
         "search": support.get(reverse(SEARCH), {"q": query, "scope": scope, "around": 2}),
         "search-all": superuser.get(reverse(SEARCH), {"q": query, "scope": ""}),
         "search-bad-scope": support.get(reverse(SEARCH), {"q": query, "scope": PAYLOADS[1]}),
+        "search-bad-filters": support.get(
+            reverse(SEARCH),
+            {
+                "q": query,
+                "scope": scope,
+                "role": PAYLOADS[0],
+                "other_roles": PAYLOADS[2],
+                "updated_after": PAYLOADS[1],
+                "updated_before": PAYLOADS[0],
+                "cursor": PAYLOADS[2],
+            },
+        ),
         "changelist": superuser.get(reverse("admin:deuz_transcripts_chat_changelist")),
         "changelist-search": superuser.get(
             reverse("admin:deuz_transcripts_chat_changelist"), {"q": query}
@@ -243,3 +255,26 @@ def test_highlighting_is_structurally_safe_for_any_text_and_query(text, terms, s
         assert "<mark><mark>" not in rendered
         if rendered is not None and len(text) <= 20:
             assert html_lib.unescape(plain) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from([*PIECES, "\n", "\t  ", "\ud800", " izmir "]), st.text(max_size=4)
+        ),
+        max_size=40,
+    ).map("".join),
+    st.lists(st.sampled_from(["izmir", "1", "ss", "i", "x", "b"]), max_size=3),
+    st.integers(1, 40),
+)
+def test_a_highlighted_snippet_is_safe_and_reads_as_the_plain_snippet(text, terms, width):
+    """The admin's hit line: only balanced ``<mark>`` tags added, each around a match, and
+    without them it is exactly ``spans.snippet`` (escaped)."""
+    spans = match_spans(text, terms)
+    rendered = highlighted_snippet(text, spans, width=width)
+    plain = rendered.replace("<mark>", "").replace("</mark>", "")
+    assert "<" not in plain and ">" not in plain and '"' not in plain
+    assert rendered.count("<mark>") == rendered.count("</mark>")
+    assert "<mark></mark>" not in rendered and "<mark><mark>" not in rendered
+    assert html_lib.unescape(plain) == snippet(text, spans, width=width)

@@ -114,10 +114,17 @@ def test_pages(support_client: Any, settings: Any) -> None:
     first = search(support_client, q="deploy", scope="userId=ada")
     assert [row.hit.chat_id for row in first.context["rows"]] == ["c4", "c3"]
     assert first.context["previous_url"] is None
-    assert "page=2" in first.context["next_url"]
-    last = support_client.get(first.context["next_url"].replace("page=2", "page=3"))
+    assert "page=2" in first.context["next_url"] and "cursor=" in first.context["next_url"]
+    second = support_client.get(first.context["next_url"])
+    assert [row.hit.chat_id for row in second.context["rows"]] == ["c2", "c1"]
+    assert second.context["first_number"] == 3
+    last = support_client.get(second.context["next_url"])
     assert [row.hit.chat_id for row in last.context["rows"]] == ["c0"]
     assert last.context["next_url"] is None and "page=2" in last.context["previous_url"]
+    # a page number alone (an old link, or "previous") is read by offset
+    back = support_client.get(last.context["previous_url"])
+    assert [row.hit.chat_id for row in back.context["rows"]] == ["c2", "c1"]
+    assert "cursor=" not in last.context["previous_url"]
     beyond = search(support_client, q="deploy", scope="userId=ada", page=40)
     assert "past the last one" in beyond.content.decode()
 

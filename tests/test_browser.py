@@ -185,3 +185,51 @@ def test_a_page_fetches_only_the_signed_in_users_hits(
     body = browser.execute_async_script(FETCH_SCRIPT, url + "&scope=userId%3Dada")["body"]
     assert [hit["chat_id"] for hit in body["hits"]] == ["bob-izmir"]
     assert body["hits"][0]["snippet"] == "Bob's own İzmir plans <b>secret</b>"  # text, not HTML
+
+
+def test_admin_search_with_a_role_filter_and_back_from_the_chat(
+    browser: Any, live_server: Any, support_user: Any, tmp_path: Path
+) -> None:
+    """Ticking a role narrows hits and total; the chat page leads back to the filtered page."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    DjangoConditionalChatStore().write_chat(izmir_chat(), expected_revision=0)
+    wait = WebDriverWait(browser, WAIT_SECONDS)
+    browser.get(f"{live_server.url}/admin/login/?next=/admin/deuz_transcripts/chat/search/")
+    browser.find_element(By.NAME, "username").send_keys("support")
+    browser.find_element(By.NAME, "password").send_keys("support-pw")
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+
+    wait.until(ec.presence_of_element_located((By.ID, "transcript-search")))
+    browser.find_element(By.NAME, "q").send_keys("izmir")
+    browser.find_element(By.NAME, "scope").send_keys("userId=ada")
+    browser.find_element(By.NAME, "_search").click()
+    total = wait.until(ec.visibility_of_element_located((By.ID, "search-total")))
+    assert total.text == "2 messages match this search."
+
+    browser.find_element(By.CSS_SELECTOR, "input[name=role][value=assistant]").click()
+    browser.find_element(By.NAME, "updated_after").send_keys("2024-06-01 11:59")
+    browser.find_element(By.NAME, "_search").click()
+    total = wait.until(ec.visibility_of_element_located((By.ID, "search-total")))
+    assert total.text == "1 message matches this search."
+    hit = browser.find_element(By.CSS_SELECTOR, "#search-results .deuz-hit")
+    assert "#6" in hit.text and "assistant" in hit.text
+    assert (
+        "userId=ada,agentId=travel-agent" in hit.find_element(By.CSS_SELECTOR, ".deuz-scope").text
+    )
+    snippet = hit.find_element(By.CSS_SELECTOR, ".deuz-snippet")
+    assert [mark.text for mark in snippet.find_elements(By.TAG_NAME, "mark")] == ["İzmir"]
+    assert not browser.find_elements(By.ID, "all-scopes-banner")
+    browser.save_screenshot(str(tmp_path / "filtered.png"))
+
+    hit.find_element(By.CSS_SELECTOR, "a.deuz-chat-link").click()
+    wait.until(ec.visibility_of_element_located((By.ID, "message-6")))
+    browser.find_element(By.ID, "back-to-results").click()
+    total = wait.until(ec.visibility_of_element_located((By.ID, "search-total")))
+    assert total.text == "1 message matches this search."
+    assert browser.find_element(By.CSS_SELECTOR, "input[name=role][value=assistant]").is_selected()
+    assert browser.find_element(By.NAME, "updated_after").get_attribute("value") == (
+        "2024-06-01 11:59"
+    )

@@ -318,6 +318,21 @@ def test_search_filters_count_and_cursor() -> None:
     assert json.loads(out)["total"] == 3
 
 
+def test_search_shows_each_hits_snippet_around_its_matches() -> None:
+    """A long hit is printed as the excerpt around its matched words, not its first line."""
+    text = "preamble\n" + "filler words " * 60 + "the izmir flight\tis booked " + "tail " * 40
+    DjangoConditionalChatStore().write_chat(record("long", text), expected_revision=0)
+    out, _ = run("search_transcripts", "--scope", "userId=ada", "izmir")
+    line = out.splitlines()[2]
+    assert line.split()[:4] == ["1.000", "long", "1", "user"]
+    assert "…" in line and "the izmir flight is booked" in line and "preamble" not in line
+    assert out.splitlines()[1].endswith("snippet")
+    out, _ = run("search_transcripts", "--scope", "userId=ada", "izmir", "--json")
+    [hit] = json.loads(out)["hits"]
+    assert hit["snippet"].startswith("…") and "the izmir flight is booked" in hit["snippet"]
+    assert "\n" not in hit["snippet"] and "\t" not in hit["snippet"]
+
+
 def _hostile_chat() -> None:
     DjangoConditionalChatStore().write_chat(
         ChatRecord(
@@ -355,6 +370,7 @@ def test_search_json_with_a_lone_surrogate_is_valid_json_on_a_utf8_stream() -> N
     call_command("search_transcripts", "--scope", "userId=ada", "quokka", "--json", stdout=out)
     [hit] = json.loads(stream.getvalue().decode("utf-8"))["hits"]
     assert hit["chatId"] == "c\x1b[2J" and "\ud800" in hit["message"]["content"]
+    assert "\ufffd" in hit["snippet"] and "<mark>" not in hit["snippet"]
 
 
 def test_search_without_hits() -> None:

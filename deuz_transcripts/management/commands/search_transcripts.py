@@ -13,6 +13,7 @@ from ...errors import InvalidRecord, SearchTimeout
 from ...forms import parse_scope
 from ...paging import SearchPage
 from ...records import TranscriptHit, TranscriptMessage
+from ...spans import snippet, snippet_bounds
 from ...sql.scopes import unknown_scope
 from ...text import indexed_text
 from ..oneline import OneLineErrors
@@ -31,7 +32,8 @@ def _message_json(item: TranscriptMessage | TranscriptHit) -> dict[str, Any]:
 
 
 def _hit_json(hit: TranscriptHit) -> dict[str, Any]:
-    data = {**_message_json(hit), "score": hit.score}
+    text = indexed_text(hit.message) or ""
+    data = {**_message_json(hit), "score": hit.score, "snippet": snippet(text, hit.spans)}
     if hit.around is not None:
         data["around"] = [_message_json(item) for item in hit.around]
     return data
@@ -41,6 +43,17 @@ def _one_line(message: Any, width: int = _TEXT_WIDTH) -> str:
     text = " ".join((indexed_text(message) or "").split()) or "(no searchable text)"
     text = text if len(text) <= width else text[: width - 1] + "…"
     return _printable(text)
+
+
+def _hit_line(hit: TranscriptHit, width: int = _TEXT_WIDTH) -> str:
+    """The hit's excerpt around its matches (``spans.snippet``'s cut), on one line, with
+    control characters escaped as every other printed value."""
+    text = indexed_text(hit.message) or ""
+    start, end = snippet_bounds(text, hit.spans, width=width)
+    shown = " ".join(text[start:end].split())
+    if not shown:
+        return "(no searchable text)"
+    return ("…" if start > 0 else "") + _printable(shown) + ("…" if end < len(text) else "")
 
 
 def _moment(value: str | None, option: str) -> datetime | None:
@@ -178,12 +191,12 @@ class Command(OneLineErrors):
         self.stdout.write(
             f"{len(hits)} hit(s) ({backend}) of {page.total} matching message(s), best first:"
         )
-        self.stdout.write(f"{'score':>6}  {'chat':<24} {'#':>4}  {'role':<9} text")
+        self.stdout.write(f"{'score':>6}  {'chat':<24} {'#':>4}  {'role':<9} snippet")
         for hit in hits:
             role = _printable(str(hit.message.get("role", "?")))
             self.stdout.write(
                 f"{hit.score:6.3f}  {_printable(hit.chat_id):<24} {hit.index:>4}  {role:<9} "
-                f"{_one_line(hit.message)}"
+                f"{_hit_line(hit)}"
             )
             for item in hit.around or ():
                 mark = "<" if item.index < hit.index else ">"
