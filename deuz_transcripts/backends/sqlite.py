@@ -176,6 +176,10 @@ class SQLiteRows(SearchRows):
         """Freed pages zeroed; search structures erase in place, or are merged afterwards."""
         with secure_delete(self.alias):
             with connections[self.alias].cursor() as cursor:
+                # The write lock first (see lock_chat): a read, or an FTS5 write (FTS5
+                # reads its own tables before writing), as a deferred transaction's first
+                # statement would make its first write fail at once in WAL mode.
+                self.lock_chat(cursor, "")
                 in_place = self.erase_in_place(cursor)
             yield
             if not in_place:

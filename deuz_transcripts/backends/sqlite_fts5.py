@@ -65,9 +65,9 @@ class Fts5Rows(SQLiteRows):
         """On SQLite 3.42+, FTS5's ``secure-delete`` table option, switched on if it is not.
 
         With it a delete removes the row's entries from every segment that holds them
-        (a few leaf pages per term) instead of appending a delete marker, so nothing
-        needs merging afterwards. The option is stored in the table: once a delete ran
-        with it, SQLite older than 3.42 cannot read the FTS5 table any more.
+        instead of appending a delete marker, so nothing needs merging afterwards. The
+        option is stored in the table: once a delete ran with it, SQLite older than 3.42
+        cannot read the FTS5 table any more.
         """
         if not (fts_table_exists(self.alias) and fts5_secure_delete_supported()):
             return False
