@@ -110,16 +110,17 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
     def delete_chat(self, chat_id: str) -> None:
         """Tombstone; the messages, search rows and any legacy copy are deleted now.
 
-        On SQLite (``SQLITE_SECURE_DELETE``, on by default) freed pages are zeroed and
-        the FTS5 index is merged, so the deleted text is left nowhere in the file.
+        On SQLite (``SQLITE_SECURE_DELETE``, on by default) freed bytes are zeroed and the
+        chat's FTS5 entries are erased (in place on SQLite 3.42+, else by merging the
+        index), so the deleted text is left nowhere in the file.
         """
         self.delete_chats([chat_id])
 
     def delete_chats(self, chat_ids: Iterable[str]) -> None:
         """``delete_chat`` of several chats in one transaction and one FTS5 merge.
 
-        The merge costs in proportion to the whole FTS5 index, so a bulk delete
-        (the admin's action) pays it once instead of once per chat.
+        Before SQLite 3.42 the merge costs in proportion to the whole FTS5 index, so a
+        bulk delete (the admin's action) pays it once instead of once per chat.
         """
         chat_ids = [check_chat_id(chat_id) for chat_id in chat_ids]
         writer = self.writer

@@ -3,15 +3,25 @@
 The database comes from ``DATABASE_URL`` (django-environ syntax), so the same test suite runs
 on SQLite (the default, a file next to manage.py) and on PostgreSQL, e.g.
 ``DATABASE_URL=postgres://postgres@127.0.0.1:5432/test``.
+
+``DEUZ_SQLITE_MODULE=pysqlite3`` (or ``sqlean``...) runs SQLite through that drop-in module
+instead of the standard library's ``sqlite3`` (e.g. SQLite 3.51 from ``pysqlite3-binary``
+where the system has 3.40): it is put in ``sys.modules["sqlite3"]`` here, before Django
+imports its SQLite backend (``from sqlite3 import dbapi2``).
 """
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
 
 import environ
 
 env = environ.Env()
+
+if _sqlite_module := env("DEUZ_SQLITE_MODULE", default=""):
+    sys.modules["sqlite3"] = importlib.import_module(_sqlite_module)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

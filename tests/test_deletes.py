@@ -1,9 +1,11 @@
 """Deletes are real: after ``delete_chat`` the text is in no table of the app, nor in the file.
 
-FTS5 deletes by writing a delete marker into a new segment; the deleted tokens stay
-in older segments (``deuz_transcripts_fts_data`` blobs) until merged, and SQLite keeps
-deleted rows' bytes in free pages unless ``secure_delete`` is on. ``delete_chat`` therefore
-merges the FTS5 index and zeroes freed pages (setting ``SQLITE_SECURE_DELETE``, default on).
+Before SQLite 3.42 FTS5 deletes by writing a delete marker into a new segment; the deleted
+tokens stay in older segments (``deuz_transcripts_fts_data`` blobs) until merged, so
+``delete_chat`` merges the index (``optimize``); from 3.42 FTS5's ``secure-delete`` option
+removes them in place. SQLite keeps freed bytes in the file unless ``secure_delete`` is on,
+so with ``SQLITE_SECURE_DELETE`` (default on) it is on for every statement of the app's
+SQLite connections. Run these under a newer SQLite with ``DEUZ_SQLITE_MODULE=pysqlite3``.
 On PostgreSQL deleted tuples stay on disk until VACUUM: only what SQL can see is checked.
 """
 
@@ -14,8 +16,10 @@ from pathlib import Path
 import pytest
 from django.db import connection, connections
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord
+from deuz_transcripts.backends.sqlite import FTS_TABLE, fts5_secure_delete_supported
 from deuz_transcripts.stores import DjangoChatStore, DjangoConditionalChatStore
 from tests.factories import ChatRecordFactory
 from tests.sql_support import assert_consistent, rows_holding, sqlite_file_database
@@ -116,12 +120,42 @@ def test_without_secure_delete_fts5_segments_keep_deleted_terms():
         pytest.skip("FTS5 segments are SQLite's")
     with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SECURE_DELETE": False}):
         store = DjangoConditionalChatStore()
+        if fts5_secure_delete_supported():  # a table whose option the setting never set
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rank) VALUES ('secure-delete', 0)"
+                )
         bystanders(store, 5)
         store.write_chat(secret_chat(), expected_revision=0)
         store.delete_chat("doomed")
         assert store.transcript.search(ADA, SECRET) == []
         assert "deuz_transcripts_fts_data" in rows_holding(SECRET)
         assert_consistent()
+
+
+def test_fts5_deletes_in_place_from_sqlite_3_42_and_merges_before():
+    """3.42+: FTS5's ``secure-delete`` option is switched on and nothing is merged (the
+    delete's cost follows the chat); older libraries merge the whole index (``optimize``)."""
+    store = DjangoConditionalChatStore()
+    if store.transcript.backend_name != "sqlite-fts5":
+        pytest.skip("FTS5 is SQLite's")
+    bystanders(store, 5)
+    store.write_chat(secret_chat(), expected_revision=0)
+    with CaptureQueriesContext(connection) as queries:
+        store.delete_chat("doomed")
+    merged = any("'optimize'" in query["sql"] for query in queries.captured_queries)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT v FROM {FTS_TABLE}_config WHERE k = 'secure-delete'")
+        option = cursor.fetchone()
+    if fts5_secure_delete_supported():
+        assert option == (1,)
+        assert not merged
+    else:
+        assert option is None
+        assert merged
+    assert rows_holding(SECRET) == {}
+    assert store.transcript.search(ADA, "alpha") != []
+    assert_consistent()
 
 
 @pytest.fixture
@@ -136,24 +170,45 @@ def file_bytes(alias: str) -> bytes:
     return path.read_bytes()
 
 
+def secure_delete_pragma(alias: str) -> int:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("PRAGMA secure_delete")
+        return int(cursor.fetchone()[0])
+
+
 @pytest.mark.parametrize("secure", [True, False])
 def test_deleted_text_is_not_in_the_database_file(tmp_path, sqlite_only, secure):
-    """Byte scan of the SQLite file, on a build whose ``secure_delete`` default is off."""
+    """Byte scan of the SQLite file, on a build whose ``secure_delete`` default is off.
+
+    Chats written after the secret make FTS5 merge segments holding it (copies the
+    delete cannot reach later), and a rewrite of the chat frees its first rows: with
+    the setting, no byte of any of them is left once the chat is deleted, whichever
+    path the library takes (``secure-delete`` on 3.42+, ``optimize`` before).
+    """
     with (
         override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SECURE_DELETE": secure}),
         sqlite_file_database(tmp_path, init_command="PRAGMA secure_delete = OFF") as database,
     ):
         alias = database.alias
+        # With the setting every connection zeroes what it frees; without, the operator's
+        # own value (here off) is left alone.
+        assert secure_delete_pragma(alias) == int(secure)
         store = DjangoConditionalChatStore(using=alias)
         bystanders(store, 20)
         store.write_chat(secret_chat(), expected_revision=0)
+        edited = secret_chat()
+        edited.messages[0]["content"] = f"please forget {SECRET} now"
+        store.write_chat(edited, expected_revision=1)  # the first row rewritten
+        for number in range(20):
+            store.write_chat(
+                ChatRecordFactory(chat_id=f"late-{number}", texts=[f"delta late{number}"]),
+                expected_revision=0,
+            )
         DjangoChatStore(using=alias).save_chat(secret_chat())
         assert SECRET.encode() in file_bytes(alias)
 
         store.delete_chat("doomed")
-        with connections[alias].cursor() as cursor:  # the connection's own setting is back
-            cursor.execute("PRAGMA secure_delete")
-            assert cursor.fetchone()[0] == 0
+        assert secure_delete_pragma(alias) == int(secure)  # a delete restores what it found
         assert_consistent(alias)
         leftover = file_bytes(alias).count(SECRET.encode())
         assert not Path(connections[alias].settings_dict["NAME"] + "-journal").exists()

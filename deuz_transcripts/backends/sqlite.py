@@ -3,7 +3,6 @@ erasing deleted text, and the legacy table's scope filter."""
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -32,8 +31,10 @@ __all__ = [
     "create_storage",
     "drop_storage",
     "fts5_available",
+    "fts5_secure_delete_supported",
     "fts_table_exists",
     "secure_delete",
+    "secure_delete_on_connect",
 ]
 
 FTS_TABLE = "deuz_transcripts_fts"
@@ -49,8 +50,12 @@ def _key(alias: str) -> tuple[str, str]:
 def fts5_available() -> bool:
     """Whether the SQLite library (the ``sqlite3`` module Django uses) has FTS5; probed once.
 
-    It asks a private in-memory database, so checks never touch a configured one.
+    It asks a private in-memory database, so checks never touch a configured one. The
+    module is imported here, not at the top, so a drop-in module the settings put in
+    ``sys.modules["sqlite3"]`` (``pysqlite3``...) is the one probed, as Django uses it.
     """
+    import sqlite3
+
     probe = sqlite3.connect(":memory:")
     try:
         probe.execute("CREATE VIRTUAL TABLE deuz_probe USING fts5(body)")
@@ -59,6 +64,17 @@ def fts5_available() -> bool:
     finally:
         probe.close()
     return True
+
+
+#: FTS5's ``secure-delete`` option (removes a deleted row's entries from every segment).
+FTS5_SECURE_DELETE_SINCE = (3, 42, 0)
+
+
+def fts5_secure_delete_supported() -> bool:
+    """Whether the SQLite library Django uses knows FTS5's ``secure-delete`` option (3.42+)."""
+    import sqlite3  # here: see fts5_available
+
+    return sqlite3.sqlite_version_info >= FTS5_SECURE_DELETE_SINCE
 
 
 def fts_table_exists(alias: str) -> bool:
@@ -119,6 +135,24 @@ def secure_delete(alias: str) -> Iterator[None]:
             raw.execute(f"PRAGMA secure_delete = {previous}")
 
 
+def secure_delete_on_connect(sender: object, connection: Any, **kwargs: object) -> None:
+    """``connection_created`` handler: ``PRAGMA secure_delete = ON`` for the whole connection.
+
+    With ``SQLITE_SECURE_DELETE``, on the SQLite databases this app is routed to. Text is
+    freed by more than ``delete_chat``: FTS5's automatic merges free the segments they
+    replace on every write, and a rewritten chat frees its old rows. Bytes freed while the
+    pragma is off stay in the file, and a later delete cannot find them, so it is on for
+    every statement of the connection (every table of that database: the setting's cost).
+    """
+    if (
+        connection.vendor == "sqlite"
+        and conf.SQLITE_SECURE_DELETE
+        and router.allow_migrate_model(connection.alias, Message)
+    ):
+        with connection.wrap_database_errors:
+            connection.connection.execute("PRAGMA secure_delete = ON")
+
+
 class SQLiteRows(SearchRows):
     """SQLite's write lock, and deletes that leave no trace (``SQLITE_SECURE_DELETE``)."""
 
@@ -139,11 +173,23 @@ class SQLiteRows(SearchRows):
 
     @contextmanager
     def _erasing(self) -> Iterator[None]:
-        """Freed pages zeroed, then whatever search structures still hold merged away."""
+        """Freed pages zeroed; search structures erase in place, or are merged afterwards."""
         with secure_delete(self.alias):
-            yield
             with connections[self.alias].cursor() as cursor:
-                self.erase_deleted(cursor)
+                # The write lock first (see lock_chat): a read, or an FTS5 write (FTS5
+                # reads its own tables before writing), as a deferred transaction's first
+                # statement would make its first write fail at once in WAL mode.
+                self.lock_chat(cursor, "")
+                in_place = self.erase_in_place(cursor)
+            yield
+            if not in_place:
+                with connections[self.alias].cursor() as cursor:
+                    self.erase_deleted(cursor)
+
+    def erase_in_place(self, cursor: CursorWrapper) -> bool:
+        """Make the deletes to come remove their search data in place, when the library
+        can; ``False``: ``erase_deleted`` must clean up after them."""
+        return False
 
     def erase_deleted(self, cursor: CursorWrapper) -> None:
         """Drop what deleted rows left in search structures (nothing, without FTS5)."""

@@ -19,7 +19,13 @@ from ..models import Chat, Message
 from .base import SearchMatcher, StoredRow, fetch_int, mask_sql
 from .chat_filter import ChatFilter, table
 from .fts5_expressions import chat_token, fts_body, mask_expression, match_expression
-from .sqlite import FTS_TABLE, SQLiteBackend, SQLiteRows, fts_table_exists
+from .sqlite import (
+    FTS_TABLE,
+    SQLiteBackend,
+    SQLiteRows,
+    fts5_secure_delete_supported,
+    fts_table_exists,
+)
 from .sqlite_fts5_checks import Fts5Checks
 
 __all__ = ["Fts5Matcher", "Fts5Rows", "SQLiteFts5Backend", "chat_token", "fts_body"]
@@ -55,8 +61,26 @@ class Fts5Rows(SQLiteRows):
             self._fts_rows(chat, rows),
         )
 
+    def erase_in_place(self, cursor: CursorWrapper) -> bool:
+        """On SQLite 3.42+, FTS5's ``secure-delete`` table option, switched on if it is not.
+
+        With it a delete removes the row's entries from every segment that holds them
+        instead of appending a delete marker, so nothing needs merging afterwards. The
+        option is stored in the table: once a delete ran with it, SQLite older than 3.42
+        cannot read the FTS5 table any more.
+        """
+        if not (fts_table_exists(self.alias) and fts5_secure_delete_supported()):
+            return False
+        cursor.execute(f"SELECT v FROM {FTS_TABLE}_config WHERE k = 'secure-delete'")
+        found = cursor.fetchone()
+        if found is None or found[0] != 1:
+            cursor.execute(
+                f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rank) VALUES ('secure-delete', 1)"
+            )
+        return True
+
     def erase_deleted(self, cursor: CursorWrapper) -> None:
-        """Merge every segment into one (FTS5 ``optimize``).
+        """Merge every segment into one (FTS5 ``optimize``), on SQLite before 3.42.
 
         An FTS5 delete only writes a delete marker into a new segment: the deleted
         terms stay in older segments (``deuz_transcripts_fts_data``) until a merge
