@@ -44,6 +44,8 @@ SYSTEM_ROLES = frozenset({"system", "developer"})
 
 _DROPPED_CATEGORIES = frozenset({"Mn", "Mc", "Me", "Cf", "Cs"})
 _TERM_RE = re.compile(r"[^\W_]+")
+#: ``_TERM_RE`` on lowered ASCII text (the same matches; an ASCII class is ~1.5x faster).
+_ASCII_TERM_RE = re.compile(r"[a-z0-9]+")
 _FOLD_CHUNK_CHARS = 65_536
 # Private-use characters never occur in a term, so digests cannot collide with words.
 _DIGEST_PREFIX = "\ue001"
@@ -270,7 +272,7 @@ def text_terms(text: str) -> list[str]:
     """
     if text.isascii():
         # findall builds the list in C: a third of the cost of a generator over finditer
-        return list(dict.fromkeys(_TERM_RE.findall(cut_utf8(text.lower()))))
+        return list(dict.fromkeys(_ASCII_TERM_RE.findall(cut_utf8(text.lower()))))
     if len(text) > 2 * MAX_INDEXED_BYTES:
         # almost surely cut: fold only up to the cut (a fold never shrinks text this much
         # but by dropping marks, and then folding the prefix is the cheaper path anyway)

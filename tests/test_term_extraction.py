@@ -99,3 +99,10 @@ def test_the_word_cache_stays_bounded_and_correct(monkeypatch):
 def test_random_text_follows_the_rule(pieces):
     value = "".join(pieces)
     assert text_terms(value) == rule(value)
+
+
+def test_ascii_text_takes_the_ascii_class_with_the_same_terms():
+    every = "".join(chr(c) for c in range(128))
+    for value in (every, " ".join(every), "x".join(every), every.upper() + "Hello_World 09:40"):
+        assert value.isascii()
+        assert text_terms(value) == rule(value)
