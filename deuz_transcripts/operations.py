@@ -14,7 +14,7 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.operations.base import Operation
 from django.db.migrations.state import ProjectState
 
-__all__ = ["AddScopeLexemes", "CreateSearchStorage", "VendorStorageOperation"]
+__all__ = ["AddRoleTokens", "AddScopeLexemes", "CreateSearchStorage", "VendorStorageOperation"]
 
 
 class VendorStorageOperation(Operation):
@@ -88,3 +88,18 @@ class AddScopeLexemes(VendorStorageOperation):
     @property
     def migration_name_fragment(self) -> str:
         return "scope_lexemes"
+
+
+class AddRoleTokens(VendorStorageOperation):
+    """Existing search data gets each message's role token (PostgreSQL: a lexeme added to
+    every vector; SQLite FTS5: the table refilled from the message rows), so the ``roles``
+    filter is counted in the index."""
+
+    change = "role_lexemes"
+
+    def describe(self) -> str:
+        return "Add role tokens to the stored search data (tsvector or FTS5)"
+
+    @property
+    def migration_name_fragment(self) -> str:
+        return "role_tokens"

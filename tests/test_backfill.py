@@ -356,7 +356,7 @@ def _body(message_id: str) -> tuple[int, str]:
     from deuz_transcripts.backends.fts5_expressions import fts_body
 
     row = Message.objects.select_related("chat").get(message_id=message_id)
-    return row.pk, fts_body(row.search_text, row.chat.scope, row.chat.chat_id)
+    return row.pk, fts_body(row.search_text, row.chat.scope, row.chat.chat_id, row.role)
 
 
 @fts5_only

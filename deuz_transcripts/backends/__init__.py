@@ -63,17 +63,21 @@ def get_backend(alias: str) -> SearchBackend:
 
 def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] | None:
     """The vendor's ``(forward, backward)`` steps of a search-storage ``change`` of the
-    migrations (``"create"``, ``"scope_lexemes"``); ``None`` when it has none."""
+    migrations (``"create"``, ``"scope_lexemes"``, ``"role_lexemes"``); ``None`` when it has none."""
     if vendor == "postgresql":
         from . import postgresql
 
         return {
             "create": (postgresql.create_storage, postgresql.drop_storage),
             "scope_lexemes": (postgresql.add_scope_lexemes, postgresql.drop_scope_lexemes),
+            "role_lexemes": (postgresql.add_role_lexemes, postgresql.drop_role_lexemes),
         }[change]
     if vendor == "sqlite":
-        from . import sqlite
+        from . import fts5_role_tokens, sqlite
 
         # FTS5 rows carry their scope tokens since 0001
-        return (sqlite.create_storage, sqlite.drop_storage) if change == "create" else None
+        return {
+            "create": (sqlite.create_storage, sqlite.drop_storage),
+            "role_lexemes": (fts5_role_tokens.add_role_tokens, fts5_role_tokens.drop_role_tokens),
+        }.get(change)
     return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -45,6 +45,7 @@ class StoredRow:
 
     pk: int
     search_text: str | None  # distinct terms, space separated ("" or None when none)
+    role: str  # the message's role (its search data holds a role token)
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,13 @@ class SearchRows(ABC):
         self.add_search_data(
             cursor,
             [
-                (batch.chat, [StoredRow(next(created).pk, text) for text in batch.terms])
+                (
+                    batch.chat,
+                    [
+                        StoredRow(next(created).pk, text, message.role)
+                        for message, text in zip(batch.messages, batch.terms, strict=True)
+                    ],
+                )
                 for batch in batches
             ],
         )
@@ -145,6 +152,8 @@ class SearchMatcher(ABC):
     walks_newest_first: ClassVar[bool] = True
     #: Joins ``c`` (chats) to ``m`` (messages) so rows come out newest chat first.
     walk_join: ClassVar[str] = "JOIN"
+    #: Whether the search data holds a role token per row (``ChatFilter.role_tokens``).
+    role_tokens: ClassVar[bool] = False
 
     def __init__(self, alias: str, policy: PlanPolicy) -> None:
         self.alias = alias
@@ -184,10 +193,31 @@ class SearchMatcher(ABC):
         )
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
-        """N: the indexed messages the search may return (the scope's chats, summed)."""
+        """N: the indexed messages the search may return (the scope's chats, summed).
+
+        With roles taken from role tokens, N is counted in the index (``token_total``)
+        unless the scope is small enough to read its own rows (``reads_scope_rows`` of
+        its unfiltered N, a sum of per-chat counts): the index count reads each role's
+        whole posting list, a small scope's rows cost the scope alone.
+        """
+        if chats.roles is not None and chats.role_tokens and chats.tokens_suffice:
+            scoped = bool(chats.scope) or chats.chat_ids is not None
+            if not scoped or not self.reads_scope_rows(
+                self.total(cursor, replace(chats, roles=None))
+            ):
+                return self.token_total(cursor, chats)
         sql, params = chats.total_sql()
         cursor.execute(sql, params)
         return fetch_int(cursor)
+
+    def reads_scope_rows(self, size: int) -> bool:
+        """Whether a scope of ``size`` indexed messages is read row by row, not in the index."""
+        return True
+
+    def token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
+        """N counted from the index's scope, chat and role tokens (backends with
+        ``role_tokens``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no role tokens")
 
     def candidates(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int, total: int

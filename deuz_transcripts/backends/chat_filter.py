@@ -8,6 +8,8 @@ once for SQL, as ``records.scope_matches`` writes it once for Python.
 Paths that find rows by scope and chat tokens alone (PostgreSQL's lexemes, FTS5's
 MATCH) add ``token_sql()``; paths that read rows of ``chat_pks_sql()`` add
 ``message_sql()``. Both are empty unless a role, window or cursor filter is set.
+With ``role_tokens`` (FTS5 and PostgreSQL: every row's search data holds a token of
+its role, migration 0003) the roles are tokens too, so ``token_sql()`` leaves them out.
 """
 
 from __future__ import annotations
@@ -69,9 +71,12 @@ class ChatFilter:
     #: last hit, database values), with chat ids compared by ``chat_id_sql``.
     after: tuple[Any, str, int] | None = None
     chat_id_sql: str = "c.chat_id"
+    #: Whether token searches take ``roles`` from role tokens (the backend's search data
+    #: holds one per row) rather than from the rows' ``role`` column.
+    role_tokens: bool = False
 
     @classmethod
-    def of(cls, request: SearchRequest, alias: str) -> ChatFilter:
+    def of(cls, request: SearchRequest, alias: str, *, role_tokens: bool = False) -> ChatFilter:
         """The filter of a search's scope, chat ids, roles and window."""
         return cls(
             request.scope,
@@ -79,6 +84,7 @@ class ChatFilter:
             roles=request.roles,
             updated_after=db_datetime(request.updated_after, alias),
             updated_before=db_datetime(request.updated_before, alias),
+            role_tokens=role_tokens,
         )
 
     def after_key(self, key: HitKey, alias: str, chat_id_sql: str) -> ChatFilter:
@@ -93,9 +99,9 @@ class ChatFilter:
 
     @property
     def tokens_suffice(self) -> bool:
-        """Whether scope and chat tokens alone say which rows are admitted."""
+        """Whether scope, chat (and role) tokens alone say which rows are admitted."""
         return (
-            self.roles is None
+            (self.roles is None or self.role_tokens)
             and self.updated_after is None
             and self.updated_before is None
             and self.after is None
@@ -117,13 +123,13 @@ class ChatFilter:
             params.extend([moment, moment, chat_id])
         return conditions, params
 
-    def message_sql(self, alias: str = "m") -> tuple[str, list[Any]]:
+    def message_sql(self, alias: str = "m", *, with_roles: bool = True) -> tuple[str, list[Any]]:
         """``" AND ..."``: what message row ``alias`` must satisfy besides its chat
-        (its role; in the cursor's chat, a position after its hit); ``""`` without such
-        a filter."""
+        (its role unless ``with_roles`` is false; in the cursor's chat, a position after its
+        hit); ``""`` without such a filter."""
         conditions: list[str] = []
         params: list[Any] = []
-        if self.roles is not None:
+        if self.roles is not None and with_roles:
             roles = sorted(self.roles)
             conditions.append(f"{alias}.role IN ({', '.join(['%s'] * len(roles))})")
             params.extend(roles)
@@ -138,14 +144,15 @@ class ChatFilter:
 
     def token_sql(self, alias: str = "m") -> tuple[str, list[Any]]:
         """``message_sql`` plus the chat conditions tokens cannot say (the ``updated_at``
-        window, the cursor's place), for rows found by tokens alone."""
+        window, the cursor's place), for rows found by tokens alone (roles left out when
+        they are tokens)."""
         window, params = self._window()
         sql = ""
         if window:
             sql = f" AND {alias}.chat_id IN (SELECT c.id FROM {table(Chat)} c WHERE " + (
                 " AND ".join(window) + ")"
             )
-        more, more_params = self.message_sql(alias)
+        more, more_params = self.message_sql(alias, with_roles=not self.role_tokens)
         return sql + more, [*params, *more_params]
 
     def chat_pks_sql(self) -> tuple[str, list[Any]]:

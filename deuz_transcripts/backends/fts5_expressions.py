@@ -1,8 +1,9 @@
 """What an FTS5 row holds and how a search asks for it.
 
-The FTS5 body of a message is its stored terms and one token per scope field and
-per chat, all separated by spaces. Scope tokens (private-use prefix, never in a
-term) let FTS5 intersect the scope inside its own index instead of joining. Every
+The FTS5 body of a message is its stored terms, one token per scope field, one for
+its chat and one for its role, all separated by spaces. Scope, chat and role tokens
+(private-use prefix, never in a term) let FTS5 intersect the scope and the ``roles``
+filter inside its own index instead of reading message rows. Every
 token of a MATCH expression is quoted, so query text is never FTS5 syntax.
 """
 
@@ -21,11 +22,14 @@ __all__ = [
     "mask_expression",
     "match_expression",
     "phrase",
+    "role_token",
     "scope_tokens",
+    "token_expression",
 ]
 
 _SCOPE_PREFIX = "\ue000"
 _CHAT_PREFIX = "\ue002"
+_ROLE_PREFIX = "\ue003"  # \ue001 is text.py's digest prefix
 #: Every chat token starts with this (no term or scope token does).
 CHAT_TOKEN_PREFIX = _CHAT_PREFIX
 
@@ -43,8 +47,16 @@ def chat_token(chat_id: str) -> str:
     return _token(_CHAT_PREFIX, chat_id)
 
 
-def fts_body(search_text: str, scope: Mapping[str, str], chat_id: str) -> str:
-    return " ".join([stored_terms_text(search_text), *scope_tokens(scope), chat_token(chat_id)])
+def role_token(role: str) -> str:
+    return _token(_ROLE_PREFIX, role)
+
+
+def fts_body(search_text: str, scope: Mapping[str, str], chat_id: str, role: str | None) -> str:
+    """A message's FTS5 body (``role`` ``None``: the body before migration 0003)."""
+    roles = [] if role is None else [role_token(role)]
+    return " ".join(
+        [stored_terms_text(search_text), *scope_tokens(scope), chat_token(chat_id), *roles]
+    )
 
 
 def phrase(token: str) -> str:
@@ -55,13 +67,25 @@ def _any(tokens: Iterable[str]) -> str:
     return "(" + " OR ".join(phrase(token) for token in tokens) + ")"
 
 
-def _scoped(chats: ChatFilter, expression: str) -> str:
-    """``scope AND (chats) AND expression``."""
+def _filter_parts(chats: ChatFilter) -> list[str]:
+    """``scope``, ``(chats)`` and ``(roles)`` (roles when the filter takes them from tokens)."""
     parts = [phrase(token) for token in scope_tokens(chats.scope)]
     if chats.chat_ids is not None:
         parts.append(_any(chat_token(chat_id) for chat_id in sorted(chats.chat_ids)))
-    parts.append(expression)
-    return " AND ".join(parts)
+    if chats.roles is not None and chats.role_tokens:
+        parts.append(_any(role_token(role) for role in sorted(chats.roles)))
+    return parts
+
+
+def _scoped(chats: ChatFilter, expression: str) -> str:
+    """``scope AND (chats) AND (roles) AND expression``."""
+    return " AND ".join([*_filter_parts(chats), expression])
+
+
+def token_expression(chats: ChatFilter) -> str:
+    """``scope AND (chats) AND (roles)``: every row the filter's tokens admit (a filter
+    with roles, so never empty)."""
+    return " AND ".join(_filter_parts(chats))
 
 
 def match_expression(chats: ChatFilter, terms: Sequence[str], *, every: bool = False) -> str:

@@ -18,7 +18,13 @@ from .. import ranking
 from ..models import Chat, Message
 from .base import SearchMatcher, StoredRow, fetch_int, mask_sql
 from .chat_filter import ChatFilter, table
-from .fts5_expressions import chat_token, fts_body, mask_expression, match_expression
+from .fts5_expressions import (
+    chat_token,
+    fts_body,
+    mask_expression,
+    match_expression,
+    token_expression,
+)
 from .sqlite import (
     FTS_TABLE,
     SQLiteBackend,
@@ -42,7 +48,7 @@ class Fts5Rows(SQLiteRows):
         if not fts_table_exists(self.alias):
             return []
         return [
-            (row.pk, fts_body(row.search_text, chat.scope, chat.chat_id))
+            (row.pk, fts_body(row.search_text, chat.scope, chat.chat_id, row.role))
             for row in rows
             if row.search_text
         ]
@@ -119,6 +125,18 @@ class Fts5Matcher(SearchMatcher):
     # Without the hint SQLite sorts every row of the scope before the LIMIT; with it, it
     # walks chats newest first (sorting only ties) and stops at the LIMIT.
     walk_join = "INDEXED BY deuz_chat_updated CROSS JOIN"
+    role_tokens = True  # every FTS row holds its message's role token (migration 0003)
+
+    def reads_scope_rows(self, size: int) -> bool:
+        return size <= self.policy.scan_scope_max
+
+    def token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
+        """The FTS rows holding the scope, chat and role tokens: no message row read."""
+        cursor.execute(
+            f"SELECT count(*) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s",
+            [token_expression(chats)],
+        )
+        return fetch_int(cursor)
 
     def candidate_matches_sql(
         self, chats: ChatFilter, terms: Sequence[str], total: int
@@ -201,7 +219,7 @@ class Fts5Matcher(SearchMatcher):
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> dict[int, int]:
         """Counted in FTS5 alone: no message row is read (that lookup is what costs).
-        Role and window filters need the rows: they are counted from the matches."""
+        Roles are tokens too; window filters need the rows: counted from the matches."""
         if not chats.tokens_suffice:
             return super().mask_histogram(cursor, chats, terms)
         if len(terms) <= self.policy.subset_count_max_terms:
@@ -228,11 +246,11 @@ class Fts5Matcher(SearchMatcher):
     def count_with_all_terms(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
     ) -> int:
-        """FTS5 alone (scope tokens AND every term): no message row is read (role and
-        window filters: the rows of the chats are read)."""
+        """FTS5 alone (scope and role tokens AND every term): no message row is read
+        (window filters: the rows FTS5 finds are read)."""
         if not chats.tokens_suffice:
             # FTS5 finds the rows holding every term; only those rows are read for the
-            # role and window conditions (a scan of the scope would read every row)
+            # window conditions (a scan of the scope would read every row)
             more, more_params = chats.token_sql()
             cursor.execute(
                 f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} f JOIN {table(Message)} m "

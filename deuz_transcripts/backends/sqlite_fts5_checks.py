@@ -11,7 +11,7 @@ A full run checks every row in one pass over the vocabulary, grouped by row, mer
 with the messages in rowid order (``sweep``); a run for named chats asks per row.
 
 The invariant checked: an FTS row exists exactly for each message with terms
-of a searchable chat, and holds ``fts_body(search_text, scope, chat_id)``.
+of a searchable chat, and holds ``fts_body(search_text, scope, chat_id, role)``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,14 @@ from ..models import Chat, LegacyChat, Message, Tombstone
 from ..problems import Problem
 from ..text import stored_terms_text
 from .base import SearchDataChecks
-from .fts5_expressions import CHAT_TOKEN_PREFIX, chat_token, fts_body, phrase, scope_tokens
+from .fts5_expressions import (
+    CHAT_TOKEN_PREFIX,
+    chat_token,
+    fts_body,
+    phrase,
+    role_token,
+    scope_tokens,
+)
 from .sqlite import FTS_TABLE
 
 __all__ = ["Fts5Checks"]
@@ -73,7 +80,7 @@ class Fts5Checks(SearchDataChecks):
     def expected_body(chat: Chat, row: Message) -> str | None:
         if not (chat.is_indexed and row.has_terms and row.search_text):
             return None
-        return fts_body(row.search_text, chat.scope, chat.chat_id)
+        return fts_body(row.search_text, chat.scope, chat.chat_id, row.role)
 
     def check_chat(
         self,
@@ -228,7 +235,7 @@ class Fts5Checks(SearchDataChecks):
         by pk ranges; each chat's scope and chat tokens are computed once per batch."""
         last = 0
         read = 0
-        fields = ("pk", "chat_id", "has_terms", "search_text")
+        fields = ("pk", "chat_id", "has_terms", "search_text", "role")
         while True:
             batch = list(
                 Message.objects.using(self.alias)
@@ -244,11 +251,11 @@ class Fts5Checks(SearchDataChecks):
                 .filter(pk__in={row[1] for row in batch})
                 .values_list("pk", "chat_id", "is_indexed", "scope")
             }
-            for pk, chat_pk, has_terms, text in batch:
+            for pk, chat_pk, has_terms, text, role in batch:
                 chat_id, indexed, tokens = chats[chat_pk]
                 wanted = None
                 if indexed and has_terms and text:
-                    wanted = {*stored_terms_text(text).split(" "), *tokens}
+                    wanted = {*stored_terms_text(text).split(" "), *tokens, role_token(role)}
                 yield pk, chat_id, wanted
             last = batch[-1][0]
             read += len(batch)
@@ -276,7 +283,13 @@ class Fts5Checks(SearchDataChecks):
             Message.objects.using(self.alias)
             .select_related("chat")
             .only(
-                "pk", "has_terms", "search_text", "chat__chat_id", "chat__scope", "chat__is_indexed"
+                "pk",
+                "has_terms",
+                "search_text",
+                "role",
+                "chat__chat_id",
+                "chat__scope",
+                "chat__is_indexed",
             )
             .in_bulk(list(rowids))
         )

@@ -50,7 +50,7 @@ class SearchPlanner:
     def page(self, cursor: CursorWrapper, request: SearchRequest) -> PlannedPage | None:
         """The page's candidates (offset applied) and the plan that scores them."""
         matcher = self.matcher
-        chats = ChatFilter.of(request, matcher.alias)
+        chats = ChatFilter.of(request, matcher.alias, role_tokens=matcher.role_tokens)
         depth = request.offset + request.limit
         terms = request.terms
         if chats.narrowed:  # N first: its size picks how the backend finds the scope's rows
@@ -84,7 +84,7 @@ class SearchPlanner:
         ranking needs anyway) and the ranking to pin in a cursor; with ``after``, the
         rows after the cursor's hit ranked by its pinned ranking. ``None``: no match."""
         matcher = self.matcher
-        chats = ChatFilter.of(request, matcher.alias)
+        chats = ChatFilter.of(request, matcher.alias, role_tokens=matcher.role_tokens)
         depth = request.offset + request.limit
         terms = request.terms
         total = matcher.total(cursor, chats)

@@ -244,22 +244,24 @@ class ChatWriter:
         rewrite_all = rewrite_all or row.scope != dict(chat.scope) or not row.is_indexed
         digests = [message.digest for message in chat.prepared]
         unchanged: dict[int, bool] = {}
-        stale: list[tuple[int, str | None]] = []
+        stale: list[StoredRow] = []
         rows = Message.objects.using(self.using).filter(chat=row)
-        for pk, position, digest, search_text, has_terms in rows.values_list(
-            "pk", "position", "digest", "search_text", "has_terms"
+        for pk, position, digest, search_text, has_terms, role in rows.values_list(
+            "pk", "position", "digest", "search_text", "has_terms", "role"
         ):
             if not rewrite_all and position < len(digests) and digests[position] == digest:
                 unchanged[position] = has_terms
             else:
-                stale.append((pk, search_text))
+                stale.append(StoredRow(pk, search_text, role))
         if stale:
             if row.is_indexed:  # rows of a removed chat have no search data left
                 with connections[self.using].cursor() as cursor:
                     search_rows.delete(
-                        cursor, row, [StoredRow(pk, text) for pk, text in stale if text]
+                        cursor, row, [stale_row for stale_row in stale if stale_row.search_text]
                     )
-            Message.objects.using(self.using).filter(pk__in=[pk for pk, _ in stale]).delete()
+            Message.objects.using(self.using).filter(
+                pk__in=[stale_row.pk for stale_row in stale]
+            ).delete()
         return unchanged
 
     def purge(self, locked: LockedChat, *, keep_content: bool = False) -> None:
@@ -272,7 +274,10 @@ class ChatWriter:
         if row.is_indexed:
             search_rows = self.backend.rows
             texts = Message.objects.using(self.using).filter(chat=row, has_terms=True)
-            rows = [StoredRow(pk, text) for pk, text in texts.values_list("pk", "search_text")]
+            rows = [
+                StoredRow(pk, text, role)
+                for pk, text, role in texts.values_list("pk", "search_text", "role")
+            ]
             with connections[self.using].cursor() as cursor:
                 (search_rows.clear if keep else search_rows.delete)(cursor, row, rows)
         if keep:
