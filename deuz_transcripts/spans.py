@@ -1,6 +1,6 @@
 """Why a message matched: the spans of the query's terms in its indexed text, and snippets.
 
-The rule is ``text.highlight_spans`` (the one every surface uses: hits, the admin, the
+The rule is ``highlight_spans`` (the one every surface uses: hits, the admin, the
 chat page); this module only decides where it must run. Words never cross whitespace
 (every whitespace character folds to a separator), so the rule is applied to the few
 whitespace-separated tokens whose folded form holds a query term, and only inside the
@@ -16,13 +16,22 @@ import dataclasses
 import functools
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .records import TranscriptHit
-from .text import MAX_INDEXED_BYTES, fold, highlight_spans, indexed_text
+from .text import (
+    MAX_FOLD_GROWTH,
+    MAX_INDEXED_BYTES,
+    fold,
+    indexed_text,
+    is_term_char,
+    query_terms,
+    term_ranges,
+)
 
 __all__ = [
     "Span",
+    "highlight_spans",
     "hit_spans",
     "indexed_prefix",
     "match_spans",
@@ -40,9 +49,69 @@ _TOKEN_RE = re.compile(r"\S+")
 _SPACE_RE = re.compile(r"\s+")
 # Lone surrogates (U+D800-U+DFFF) cannot be encoded: snippets show U+FFFD instead.
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
-#: ``fold`` makes a character's UTF-8 at most this many times longer (see ``text``).
-_MAX_FOLD_GROWTH = 11
 _PREFIX_CHUNK = 4_096
+
+
+def highlight_spans(
+    text: str, query: str | Iterable[str], *, substring: bool = False
+) -> list[tuple[int, int]]:
+    """Character spans ``(start, end)`` of ``text``'s words that match the query: the one
+    rule every surface marks with (the reference ``match_spans`` is held to).
+
+    Spans index the ORIGINAL text, so a UI can wrap them untouched (after escaping).
+    With ``substring=True`` a word matches when it contains a query term, as the
+    SQLite LIKE fallback matches. Under ``CJK_BIGRAMS`` a word's terms are its pieces
+    and bigrams: each matching one is a span (overlapping ones merged).
+    """
+    wanted = set(query_terms(query) if isinstance(query, str) else query)
+    if not wanted or not isinstance(text, str):
+        return []
+    spans: list[tuple[int, int]] = []
+    word: list[str] = []
+    # the original position of each folded character of the word, and where it ends
+    # (a mark or zero-width character after it belongs to it)
+    starts: list[int] = []
+    ends: list[int] = []
+    for position, char in enumerate(text):
+        folded = fold(char)
+        if not folded:
+            if word:  # a mark or zero-width character inside a word
+                ends[-1] = position + 1
+            continue
+        # Folding is per character, so the words are those of the concatenated folded
+        # text: e.g. "3½" folds to "31⁄2", whose first word "31" ends inside the "½".
+        for folded_char in folded:
+            if is_term_char(folded_char):
+                word.append(folded_char)
+                starts.append(position)
+                ends.append(position + 1)
+            elif word:
+                _add_spans(spans, "".join(word), starts, ends, wanted, substring)
+                word, starts, ends = [], [], []
+    if word:
+        _add_spans(spans, "".join(word), starts, ends, wanted, substring)
+    return spans
+
+
+def _add_spans(
+    spans: list[tuple[int, int]],
+    word: str,
+    starts: list[int],
+    ends: list[int],
+    wanted: set[str],
+    substring: bool,
+) -> None:
+    """The spans of one word's matching terms; overlapping bigrams make one span."""
+    found: list[tuple[int, int]] = []
+    for first, last in term_ranges(word):
+        term = word[first:last]
+        if term in wanted or (substring and any(query in term for query in wanted)):
+            span = (starts[first], ends[last - 1])
+            if found and span[0] < found[-1][1]:
+                found[-1] = (found[-1][0], max(found[-1][1], span[1]))
+            else:
+                found.append(span)
+    spans.extend(found)
 
 
 def _folded_size(text: str) -> int:
@@ -55,7 +124,7 @@ def indexed_prefix(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
     Folding works on each character alone, so this is the original text of the
     indexed part; a character whose folded form crosses the limit is left out.
     """
-    if len(text) * 4 * _MAX_FOLD_GROWTH <= limit:
+    if len(text) * 4 * MAX_FOLD_GROWTH <= limit:
         return text
     head = text[:limit]
     if head.isascii():

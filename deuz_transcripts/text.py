@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, cast
 
 __all__ = [
+    "MAX_FOLD_GROWTH",
     "MAX_INDEXED_BYTES",
     "MAX_QUERY_TERMS",
     "MAX_STORED_TERM_BYTES",
@@ -21,13 +22,14 @@ __all__ = [
     "cjk_bigrams_enabled",
     "cut_utf8",
     "fold",
-    "highlight_spans",
     "indexed_text",
     "is_system",
+    "is_term_char",
     "message_terms",
     "query_terms",
     "stored_term",
     "stored_terms_text",
+    "term_ranges",
     "terms",
     "text_rules_tag",
     "use_cjk_bigrams",
@@ -121,21 +123,7 @@ def _findall_bigrams(folded: str) -> list[str]:
     found = _TERM_RE.findall(folded)
     if folded.isascii() or _BIGRAM_RUN.search(folded) is None:
         return found
-    split: list[str] = []
-    for term in found:
-        position = 0
-        for run in _BIGRAM_RUN.finditer(term):
-            if run.start() > position:
-                split.append(term[position : run.start()])
-            chars = run.group()
-            if len(chars) == 1:
-                split.append(chars)
-            else:
-                split.extend(chars[i : i + 2] for i in range(len(chars) - 1))
-            position = run.end()
-        if position < len(term):
-            split.append(term[position:])
-    return split
+    return [term[first:last] for term in found for first, last in term_ranges(term)]
 
 
 #: Terms of folded text, in order, repeats kept: the rule in force (see ``use_cjk_bigrams``).
@@ -289,7 +277,7 @@ def text_terms(text: str) -> list[str]:
             if found is None:
                 parts[position] = _word_terms(words[position])
         distinct = dict.fromkeys(cast("list[str]", parts))
-    if len(text) * _MAX_FOLD_GROWTH * 4 > MAX_INDEXED_BYTES and (
+    if len(text) * MAX_FOLD_GROWTH * 4 > MAX_INDEXED_BYTES and (
         _folded_size_bound(text, words) > MAX_INDEXED_BYTES
     ):
         return list(dict.fromkeys(_findall(fold_capped(text))))
@@ -309,7 +297,7 @@ def _folded_size_bound(text: str, words: list[str]) -> int:
 
 #: ``fold`` makes a character's UTF-8 at most this many times longer (U+FDFA, 3 bytes,
 #: folds to 33): text of at most ``MAX_INDEXED_BYTES / 11`` bytes is never cut.
-_MAX_FOLD_GROWTH = 11
+MAX_FOLD_GROWTH = 11
 #: No whitespace character folds to more than 3 UTF-8 bytes (U+1680, U+2028, U+2029).
 _MAX_FOLDED_SPACE_BYTES = 3
 #: Distinct words whose terms are remembered (a Zipf vocabulary repeats its words); the
@@ -351,71 +339,18 @@ def stored_terms_text(search_text: str) -> str:
     return " ".join(stored_term(term) for term in search_text.split(" ") if term)
 
 
-def highlight_spans(
-    text: str, query: str | Iterable[str], *, substring: bool = False
-) -> list[tuple[int, int]]:
-    """Character spans ``(start, end)`` of ``text``'s words that match the query.
-
-    Spans index the ORIGINAL text, so a UI can wrap them untouched (after escaping).
-    With ``substring=True`` a word matches when it contains a query term, as the
-    SQLite LIKE fallback matches. Under ``CJK_BIGRAMS`` a word's terms are its pieces
-    and bigrams: each matching one is a span (overlapping ones merged).
-    """
-    wanted = set(query_terms(query) if isinstance(query, str) else query)
-    if not wanted or not isinstance(text, str):
-        return []
-    spans: list[tuple[int, int]] = []
-    word: list[str] = []
-    # the original position of each folded character of the word, and where it ends
-    # (a mark or zero-width character after it belongs to it)
-    starts: list[int] = []
-    ends: list[int] = []
-    for position, char in enumerate(text):
-        folded = fold(char)
-        if not folded:
-            if word:  # a mark or zero-width character inside a word
-                ends[-1] = position + 1
-            continue
-        # Folding is per character, so the words are those of the concatenated folded
-        # text: e.g. "3½" folds to "31⁄2", whose first word "31" ends inside the "½".
-        for folded_char in folded:
-            if _TERM_RE.fullmatch(folded_char):
-                word.append(folded_char)
-                starts.append(position)
-                ends.append(position + 1)
-            elif word:
-                _add_spans(spans, "".join(word), starts, ends, wanted, substring)
-                word, starts, ends = [], [], []
-    if word:
-        _add_spans(spans, "".join(word), starts, ends, wanted, substring)
-    return spans
+def is_term_char(char: str) -> bool:
+    """Whether a folded character belongs to a term (a letter or digit)."""
+    return _TERM_RE.fullmatch(char) is not None
 
 
-def _add_spans(
-    spans: list[tuple[int, int]],
-    word: str,
-    starts: list[int],
-    ends: list[int],
-    wanted: set[str],
-    substring: bool,
-) -> None:
+def term_ranges(word: str) -> Iterator[tuple[int, int]]:
+    """``(first, last)`` character ranges of the terms of one folded run of letters and
+    digits, by the rule in force: the whole run, or (``CJK_BIGRAMS``) its pieces split where
+    the script class changes, Han/Kana and Thai pieces as overlapping bigrams."""
     if not _cjk_bigrams or _BIGRAM_RUN.search(word) is None:
-        if _matches(word, wanted, substring):
-            spans.append((starts[0], ends[-1]))
+        yield 0, len(word)
         return
-    found: list[tuple[int, int]] = []
-    for first, last in _term_ranges(word):
-        if _matches(word[first:last], wanted, substring):
-            span = (starts[first], ends[last - 1])
-            if found and span[0] < found[-1][1]:  # overlapping bigrams: one span
-                found[-1] = (found[-1][0], max(found[-1][1], span[1]))
-            else:
-                found.append(span)
-    spans.extend(found)
-
-
-def _term_ranges(word: str) -> Iterator[tuple[int, int]]:
-    """``(first, last)`` character ranges of a word's terms under ``CJK_BIGRAMS``."""
     position = 0
     for run in _BIGRAM_RUN.finditer(word):
         if run.start() > position:
@@ -427,7 +362,3 @@ def _term_ranges(word: str) -> Iterator[tuple[int, int]]:
         position = run.end()
     if position < len(word):
         yield position, len(word)
-
-
-def _matches(term: str, wanted: set[str], substring: bool) -> bool:
-    return term in wanted or (substring and any(query in term for query in wanted))

@@ -19,8 +19,7 @@ from hypothesis import strategies as st
 from deuz_transcripts import ChatRecord
 from deuz_transcripts.highlight import highlighted_excerpt, highlighted_snippet, render_spans
 from deuz_transcripts.models import Chat
-from deuz_transcripts.spans import match_spans, snippet
-from deuz_transcripts.text import highlight_spans
+from deuz_transcripts.spans import highlight_spans, match_spans, snippet
 from tests.admin_support import SEARCH, make_client, record, search, write
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]

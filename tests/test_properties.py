@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
+from deuz_transcripts.spans import highlight_spans
 from deuz_transcripts.text import (
     MAX_QUERY_TERMS,
     fold,
-    highlight_spans,
     indexed_text,
     message_terms,
     query_terms,

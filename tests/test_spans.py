@@ -12,12 +12,11 @@ from hypothesis import strategies as st
 
 from deuz_transcripts import snippet
 from deuz_transcripts.highlight import printable
-from deuz_transcripts.spans import indexed_prefix, match_spans, snippet_with_spans
+from deuz_transcripts.spans import highlight_spans, indexed_prefix, match_spans, snippet_with_spans
 from deuz_transcripts.text import (
     MAX_INDEXED_BYTES,
     fold,
     fold_capped,
-    highlight_spans,
     message_terms,
     query_terms,
 )

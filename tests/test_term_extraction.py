@@ -55,7 +55,7 @@ def test_no_character_folds_longer_than_the_growth_bound():
         for c in CODE_POINTS
         if not 0xD800 <= ord(c) <= 0xDFFF
     )
-    assert growth <= text._MAX_FOLD_GROWTH
+    assert growth <= text.MAX_FOLD_GROWTH
 
 
 def test_the_cut_at_256_kib_is_the_rules():

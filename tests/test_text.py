@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from deuz_transcripts.spans import highlight_spans
 from deuz_transcripts.text import (
     MAX_INDEXED_BYTES,
     MAX_QUERY_TERMS,
@@ -14,7 +15,6 @@ from deuz_transcripts.text import (
     cut_utf8,
     fold,
     fold_capped,
-    highlight_spans,
     indexed_text,
     is_system,
     message_terms,
