@@ -19,13 +19,8 @@ from django.urls import URLPattern, path
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from .admin_views import (
-    MESSAGES_PER_PAGE,
-    can_search,
-    message_page,
-    search_context,
-    search_view,
-)
+from .admin_chat_page import MESSAGES_PER_PAGE, message_page, search_context
+from .admin_views import can_search, search_view
 from .errors import SearchTimeout
 from .forms import parse_scope
 from .models import Chat, Tombstone

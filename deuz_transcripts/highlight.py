@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from .spans import one_line, snippet_bounds
 
-__all__ = ["ELLIPSIS", "highlighted_excerpt", "highlighted_snippet", "printable", "render_spans"]
+__all__ = [
+    "ELLIPSIS",
+    "highlighted_excerpt",
+    "highlighted_snippet",
+    "printable",
+    "render_spans",
+    "role_label",
+]
 
 ELLIPSIS = "…"
 # Lone surrogates (content may hold them) cannot be encoded into the UTF-8 response.
@@ -104,3 +112,9 @@ def highlighted_excerpt(
             + (ELLIPSIS if high < len(text) else "")
         )
     return mark_safe(" ".join(pieces))  # pieces: escaped text
+
+
+def role_label(message: Any) -> str:
+    """A message's role as shown (printable), ``?`` when it has none."""
+    role = message.get("role") if isinstance(message, dict) else None
+    return printable(role) if isinstance(role, str) else "?"

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 import deuz_transcripts
-from deuz_transcripts.admin_views import MESSAGES_PER_PAGE
+from deuz_transcripts.admin_chat_page import MESSAGES_PER_PAGE
 from deuz_transcripts.models import Chat, ChatScope, Message, Tombstone
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from deuz_transcripts.verify import Verifier
