@@ -65,12 +65,12 @@ def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] |
     """The vendor's ``(forward, backward)`` steps of a search-storage ``change`` of the
     migrations (``"create"``, ``"scope_lexemes"``, ``"role_lexemes"``); ``None`` when it has none."""
     if vendor == "postgresql":
-        from . import postgresql
+        from . import postgresql_storage as storage
 
         return {
-            "create": (postgresql.create_storage, postgresql.drop_storage),
-            "scope_lexemes": (postgresql.add_scope_lexemes, postgresql.drop_scope_lexemes),
-            "role_lexemes": (postgresql.add_role_lexemes, postgresql.drop_role_lexemes),
+            "create": (storage.create_storage, storage.drop_storage),
+            "scope_lexemes": (storage.add_scope_lexemes, storage.drop_scope_lexemes),
+            "role_lexemes": (storage.add_role_lexemes, storage.drop_role_lexemes),
         }[change]
     if vendor == "sqlite":
         from . import fts5_role_tokens, sqlite

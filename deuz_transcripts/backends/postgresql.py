@@ -13,26 +13,22 @@ lexeme; terms are letters and digits only, so no input can reach tsquery syntax.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from django.db import OperationalError, connections, transaction
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 
 from .. import ranking
 from ..errors import SearchTimeout
-from ..models import Chat, ChatScope, Message
-from ..problems import Problem
+from ..models import Chat, Message
 from ..sql.errors import sqlstate
 from ..text import stored_term, stored_terms_text
 from .base import (
     NewRows,
     SearchBackend,
-    SearchDataChecks,
     SearchMatcher,
     SearchRows,
     StoredRow,
@@ -40,100 +36,21 @@ from .base import (
     mask_sql,
 )
 from .chat_filter import ChatFilter, table
+from .postgresql_checks import PostgresChecks
+from .postgresql_storage import (
+    VECTOR_COLUMN,
+    chat_lexeme,
+    role_lexeme,
+    scope_lexeme,
+    scope_lexemes,
+)
 
 if TYPE_CHECKING:
     from ..records import Scope
 
-__all__ = ["PostgresBackend", "create_storage", "drop_storage"]
+__all__ = ["PostgresBackend"]
 
-VECTOR_COLUMN = "search_vector"
-VECTOR_INDEX = "deuz_message_vector"
 _LOCK_NAMESPACE = 733_120  # the advisory-lock key space of this app
-
-
-def create_storage(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    """The migration's PostgreSQL step: a tsvector column and its GIN index."""
-    schema_editor.execute(f"ALTER TABLE {table(Message)} ADD COLUMN {VECTOR_COLUMN} tsvector")
-    # A small pending list bounds the latency a search pays for fast inserts.
-    schema_editor.execute(
-        f"CREATE INDEX {VECTOR_INDEX} ON {table(Message)} USING gin ({VECTOR_COLUMN}) "
-        "WITH (fastupdate = on, gin_pending_list_limit = 256)"
-    )
-
-
-def drop_storage(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    schema_editor.execute(f"DROP INDEX IF EXISTS {VECTOR_INDEX}")
-    schema_editor.execute(f"ALTER TABLE {table(Message)} DROP COLUMN IF EXISTS {VECTOR_COLUMN}")
-
-
-_SCOPE_PREFIX = "\ue000"
-_CHAT_PREFIX = "\ue002"
-_ROLE_PREFIX = "\ue003"
-#: The same tokens in SQL (the 0002 and 0003 migrations add them to existing vectors).
-SCOPE_TOKEN_SQL = (
-    "E'\\uE000' || left(encode(sha256(convert_to({key}, 'UTF8') || '\\x00'::bytea "
-    "|| convert_to({value}, 'UTF8')), 'hex'), 24)"
-)
-CHAT_TOKEN_SQL = "E'\\uE002' || left(encode(sha256(convert_to({chat_id}, 'UTF8')), 'hex'), 24)"
-ROLE_TOKEN_SQL = "E'\\uE003' || left(encode(sha256(convert_to({role}, 'UTF8')), 'hex'), 24)"
-
-
-def _token(prefix: str, *parts: str) -> str:
-    data = b"\x00".join(part.encode("utf-8") for part in parts)
-    return prefix + hashlib.sha256(data).hexdigest()[:24]
-
-
-def scope_lexemes(scope: Mapping[str, str], chat_id: str) -> list[str]:
-    """The lexemes a message of this chat carries besides its terms."""
-    return [
-        *(_token(_SCOPE_PREFIX, key, value) for key, value in sorted(scope.items())),
-        _token(_CHAT_PREFIX, chat_id),
-    ]
-
-
-def role_lexeme(role: str) -> str:
-    """The lexeme of a message's role (the ``roles`` filter is a GIN search)."""
-    return _token(_ROLE_PREFIX, role)
-
-
-def add_role_lexemes(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    """Migration 0003: give existing vectors their role lexeme (one UPDATE)."""
-    role = ROLE_TOKEN_SQL.format(role="role")
-    schema_editor.execute(
-        f"UPDATE {table(Message)} SET {VECTOR_COLUMN} = {VECTOR_COLUMN} || "
-        f"array_to_tsvector(ARRAY[{role}]) WHERE {VECTOR_COLUMN} IS NOT NULL"
-    )
-
-
-def drop_role_lexemes(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    _drop_lexemes(schema_editor, [_ROLE_PREFIX])
-
-
-def _drop_lexemes(schema_editor: BaseDatabaseSchemaEditor, prefixes: Sequence[str]) -> None:
-    """Every vector without its lexemes starting with one of ``prefixes``."""
-    listed = ", ".join(f"E'\\u{ord(prefix):04X}'" for prefix in prefixes)
-    schema_editor.execute(
-        f"UPDATE {table(Message)} SET {VECTOR_COLUMN} = array_to_tsvector(ARRAY("
-        f"SELECT l FROM unnest(tsvector_to_array({VECTOR_COLUMN})) AS l "
-        f"WHERE left(l, 1) NOT IN ({listed}))) "
-        f"WHERE {VECTOR_COLUMN} IS NOT NULL"
-    )
-
-
-def add_scope_lexemes(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    """Migration 0002: give existing vectors their scope and chat lexemes (one UPDATE)."""
-    scope = SCOPE_TOKEN_SQL.format(key="s.key", value="s.value")
-    chat = CHAT_TOKEN_SQL.format(chat_id="c.chat_id")
-    schema_editor.execute(
-        f"UPDATE {table(Message)} m SET {VECTOR_COLUMN} = m.{VECTOR_COLUMN} || t.lexemes "
-        f"FROM (SELECT c.id, array_to_tsvector(array_append(ARRAY(SELECT {scope} "
-        f"FROM {table(ChatScope)} s WHERE s.chat_id = c.id), {chat})) AS lexemes "
-        f"FROM {table(Chat)} c) t WHERE m.chat_id = t.id AND m.{VECTOR_COLUMN} IS NOT NULL"
-    )
-
-
-def drop_scope_lexemes(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    _drop_lexemes(schema_editor, [_SCOPE_PREFIX, _CHAT_PREFIX])
 
 
 def tsquery_literal(term: str) -> str:
@@ -153,11 +70,9 @@ def _every(terms: Sequence[str], subset: int) -> str:
 def _filter_parts(chats: ChatFilter) -> list[str]:
     """``scope``, ``(chat | chat ...)``, ``(role | role ...)`` (roles when the filter takes
     them from lexemes)."""
-    parts = [
-        _quoted(_token(_SCOPE_PREFIX, key, value)) for key, value in sorted(chats.scope.items())
-    ]
+    parts = [_quoted(scope_lexeme(key, value)) for key, value in sorted(chats.scope.items())]
     if chats.chat_ids is not None:
-        tokens = (_quoted(_token(_CHAT_PREFIX, chat_id)) for chat_id in sorted(chats.chat_ids))
+        tokens = (_quoted(chat_lexeme(chat_id)) for chat_id in sorted(chats.chat_ids))
         parts.append("(" + " | ".join(tokens) + ")")
     if chats.roles is not None and chats.role_tokens:
         roles = (_quoted(role_lexeme(role)) for role in sorted(chats.roles))
@@ -340,57 +255,6 @@ class PostgresMatcher(SearchMatcher):
             [query, *more_params, cap],
         )
         return fetch_int(cursor)
-
-
-class PostgresChecks(SearchDataChecks):
-    """Each row's tsvector holds exactly its message's stored terms."""
-
-    def check_chat(
-        self,
-        chat: Chat,
-        rows: Sequence[Message],
-        expected_terms: Sequence[list[str] | None] | None,
-    ) -> list[Problem]:
-        return self.check_chats([(chat, rows, expected_terms)])
-
-    def check_chats(
-        self,
-        chats: Sequence[tuple[Chat, Sequence[Message], Sequence[list[str] | None] | None]],
-        *,
-        full_run: bool = False,
-    ) -> list[Problem]:
-        """The vectors of a whole batch of chats in one statement."""
-        checked = [(chat, rows, terms) for chat, rows, terms in chats if terms is not None and rows]
-        if not checked:
-            return []
-        with connections[self.alias].cursor() as cursor:
-            cursor.execute(
-                f"SELECT id, tsvector_to_array({VECTOR_COLUMN}) FROM {table(Message)} "
-                "WHERE chat_id = ANY(%s)",
-                [[chat.pk for chat, _, _ in checked]],
-            )
-            vectors = dict(cursor.fetchall())
-        problems = []
-        for chat, rows, expected_terms in checked:
-            missing = stale = 0
-            tokens = set(scope_lexemes(chat.scope, chat.chat_id))
-            for row, terms in zip(rows, expected_terms, strict=True):
-                want = {stored_term(term) for term in terms or ()}
-                if want:
-                    want |= {*tokens, role_lexeme(row.role)}
-                have = vectors.get(row.pk)
-                if want and have is None:
-                    missing += 1
-                elif set(have or ()) != want:
-                    stale += 1
-            if missing:
-                detail = f"{missing} row(s) without a vector"
-                problems.append(Problem(chat.chat_id, "missing", detail))
-            if stale:
-                problems.append(
-                    Problem(chat.chat_id, "stale", f"{stale} row(s) with a wrong vector")
-                )
-        return problems
 
 
 class PostgresBackend(SearchBackend):

@@ -1,0 +1,67 @@
+"""``verify`` on PostgreSQL: each row's ``tsvector`` against the terms it must hold."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import connections
+
+from ..models import Chat, Message
+from ..problems import Problem
+from ..text import stored_term
+from .base import SearchDataChecks
+from .chat_filter import table
+from .postgresql_storage import VECTOR_COLUMN, role_lexeme, scope_lexemes
+
+__all__ = ["PostgresChecks"]
+
+
+class PostgresChecks(SearchDataChecks):
+    """Each row's tsvector holds exactly its message's stored terms."""
+
+    def check_chat(
+        self,
+        chat: Chat,
+        rows: Sequence[Message],
+        expected_terms: Sequence[list[str] | None] | None,
+    ) -> list[Problem]:
+        return self.check_chats([(chat, rows, expected_terms)])
+
+    def check_chats(
+        self,
+        chats: Sequence[tuple[Chat, Sequence[Message], Sequence[list[str] | None] | None]],
+        *,
+        full_run: bool = False,
+    ) -> list[Problem]:
+        """The vectors of a whole batch of chats in one statement."""
+        checked = [(chat, rows, terms) for chat, rows, terms in chats if terms is not None and rows]
+        if not checked:
+            return []
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, tsvector_to_array({VECTOR_COLUMN}) FROM {table(Message)} "
+                "WHERE chat_id = ANY(%s)",
+                [[chat.pk for chat, _, _ in checked]],
+            )
+            vectors = dict(cursor.fetchall())
+        problems = []
+        for chat, rows, expected_terms in checked:
+            missing = stale = 0
+            tokens = set(scope_lexemes(chat.scope, chat.chat_id))
+            for row, terms in zip(rows, expected_terms, strict=True):
+                want = {stored_term(term) for term in terms or ()}
+                if want:
+                    want |= {*tokens, role_lexeme(row.role)}
+                have = vectors.get(row.pk)
+                if want and have is None:
+                    missing += 1
+                elif set(have or ()) != want:
+                    stale += 1
+            if missing:
+                detail = f"{missing} row(s) without a vector"
+                problems.append(Problem(chat.chat_id, "missing", detail))
+            if stale:
+                problems.append(
+                    Problem(chat.chat_id, "stale", f"{stale} row(s) with a wrong vector")
+                )
+        return problems
