@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from . import ranking
-from .base import BaseTranscriptIndex, CountedHits, SearchRequest, check_chat_id
+from .base import BaseTranscriptIndex, check_chat_id
 from .paging import HitKey, PageAfter, PinnedRanking, to_micros
 from .prepared import PreparedChat, PreparedMessage
 from .records import (
@@ -20,6 +20,7 @@ from .records import (
     decode_message,
     scope_matches,
 )
+from .search_request import CountedHits, SearchRequest
 from .signals import chat_indexed, chat_removed, send_after_commit
 from .spans import with_spans
 from .text import stored_term

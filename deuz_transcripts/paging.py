@@ -28,7 +28,7 @@ from .errors import InvalidRecord
 from .records import TranscriptHit, _check_identifier
 
 if TYPE_CHECKING:
-    from .base import SearchRequest
+    from .search_request import SearchRequest
 
 __all__ = ["HitKey", "PageAfter", "PinnedRanking", "SearchPage", "decode_cursor", "encode_cursor"]
 

@@ -18,8 +18,8 @@ from deuz_transcripts import (
     TranscriptHit,
     TranscriptMessage,
 )
-from deuz_transcripts.base import SearchRequest
 from deuz_transcripts.records import fill_message_ids, scope_matches, validate_scope
+from deuz_transcripts.search_request import SearchRequest
 from tests.factories import BASE_TIME, ChatRecordFactory, MessageFactory
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)

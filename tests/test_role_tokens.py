@@ -16,8 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from deuz_transcripts import ChatRecord
 from deuz_transcripts.backends import get_backend
 from deuz_transcripts.backends.chat_filter import ChatFilter
-from deuz_transcripts.base import SearchRequest
 from deuz_transcripts.models import Message
+from deuz_transcripts.search_request import SearchRequest
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from deuz_transcripts.verify import Verifier
 

@@ -26,7 +26,7 @@ from ..models import Chat, ChatScope, Message
 from ..paging import HitKey, from_micros
 
 if TYPE_CHECKING:
-    from ..base import SearchRequest
+    from ..search_request import SearchRequest
 
 __all__ = ["JOINED_SCOPE_FIELDS", "RARITY_CAP", "ChatFilter", "table"]
 

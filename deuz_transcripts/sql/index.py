@@ -13,7 +13,7 @@ from django.db import connections, transaction
 
 from ..backends import SearchBackend, get_backend
 from ..backends.base import Candidate
-from ..base import BaseTranscriptIndex, CountedHits, SearchRequest, check_chat_id
+from ..base import BaseTranscriptIndex, check_chat_id
 from ..conf import conf
 from ..models import Message
 from ..paging import HitKey, PageAfter, to_micros
@@ -26,6 +26,7 @@ from ..records import (
     decode_message,
     scope_matches,
 )
+from ..search_request import CountedHits, SearchRequest
 from ..signals import chat_indexed, chat_removed, send_after_commit
 from ..spans import with_spans
 from .errors import WorkerThreadRunner, database_errors

@@ -16,8 +16,8 @@ from django.db.backends.utils import CursorWrapper
 from .. import ranking
 from ..backends.base import Candidate, SearchMatcher
 from ..backends.chat_filter import ChatFilter
-from ..base import SearchRequest
 from ..paging import PageAfter, PinnedRanking
+from ..search_request import SearchRequest
 
 __all__ = ["CountedPage", "PlannedPage", "SearchPlanner", "order_page"]
 
