@@ -21,6 +21,7 @@ from .errors import InvalidRecord, SearchTimeout
 from .highlight import printable
 from .paging import SearchPage
 from .records import TranscriptHit, validate_scope
+from .search_request import aware_datetime_from_text
 from .spans import snippet
 from .text import indexed_text
 
@@ -136,15 +137,11 @@ def _date(arguments: Mapping[str, Any], name: str) -> datetime | None:
     value = arguments.get(name)
     if value is None or value == "":
         return None
-    problem = f"{name} must be an ISO 8601 date-time with an offset, e.g. 2026-01-31T09:00:00Z"
-    if not isinstance(value, str) or len(value) > 64:
-        raise _BadCall(problem)
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise _BadCall(problem) from None
-    if parsed.tzinfo is None or parsed.utcoffset() is None:
-        raise _BadCall(problem)
+    parsed = aware_datetime_from_text(value)
+    if parsed is None:
+        raise _BadCall(
+            f"{name} must be an ISO 8601 date-time with an offset, e.g. 2026-01-31T09:00:00Z"
+        )
     return parsed
 
 

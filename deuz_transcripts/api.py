@@ -24,6 +24,7 @@ from .errors import InvalidRecord, SearchTimeout, TranscriptError
 from .highlight import printable
 from .models import Chat
 from .records import TranscriptHit, TranscriptMessage, validate_scope
+from .search_request import aware_datetime_from_text
 from .spans import Span, match_spans, snippet_with_spans
 from .sql import DjangoTranscriptIndex
 from .text import indexed_text, query_terms
@@ -81,15 +82,11 @@ def _date(params: QueryDict, name: str) -> datetime | None:
     raw = params.get(name)
     if raw is None or raw == "":
         return None
-    problem = "must be an ISO 8601 date-time with an offset, e.g. 2026-01-31T09:00:00+00:00"
-    if len(raw) > _MAX_DATE_LENGTH:
-        raise InvalidRecord(name, problem)
-    try:
-        value = datetime.fromisoformat(raw)
-    except ValueError:
-        raise InvalidRecord(name, problem) from None
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise InvalidRecord(name, problem)
+    value = aware_datetime_from_text(raw, _MAX_DATE_LENGTH)
+    if value is None:
+        raise InvalidRecord(
+            name, "must be an ISO 8601 date-time with an offset, e.g. 2026-01-31T09:00:00+00:00"
+        )
     return value
 
 
