@@ -12,6 +12,7 @@ the app's search permission.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
@@ -76,3 +77,17 @@ def support(django_user_model: Any) -> Any:
 def support_client(client: Any, support: Any) -> Any:
     client.force_login(support)
     return client
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The store's back-off sleeps (one per retry), still slept for real."""
+    recorded: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        recorded.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr("deuz_transcripts.stores.time.sleep", sleep)
+    return recorded

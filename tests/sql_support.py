@@ -236,3 +236,19 @@ def backend_settings(name: str) -> Iterator[None]:
             yield
     else:
         yield
+
+
+def other_connection() -> Any:
+    """A plain psycopg connection to the test database, outside Django (autocommit)."""
+    import psycopg
+    from django.db import connection
+
+    settings = connection.settings_dict
+    return psycopg.connect(
+        host=settings["HOST"] or None,
+        port=settings["PORT"] or None,
+        user=settings["USER"] or None,
+        password=settings["PASSWORD"] or None,
+        dbname=settings["NAME"],
+        autocommit=True,
+    )

@@ -290,20 +290,6 @@ def hold_lock(database: FileDatabase, mode: str) -> sqlite3.Connection:
     return holder
 
 
-@pytest.fixture
-def sleeps(monkeypatch):
-    """Record the store's back-off sleeps (one per retry), still sleeping for real."""
-    recorded: list[float] = []
-    real_sleep = time.sleep
-
-    def sleep(seconds: float) -> None:
-        recorded.append(seconds)
-        real_sleep(seconds)
-
-    monkeypatch.setattr("deuz_transcripts.stores.time.sleep", sleep)
-    return recorded
-
-
 @pytest.mark.django_db
 @pytest.mark.parametrize("retries", [1, 3, 5])
 def test_sqlite_write_retries_a_bounded_number_of_times_then_says_locked(

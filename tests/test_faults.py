@@ -27,7 +27,7 @@ from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex, TranscriptErro
 from deuz_transcripts.backfill import Backfill
 from deuz_transcripts.models import Chat, ChatScope, LegacyChat, Message, Tombstone
 from deuz_transcripts.stores import DjangoChatStore, DjangoConditionalChatStore
-from tests.sql_support import assert_consistent, sqlite_file_database
+from tests.sql_support import assert_consistent, other_connection, sqlite_file_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ADA = {"userId": "ada"}
@@ -211,21 +211,6 @@ def test_failing_commit_changes_nothing():
 def postgres():
     if connection.vendor != "postgresql":
         pytest.skip("pg_terminate_backend and statement_timeout are PostgreSQL's")
-
-
-def other_connection() -> Any:
-    """A plain psycopg connection to the test database, outside Django."""
-    import psycopg
-
-    settings = connection.settings_dict
-    return psycopg.connect(
-        host=settings["HOST"] or None,
-        port=settings["PORT"] or None,
-        user=settings["USER"] or None,
-        password=settings["PASSWORD"] or None,
-        dbname=settings["NAME"],
-        autocommit=True,
-    )
 
 
 def terminate(pid: int) -> None:

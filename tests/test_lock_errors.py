@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +22,7 @@ from deuz_transcripts import ChatRecord, TranscriptError
 from deuz_transcripts.models import Chat
 from deuz_transcripts.sql.errors import database_errors, is_lock_conflict, sqlstate
 from deuz_transcripts.stores import DjangoConditionalChatStore
-from tests.sql_support import sqlite_file_database
+from tests.sql_support import other_connection, sqlite_file_database
 
 ADA = {"userId": "ada"}
 LOCK_NAMESPACE = 733_120  # the app's advisory-lock key space (backends/postgresql.py)
@@ -31,20 +30,6 @@ LOCK_NAMESPACE = 733_120  # the app's advisory-lock key space (backends/postgres
 
 def user_chat(chat_id: str, text: str) -> ChatRecord:
     return ChatRecord(chat_id, ADA, [{"role": "user", "content": text}])
-
-
-@pytest.fixture
-def sleeps(monkeypatch: Any) -> list[float]:
-    """The store's back-off sleeps (one per retry), still slept for real."""
-    recorded: list[float] = []
-    real_sleep = time.sleep
-
-    def sleep(seconds: float) -> None:
-        recorded.append(seconds)
-        real_sleep(seconds)
-
-    monkeypatch.setattr("deuz_transcripts.stores.time.sleep", sleep)
-    return recorded
 
 
 # ---------------------------------------------------------------- every backend
@@ -129,21 +114,6 @@ def test_other_sqlite_errors_are_not_lock_conflicts() -> None:
 def postgres() -> None:
     if connection.vendor != "postgresql":
         pytest.skip("SQLSTATEs are PostgreSQL's")
-
-
-def other_connection() -> Any:
-    """A plain psycopg connection to the test database, outside Django (autocommit)."""
-    import psycopg
-
-    settings = connection.settings_dict
-    return psycopg.connect(
-        host=settings["HOST"] or None,
-        port=settings["PORT"] or None,
-        user=settings["USER"] or None,
-        password=settings["PASSWORD"] or None,
-        dbname=settings["NAME"],
-        autocommit=True,
-    )
 
 
 @pytest.fixture
