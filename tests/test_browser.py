@@ -212,6 +212,7 @@ def test_admin_search_with_a_role_filter_and_back_from_the_chat(
     browser.find_element(By.CSS_SELECTOR, "input[name=role][value=assistant]").click()
     browser.find_element(By.NAME, "updated_after").send_keys("2024-06-01 11:59")
     browser.find_element(By.NAME, "_search").click()
+    wait.until(ec.staleness_of(total))  # the old page's total is gone: the new page is here
     total = wait.until(ec.visibility_of_element_located((By.ID, "search-total")))
     assert total.text == "1 message matches this search."
     hit = browser.find_element(By.CSS_SELECTOR, "#search-results .deuz-hit")
