@@ -20,6 +20,7 @@ __all__ = [
     "mask_raw",
     "masks_from_subset_counts",
     "plan_page",
+    "plan_page_by_idfs",
     "sort_key",
     "term_counts",
 ]
@@ -68,7 +69,17 @@ def plan_page(
     if not histogram or limit <= 0:
         return None
     total, matching = term_counts(histogram, term_count, total)
-    idfs = [idf(total, n) for n in matching]
+    return plan_page_by_idfs(histogram, [idf(total, n) for n in matching], offset, limit)
+
+
+def plan_page_by_idfs(
+    histogram: Mapping[int, int], idfs: list[float], offset: int, limit: int
+) -> RankPlan | None:
+    """``plan_page`` with the idfs known (counted apart from the histogram, which then
+    needs to hold only the masks that can reach the page, each complete)."""
+    histogram = {mask: count for mask, count in histogram.items() if mask and count}
+    if not histogram or limit <= 0:
+        return None
     raws = {mask: mask_raw(mask, idfs) for mask in histogram}
     ordered = sorted(histogram, key=lambda mask: -raws[mask])
     needed = offset + limit

@@ -276,6 +276,21 @@ ROUTES = {
     "pruned+walk": {"WALK_MIN_ROWS": 1, "SINGLE_STATEMENT_MAX": 0, "LEXEME_SCOPE_MIN": 0},
     # one ranking statement, the scope filtered inside GIN (PostgreSQL)
     "lexemes": {"WALK_MIN_ROWS": 10**9, "LEXEME_SCOPE_MIN": 0},
+    # every term counted in the index, then the rarest terms' rows until the page is exact
+    "essential": {
+        "WALK_MIN_ROWS": 10**9,
+        "SINGLE_STATEMENT_MAX": 0,
+        "LEXEME_SCOPE_MIN": 0,
+        "ESSENTIAL_MIN_TERMS": 1,
+    },
+    # ... giving up for the mask plans after a few rows
+    "essential+fallback": {
+        "WALK_MIN_ROWS": 10**9,
+        "SINGLE_STATEMENT_MAX": 0,
+        "LEXEME_SCOPE_MIN": 0,
+        "ESSENTIAL_MIN_TERMS": 1,
+        "ESSENTIAL_MAX_ROWS": 3,
+    },
 }
 
 
@@ -290,6 +305,8 @@ def route(name: str) -> Iterator[None]:
                 walk_min_rows=values["WALK_MIN_ROWS"],
                 single_statement_max=values.get("SINGLE_STATEMENT_MAX", 5_000),
                 lexeme_scope_min=values.get("LEXEME_SCOPE_MIN", 10_000),
+                essential_min_terms=values.get("ESSENTIAL_MIN_TERMS", 5),
+                essential_max_rows=values.get("ESSENTIAL_MAX_ROWS", 20_000),
             ),
         ),
         override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}),

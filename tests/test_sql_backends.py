@@ -465,3 +465,50 @@ def test_a_scope_smaller_than_the_walk_threshold_is_never_probed(monkeypatch):
     with CaptureQueriesContext(connection) as queries:
         assert store.transcript.search(ADA, "common", limit=3) == hits
     assert any("LIMIT" in q["sql"] and "count(*)" in q["sql"] for q in queries.captured_queries)
+
+
+def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeypatch):
+    """The essential-terms plan: every n_t counted in the index, then the rarest terms'
+    rows only, while no row holding none of them can reach the page; same hits and scores
+    as the memory index, and as the mask plans it gives up for."""
+    from deuz_transcripts.backends import policy
+
+    if DjangoTranscriptIndex().backend_name == "sqlite-like":
+        pytest.skip("the LIKE fallback counts nothing in an index")
+    store = DjangoConditionalChatStore()
+    index = InMemoryTranscriptIndex()
+    memory = InMemoryConditionalChatStore(index)
+    for n in range(30):
+        words = ["common", *(["alpha"] * (n < 25)), *(["mid"] * (n < 10))]
+        words += [f"rare{k}" for k in (1, 2, 3) if n < 4 - k]
+        chat = record(f"c{n:02}", " ".join(words), "common filler")
+        chat.updated_at = datetime(2025, 1, 1 + n, tzinfo=UTC)
+        store.write_chat(chat, expected_revision=0)
+        memory.write_chat(chat, expected_revision=0)
+    read: list[str] = []
+    matcher_class = type(store.transcript.backend.matcher)
+    original = matcher_class.rows_with_terms
+
+    def spy(self, cursor, chats, terms, wanted, skipped):
+        read.append(terms[wanted])
+        return original(self, cursor, chats, terms, wanted, skipped)
+
+    monkeypatch.setattr(matcher_class, "rows_with_terms", spy)
+    query = "common alpha mid rare1 rare2 rare3"
+
+    def search(max_rows: int, limit: int) -> list[tuple]:
+        read.clear()
+        forced = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, essential_max_rows=max_rows)
+        monkeypatch.setattr(policy, "DEFAULT_POLICY", forced)
+        with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}):
+            hits = store.transcript.search(ADA, query, limit=limit)
+        return [(h.chat_id, h.message_id, h.score) for h in hits]
+
+    expected = [(h.chat_id, h.message_id, h.score) for h in index.search(ADA, query, limit=3)]
+    assert search(10_000, 3) == expected
+    assert read == ["rare3", "rare2", "rare1"]  # 3 rows beat any row of the other terms
+    assert search(2, 3) == expected  # rare3 + rare2 hold 3 > 2 rows: the mask plans rank
+    assert read == ["rare3"]
+    deep = [(h.chat_id, h.score) for h in index.search(ADA, query, limit=40)]
+    assert [(chat_id, score) for chat_id, _, score in search(10_000, 40)] == deep
+    assert read == ["rare3", "rare2", "rare1", "mid", "alpha", "common"]  # every match

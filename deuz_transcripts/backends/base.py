@@ -271,6 +271,35 @@ class SearchMatcher(ABC):
         matches, params = self.mask_matches_sql(chats, terms, masks)
         return self.ranked_candidates(cursor, matches, params, depth)[1]
 
+    # the essential-terms plan (see ``deuz_transcripts.sql.planner``)
+
+    def counts_terms(self, chats: ChatFilter, total: int) -> bool:
+        """Whether ``term_counts`` counts each term in the index without reading rows
+        (so the essential-terms plan pays off) for this filter and N."""
+        return False
+
+    def term_counts(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> list[int]:
+        """n_t of each term: the rows of the filter holding it."""
+        raise NotImplementedError(f"{type(self).__name__} does not count terms")
+
+    def count_matches(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> int:
+        """The rows of the filter holding any of the terms."""
+        return sum(self.mask_histogram(cursor, chats, terms).values())
+
+    def rows_with_terms(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        wanted: int,
+        skipped: Collection[int],
+    ) -> list[Candidate]:
+        """Rows of the filter holding term ``wanted`` and none of ``skipped`` (positions in
+        ``terms``), each with its mask over every term."""
+        raise NotImplementedError(f"{type(self).__name__} does not count terms")
+
     # the newest-first walk (see ``deuz_transcripts.sql.planner``)
 
     def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:

@@ -19,6 +19,7 @@ __all__ = [
     "CHAT_TOKEN_PREFIX",
     "chat_token",
     "fts_body",
+    "holding_expression",
     "mask_expression",
     "match_expression",
     "phrase",
@@ -102,3 +103,11 @@ def mask_expression(chats: ChatFilter, terms: Sequence[str], mask: int) -> str:
     absent = [stored_term(term) for bit, term in enumerate(terms) if not mask >> bit & 1]
     expression = "(" + " AND ".join(phrase(token) for token in present) + ")"
     return _scoped(chats, f"({expression} NOT {_any(absent)})" if absent else expression)
+
+
+def holding_expression(chats: ChatFilter, wanted: str, skipped: Sequence[str]) -> str:
+    """``scope AND (wanted NOT (s1 OR s2 ...))``: rows holding ``wanted``, none of ``skipped``."""
+    expression = phrase(stored_term(wanted))
+    if skipped:
+        expression = f"({expression} NOT {_any(stored_term(term) for term in skipped)})"
+    return _scoped(chats, expression)

@@ -34,6 +34,13 @@ class PlanPolicy:
     #: lexemes (cost follows the scope's matches, but a common word's whole posting list
     #: is merged); smaller ones read their own rows through the chat btree.
     lexeme_scope_min: int = 10_000
+    #: Queries of at least this many terms first try the essential-terms plan: every
+    #: term's count n_t alone, then only the rows of the rarest terms, until no row
+    #: without them can reach the page (``SearchPlanner._essential_page``).
+    essential_min_terms: int = 5
+    #: ... which gives up (for the mask plans) before reading a term of more rows than
+    #: this, summed over the terms it read: then ranking every match costs no more.
+    essential_max_rows: int = 20_000
     #: SQLite FTS5: scopes of at most this many indexed messages scan their own rows
     #: (``DEUZ_TRANSCRIPTS["SQLITE_SCAN_SCOPE_MAX"]``).
     scan_scope_max: int = 2_000

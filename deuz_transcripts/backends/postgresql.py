@@ -27,6 +27,7 @@ from ..models import Chat, Message
 from ..sql.errors import sqlstate
 from ..text import stored_term, stored_terms_text
 from .base import (
+    Candidate,
     NewRows,
     SearchBackend,
     SearchMatcher,
@@ -239,6 +240,67 @@ class PostgresMatcher(SearchMatcher):
             row = cursor.fetchone() or ()
         together = {subset: int(count) for subset, count in zip(subsets, row, strict=True)}
         return ranking.masks_from_subset_counts(together, len(terms))
+
+    def counts_terms(self, chats: ChatFilter, total: int) -> bool:
+        return chats.tokens_suffice and self.uses_lexemes(chats)
+
+    def term_counts(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> list[int]:
+        """Each term's rows in the filter: one GIN count per term (no vector is read)."""
+        with _bitmap_scans(self.alias, cursor):
+            cursor.execute(
+                "SELECT "
+                + ", ".join(
+                    f"(SELECT count(*) FROM {table(Message)} m "
+                    f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery)"
+                    for _ in terms
+                ),
+                [filtered_tsquery(chats, tsquery_literal(term)) for term in terms],
+            )
+            row = cursor.fetchone() or ()
+        return [int(count) for count in row]
+
+    def count_matches(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> int:
+        """One GIN count when GIN filters the scope and tokens say which rows are admitted."""
+        if not (chats.tokens_suffice and self.uses_lexemes(chats)):
+            return super().count_matches(cursor, chats, terms)
+        query = " | ".join(tsquery_literal(term) for term in terms)
+        with _bitmap_scans(self.alias, cursor):
+            cursor.execute(
+                f"SELECT count(*) FROM {table(Message)} m WHERE m.{VECTOR_COLUMN} @@ %s::tsquery",
+                [filtered_tsquery(chats, query)],
+            )
+            return fetch_int(cursor)
+
+    def rows_with_terms(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        wanted: int,
+        skipped: Collection[int],
+    ) -> list[Candidate]:
+        """GIN finds the rows (``scope & wanted & !(skipped | ...)``); each row's mask is
+        tested on its vector."""
+        query = tsquery_literal(terms[wanted])
+        if skipped:
+            query += " & !(" + " | ".join(tsquery_literal(terms[p]) for p in sorted(skipped)) + ")"
+        more, more_params = chats.token_sql()
+        with _bitmap_scans(self.alias, cursor):
+            cursor.execute(
+                "SELECT m.id, "
+                + mask_sql([f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms])
+                + ", m.chat_id, c.chat_id, c.updated_at, m.position, m.visible_position "
+                f"FROM {table(Message)} m JOIN {table(Chat)} c ON c.id = m.chat_id "
+                f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more}",
+                [
+                    *(tsquery_literal(term) for term in terms),
+                    filtered_tsquery(chats, query),
+                    *more_params,
+                ],
+            )
+            return [Candidate(*row) for row in cursor.fetchall()]
 
     def count_with_all_terms(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int

@@ -16,11 +16,12 @@ from django.db.backends.utils import CursorWrapper
 
 from .. import ranking
 from ..models import Chat, Message
-from .base import SearchMatcher, StoredRow, fetch_int, mask_sql
+from .base import Candidate, SearchMatcher, StoredRow, fetch_int, mask_sql
 from .chat_filter import ChatFilter, table
 from .fts5_expressions import (
     chat_token,
     fts_body,
+    holding_expression,
     mask_expression,
     match_expression,
     token_expression,
@@ -263,6 +264,57 @@ class Fts5Matcher(SearchMatcher):
             [match_expression(chats, terms, every=True), cap],
         )
         return fetch_int(cursor)
+
+    def counts_terms(self, chats: ChatFilter, total: int) -> bool:
+        return chats.tokens_suffice and not self._scans(chats, total)
+
+    def term_counts(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> list[int]:
+        """Each term's rows in the filter, counted in FTS5 alone (doclists, no row read)."""
+        cursor.execute(
+            " UNION ALL ".join(
+                f"SELECT {position}, (SELECT count(*) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)"
+                for position in range(len(terms))
+            ),
+            [match_expression(chats, [term]) for term in terms],
+        )
+        counts = dict(cursor.fetchall())
+        return [int(counts[position]) for position in range(len(terms))]
+
+    def count_matches(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> int:
+        """FTS5 alone when tokens say which rows are admitted."""
+        if not chats.tokens_suffice:
+            return super().count_matches(cursor, chats, terms)
+        cursor.execute(
+            f"SELECT count(*) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s",
+            [match_expression(chats, terms)],
+        )
+        return fetch_int(cursor)
+
+    def rows_with_terms(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        wanted: int,
+        skipped: Collection[int],
+    ) -> list[Candidate]:
+        """FTS5 finds the rows; each row's mask is read from its own terms (``instr``)."""
+        parts = [word_condition("m", term) for term in terms]
+        more, more_params = chats.token_sql()
+        cursor.execute(
+            f"SELECT m.id, {mask_sql([sql for sql, _ in parts])}, m.chat_id, c.chat_id, "
+            f"c.updated_at, m.position, m.visible_position FROM {FTS_TABLE} f "
+            f"JOIN {table(Message)} m ON m.id = f.rowid JOIN {table(Chat)} c ON c.id = m.chat_id "
+            f"WHERE {FTS_TABLE} MATCH %s{more}",
+            [
+                *(param for _, params in parts for param in params),
+                holding_expression(chats, terms[wanted], [terms[p] for p in sorted(skipped)]),
+                *more_params,
+            ],
+        )
+        return [Candidate(*row) for row in cursor.fetchall()]
 
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once."""

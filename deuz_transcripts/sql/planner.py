@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import NamedTuple
 
 from django.db.backends.utils import CursorWrapper
 
@@ -22,6 +23,17 @@ from ..search_request import SearchRequest
 __all__ = ["CountedPage", "PlannedPage", "SearchPlanner", "order_page"]
 
 PlannedPage = tuple[list[Candidate], ranking.RankPlan]
+
+
+class EssentialPage(NamedTuple):
+    """What the essential-terms plan found: the page and the plan scoring it (``None``:
+    past the last match), and the ranking to pin (``None``: nothing matches)."""
+
+    page: list[Candidate]
+    plan: ranking.RankPlan | None
+    pinned: PinnedRanking | None
+
+
 #: A counted page: its candidates, the plan scoring them, the pinned ranking and the
 #: exact number of matches.
 CountedPage = tuple[list[Candidate], ranking.RankPlan, PinnedRanking, int]
@@ -64,6 +76,10 @@ class SearchPlanner:
         total = matcher.total(cursor, chats) if chats.size is None else chats.size
         if not total:
             return None
+        if self._tries_essential(chats, terms, total):
+            essential = self._essential_page(cursor, chats, terms, request, total)
+            if essential is not None:
+                return None if essential.plan is None else (essential.page, essential.plan)
         masks_first = matcher.plans_masks(chats, terms, total)
         candidates: list[Candidate] = []
         if masks_first:
@@ -95,6 +111,14 @@ class SearchPlanner:
         if after is not None:
             histogram = matcher.mask_histogram(cursor, chats, terms)
             return self._page_after(cursor, chats, terms, histogram, after, request)
+        if self._tries_essential(chats, terms, total):
+            essential = self._essential_page(cursor, chats, terms, request, total)
+            if essential is not None:
+                if essential.pinned is None:
+                    return None
+                count = matcher.count_matches(cursor, chats, terms)
+                plan = essential.plan or essential.pinned.plan({}, frozenset())
+                return essential.page, plan, essential.pinned, count
         masks_first = matcher.plans_masks(chats, terms, total)
         if masks_first:
             histogram = matcher.mask_histogram(cursor, chats, terms)
@@ -166,6 +190,63 @@ class SearchPlanner:
         for mask in walked:  # order_page orders the rows of every mask
             rows.extend(matcher.newest_with_mask(cursor, chats, terms, mask, depth))
         return rows
+
+    def _tries_essential(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
+        return (
+            len(terms) >= self.policy.essential_min_terms
+            and total > self.policy.single_statement_max
+            and self.matcher.counts_terms(chats, total)
+        )
+
+    def _essential_page(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        request: SearchRequest,
+        total: int,
+    ) -> EssentialPage | None:
+        """The page from the rows of the rarest terms alone, when that is exact.
+
+        Every term's n_t is counted first (the index counts; no row is read), which
+        fixes every idf. Terms are then read rarest first, each row with its full mask,
+        until at least a page of rows is read and the raw score of the page's last row
+        beats every row holding none of the terms read (the sum of the other terms'
+        idfs, in ``mask_raw``'s order: a row of a subset of them never sums higher).
+        A score is a sum of idfs, so this pruning is exact (MaxScore with "essential"
+        terms). ``None``: too many rows to read (``essential_max_rows``), ranking every
+        match is the cheaper plan.
+        """
+        matcher = self.matcher
+        depth = request.offset + request.limit
+        counts = matcher.term_counts(cursor, chats, terms)
+        idfs = [ranking.idf(max(total, *counts), count) for count in counts]
+        rarest_first = sorted(
+            (position for position, count in enumerate(counts) if count),
+            key=lambda position: (counts[position], position),
+        )
+        rows: list[Candidate] = []
+        budget = self.policy.essential_max_rows
+        for step, position in enumerate(rarest_first):
+            budget -= counts[position]
+            if budget < 0:
+                return None
+            rows.extend(
+                matcher.rows_with_terms(cursor, chats, terms, position, rarest_first[:step])
+            )
+            if len(rows) >= depth:
+                rest = sum(1 << other for other in rarest_first[step + 1 :])
+                raws = sorted((ranking.mask_raw(row.mask, idfs) for row in rows), reverse=True)
+                if ranking.mask_raw(rest, idfs) < raws[depth - 1]:
+                    break
+        histogram: dict[int, int] = {}
+        for row in rows:
+            histogram[row.mask] = histogram.get(row.mask, 0) + 1
+        plan = ranking.plan_page_by_idfs(histogram, idfs, request.offset, request.limit)
+        page = [] if plan is None else order_page(rows, plan)[request.offset : depth]
+        best = max(histogram, key=lambda mask: ranking.mask_raw(mask, idfs), default=0)
+        pinned = PinnedRanking(max(total, *counts), tuple(counts), best) if best else None
+        return EssentialPage(page, plan, pinned)
 
     def _newest_page(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
