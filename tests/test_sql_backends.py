@@ -496,9 +496,14 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
     monkeypatch.setattr(matcher_class, "rows_with_terms", spy)
     query = "common alpha mid rare1 rare2 rare3"
 
-    def search(max_rows: int, limit: int) -> list[tuple]:
+    def search(max_rows: int, limit: int, walk_min_rows: int = 2_048) -> list[tuple]:
         read.clear()
-        forced = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, essential_max_rows=max_rows)
+        forced = PlanPolicy(
+            single_statement_max=0,
+            lexeme_scope_min=0,
+            essential_max_rows=max_rows,
+            walk_min_rows=walk_min_rows,
+        )
         monkeypatch.setattr(policy, "DEFAULT_POLICY", forced)
         with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}):
             hits = store.transcript.search(ADA, query, limit=limit)
@@ -512,3 +517,11 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
     deep = [(h.chat_id, h.score) for h in index.search(ADA, query, limit=40)]
     assert [(chat_id, score) for chat_id, _, score in search(10_000, 40)] == deep
     assert read == ["rare3", "rare2", "rare1", "mid", "alpha", "common"]  # every match
+    # the most common term alone over the budget: its rows holding no other term are one
+    # mask of known count, read (or walked newest first) only for the page
+    everything = [(h.chat_id, h.message_id, h.score) for h in index.search(ADA, query, limit=70)]
+    assert len(everything) == 60
+    assert search(45, 40) == everything[:40]
+    assert read == ["rare3", "rare2", "rare1", "mid", "alpha"]
+    assert search(45, 40, walk_min_rows=1) == everything[:40]
+    assert search(40, 40) == everything[:40] and read == ["rare3", "rare2", "rare1", "mid"]

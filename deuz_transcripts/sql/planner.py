@@ -214,8 +214,12 @@ class SearchPlanner:
         beats every row holding none of the terms read (the sum of the other terms'
         idfs, in ``mask_raw``'s order: a row of a subset of them never sums higher).
         A score is a sum of idfs, so this pruning is exact (MaxScore with "essential"
-        terms). ``None``: too many rows to read (``essential_max_rows``), ranking every
-        match is the cheaper plan.
+        terms). When only the most common term is left and it holds too many rows to
+        read (``essential_max_rows``), its rows that hold no other term are one mask
+        whose count is known (n_t minus the rows read holding it): the histogram is
+        complete, and that mask's page rows are walked newest chat first if it reaches
+        the page. ``None``: too many rows to read with two or more terms left; ranking
+        every match is the cheaper plan.
         """
         matcher = self.matcher
         depth = request.offset + request.limit
@@ -226,11 +230,15 @@ class SearchPlanner:
             key=lambda position: (counts[position], position),
         )
         rows: list[Candidate] = []
+        last: int | None = None  # the one term left unread
         budget = self.policy.essential_max_rows
         for step, position in enumerate(rarest_first):
             budget -= counts[position]
             if budget < 0:
-                return None
+                if step != len(rarest_first) - 1:
+                    return None
+                last = position
+                break
             rows.extend(
                 matcher.rows_with_terms(cursor, chats, terms, position, rarest_first[:step])
             )
@@ -242,7 +250,13 @@ class SearchPlanner:
         histogram: dict[int, int] = {}
         for row in rows:
             histogram[row.mask] = histogram.get(row.mask, 0) + 1
+        if last is not None:  # rows read never have this mask: each holds a term read
+            alone = counts[last] - sum(1 for row in rows if row.mask >> last & 1)
+            histogram[1 << last] = max(alone, 0)
         plan = ranking.plan_page_by_idfs(histogram, idfs, request.offset, request.limit)
+        if plan is not None and last is not None and 1 << last in plan.page_masks:
+            alone_plan = replace(plan, page_masks=frozenset({1 << last}))
+            rows.extend(self._page_rows(cursor, chats, terms, alone_plan, histogram, depth))
         page = [] if plan is None else order_page(rows, plan)[request.offset : depth]
         best = max(histogram, key=lambda mask: ranking.mask_raw(mask, idfs), default=0)
         pinned = PinnedRanking(max(total, *counts), tuple(counts), best) if best else None
