@@ -304,6 +304,7 @@ class Replay:
     def __init__(self, engines: SqlEngines) -> None:
         self.engines = engines
         self.captured: dict[tuple[str | None, str], list[tuple[str, Any]]] = {}
+        self.failed: dict[tuple[str | None, str], Exception] = {}
 
     def prepare(self, user: str | None, q: str) -> None:
         statements: list[tuple[str, Any]] = []
@@ -312,11 +313,17 @@ class Replay:
             statements.append((sql, params))
             return execute(sql, params, many, context)
 
-        with connection.execute_wrapper(wrapper):
-            self.engines.deuz(user, q)
+        try:
+            with connection.execute_wrapper(wrapper):
+                self.engines.deuz(user, q)
+        except Exception as exc:  # e.g. SearchTimeout: nothing to replay, the replay fails too
+            self.failed[(user, q)] = exc
+            return
         self.captured[(user, q)] = statements
 
     def __call__(self, user: str | None, q: str) -> list[Any]:
+        if (user, q) in self.failed:
+            raise self.failed[(user, q)]
         if (user, q) not in self.captured:
             self.prepare(user, q)
         rows: list[Any] = []

@@ -525,3 +525,31 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
     assert read == ["rare3", "rare2", "rare1", "mid", "alpha"]
     assert search(45, 40, walk_min_rows=1) == everything[:40]
     assert search(40, 40) == everything[:40] and read == ["rare3", "rare2", "rare1", "mid"]
+
+
+@pytest.mark.parametrize("secure", [True, False])
+def test_each_terms_count_is_exact_after_deletes_and_rewrites(secure):
+    """The essential-terms plan's n_t (FTS5: its vocabulary when unfiltered; GIN counts)
+    equals the rows holding the term, whatever deletes and rewrites left in the index."""
+    from deuz_transcripts.backends.chat_filter import ChatFilter
+
+    if DjangoTranscriptIndex().backend_name == "sqlite-like":
+        pytest.skip("the LIKE fallback counts nothing in an index")
+    with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SECURE_DELETE": secure}):
+        store = DjangoConditionalChatStore()
+        revisions = {}
+        for n in range(8):
+            texts = ["alpha beta", f"gamma {n}", "alpha delta" if n % 2 else "beta"]
+            revisions[n] = store.write_chat(record(f"c{n}", *texts), expected_revision=0)
+        for n in (1, 4):
+            store.delete_chat(f"c{n}")
+        for n in (2, 5):  # rewritten: one message changed, one dropped
+            store.write_chat(record(f"c{n}", "alpha omega"), expected_revision=revisions[n])
+        terms = ["alpha", "beta", "gamma", "delta", "omega", "absent", "2", "4"]
+        matcher = store.transcript.backend.matcher
+        role_tokens = matcher.role_tokens
+        with connection.cursor() as cursor:
+            unfiltered = matcher.term_counts(cursor, ChatFilter({}, role_tokens=role_tokens), terms)
+            scoped = matcher.term_counts(cursor, ChatFilter(ADA, role_tokens=role_tokens), terms)
+    expected = [raw_matches(term) for term in terms]
+    assert unfiltered == scoped == expected == [8, 6, 4, 2, 2, 0, 0, 0]

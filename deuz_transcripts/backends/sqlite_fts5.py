@@ -16,6 +16,7 @@ from django.db.backends.utils import CursorWrapper
 
 from .. import ranking
 from ..models import Chat, Message
+from ..text import stored_term
 from .base import Candidate, SearchMatcher, StoredRow, fetch_int, mask_sql
 from .chat_filter import ChatFilter, table
 from .fts5_expressions import (
@@ -34,6 +35,9 @@ from .sqlite import (
     fts_table_exists,
 )
 from .sqlite_fts5_checks import Fts5Checks
+
+#: Per connection, in ``temp``: FTS5's vocabulary (a term's rows), for unfiltered counts.
+FTS_VOCAB = "deuz_transcripts_fts_vocab"
 
 __all__ = ["Fts5Matcher", "Fts5Rows", "SQLiteFts5Backend", "chat_token", "fts_body"]
 
@@ -271,7 +275,26 @@ class Fts5Matcher(SearchMatcher):
     def term_counts(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> list[int]:
-        """Each term's rows in the filter, counted in FTS5 alone (doclists, no row read)."""
+        """Each term's rows in the filter, counted in FTS5 alone (doclists, no row read).
+
+        Unfiltered, FTS5's own vocabulary counts them (an ``fts5vocab`` table of this
+        connection's ``temp`` schema: nothing stored): every FTS row is a searchable
+        message, and the vocabulary counts a doclist without stepping a statement per
+        row (half the time of ``count(*)`` over a ``MATCH``).
+        """
+        if not chats.scope and chats.chat_ids is None and chats.roles is None:
+            cursor.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{FTS_VOCAB} "
+                f"USING fts5vocab(main, {FTS_TABLE}, 'row')"
+            )
+            stored = [stored_term(term) for term in terms]
+            cursor.execute(
+                f"SELECT term, doc FROM temp.{FTS_VOCAB} "
+                f"WHERE term IN ({', '.join(['%s'] * len(stored))})",
+                stored,
+            )
+            found = dict(cursor.fetchall())
+            return [int(found.get(term, 0)) for term in stored]
         cursor.execute(
             " UNION ALL ".join(
                 f"SELECT {position}, (SELECT count(*) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)"

@@ -8,6 +8,7 @@ are the backend's ``PlanPolicy``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import NamedTuple
@@ -215,10 +216,10 @@ class SearchPlanner:
         idfs, in ``mask_raw``'s order: a row of a subset of them never sums higher).
         A score is a sum of idfs, so this pruning is exact (MaxScore with "essential"
         terms). When only the most common term is left and it holds too many rows to
-        read (``essential_max_rows``), its rows that hold no other term are one mask
-        whose count is known (n_t minus the rows read holding it): the histogram is
-        complete, and that mask's page rows are walked newest chat first if it reaches
-        the page. ``None``: too many rows to read with two or more terms left; ranking
+        read (``essential_max_rows``, or enough to walk: ``walk_min_rows``), its rows that
+        hold no other term are one mask whose count is known (n_t minus the rows read
+        holding it): the histogram is complete, and that mask's page rows are walked
+        newest chat first if it reaches the page. ``None``: too many rows to read with two or more terms left; ranking
         every match is the cheaper plan.
         """
         matcher = self.matcher
@@ -229,23 +230,26 @@ class SearchPlanner:
             (position for position, count in enumerate(counts) if count),
             key=lambda position: (counts[position], position),
         )
+        raw_of = functools.cache(lambda mask: ranking.mask_raw(mask, idfs))
         rows: list[Candidate] = []
         last: int | None = None  # the one term left unread
         budget = self.policy.essential_max_rows
         for step, position in enumerate(rarest_first):
             budget -= counts[position]
-            if budget < 0:
-                if step != len(rarest_first) - 1:
-                    return None
-                last = position
+            if step == len(rarest_first) - 1 and (
+                budget < 0 or counts[position] >= max(self.policy.walk_min_rows, depth)
+            ):
+                last = position  # counted, not read: its page rows are walked or read
                 break
+            if budget < 0:
+                return None
             rows.extend(
                 matcher.rows_with_terms(cursor, chats, terms, position, rarest_first[:step])
             )
             if len(rows) >= depth:
                 rest = sum(1 << other for other in rarest_first[step + 1 :])
-                raws = sorted((ranking.mask_raw(row.mask, idfs) for row in rows), reverse=True)
-                if ranking.mask_raw(rest, idfs) < raws[depth - 1]:
+                raws = sorted((raw_of(row.mask) for row in rows), reverse=True)
+                if raw_of(rest) < raws[depth - 1]:
                     break
         histogram: dict[int, int] = {}
         for row in rows:
