@@ -145,7 +145,7 @@ _RULES: dict[str, _Rule] = {
         _is_search_database,
         "must be None, an alias of DATABASES (where the searches of 'default' read), or a "
         "dict mapping aliases of DATABASES to the alias their searches read",
-        "For example 'replica' or {'default': 'replica'}; every name must be a key of DATABASES.",
+        "For example 'replica' or {{'default': 'replica'}}; every name must be a key of DATABASES.",
         "deuz_transcripts.E013",
     ),
     "REPLICA_WAIT_MS": _Rule(
