@@ -237,7 +237,6 @@ def test_async_twins_carry_the_callers_write_position():
 def standby_stopped() -> Iterator[None]:
     version, cluster = os.environ.get("DEUZ_REPLICA_CLUSTER", "15/replica").split("/")
     command = ["pg_ctlcluster", "--skip-systemctl-redirect", version, cluster]
-    connections["replica"].close()
     subprocess.run([*command, "stop", "-m", "fast"], check=True, capture_output=True)
     try:
         yield

@@ -158,3 +158,36 @@ def test_the_replica_alias_of_the_test_project_reads_a_callers_write_at_once():
     assert [record.chat_id for record in store.list_chats({"userId": "ada"})] == ["c1"]
     assert replica.written_position("default") is None
     connections["replica"].close()
+
+
+@pytest.fixture
+def replica_down(unreachable: str, monkeypatch: pytest.MonkeyPatch, settings: Any) -> str:
+    """Every index's searches read the unreachable alias; the fall-back is "error"."""
+    monkeypatch.setattr(DjangoTranscriptIndex, "search_database", property(lambda _: unreachable))
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "REPLICA_FALLBACK": "error"}
+    return unreachable
+
+
+@pytest.mark.usefixtures("fast_passwords", "two_databases", "replica_down")
+def test_every_entry_point_says_the_search_database_is_unavailable(django_user_model, client):
+    from django.core.management import CommandError, call_command
+    from django.urls import reverse
+
+    from deuz_transcripts.agent_tool import run_search_tool
+
+    user = django_user_model.objects.create_user("ada", password="pw")
+    client.force_login(user)
+    response = client.get("/transcripts/search/", {"q": "primary"})
+    assert response.status_code == 503
+    assert "cannot be reached" in response.json()["error"]["message"]
+
+    answer = run_search_tool(DjangoTranscriptIndex(), {"userId": "ada"}, {"query": "primary"})
+    assert "unavailable" in answer
+
+    with pytest.raises(CommandError, match="cannot be reached"):
+        call_command("search_transcripts", "primary", "--scope", "userId=ada")
+
+    django_user_model.objects.create_superuser("root", password="pw")
+    client.force_login(django_user_model.objects.get(username="root"))
+    page = client.get(reverse("admin:deuz_transcripts_search"), {"q": "primary"})
+    assert page.status_code == 200 and b"cannot be reached" in page.content
