@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import connections
 from django.test import override_settings
 
 from deuz_transcripts import ChatRecord, MemorySourceRef, ReplicaUnavailable
@@ -287,14 +287,27 @@ def lock_conflicts(dbname: str) -> int:
     return int(row[0])
 
 
+def lock_messages_on_the_primary() -> None:
+    """A committed ACCESS EXCLUSIVE lock on the message table: WAL the standby must replay."""
+    from tests.sql_support import other_connection
+
+    with other_connection() as primary:
+        primary.execute(f"BEGIN; LOCK TABLE {Message._meta.db_table} IN ACCESS EXCLUSIVE MODE")
+        primary.execute("COMMIT")
+
+
+@pytest.mark.parametrize("moment", ["between statements", "during a statement"])
 @pytest.mark.parametrize("fallback", ["error", "primary"])
-def test_a_search_cancelled_by_replay_is_the_apps_error(monkeypatch, fallback):
+def test_a_search_cancelled_by_replay_is_the_apps_error(monkeypatch, fallback, moment):
     """The standby cancels a search whose transaction holds a lock that replay needs.
 
-    Between the search's statements (it runs in one transaction on the standby), the
-    primary takes an ACCESS EXCLUSIVE lock on the message table; replaying it waits
-    ``max_standby_streaming_delay`` (50 ms here) for the search's ACCESS SHARE lock, then
-    ends the search's session: SQLSTATE 40001, "conflict with recovery".
+    The search runs in one transaction on the standby. The primary takes an ACCESS
+    EXCLUSIVE lock on the message table; replaying it waits ``max_standby_streaming_delay``
+    (50 ms here) for the search's ACCESS SHARE lock, then cancels the search: between its
+    statements the standby ends the session ("terminating connection due to conflict with
+    recovery"), during one it cancels the statement ("canceling statement ..."; a
+    ``pg_sleep`` on the search's cursor stands for a slow statement). Both are SQLSTATE
+    40001, psycopg's ``SerializationFailure``.
     """
     import deuz_transcripts.sql.index as index_module
 
@@ -307,16 +320,25 @@ def test_a_search_cancelled_by_replay_is_the_apps_error(monkeypatch, fallback):
     def read_hits_after_a_conflict(cursor: Any, *args: Any) -> Any:
         if cursor.db.alias == "replica":
             before = lock_conflicts(dbname)
-            with transaction.atomic(using="default"), connections["default"].cursor() as primary:
-                primary.execute(f"LOCK TABLE {Message._meta.db_table} IN ACCESS EXCLUSIVE MODE")
-            deadline = time.monotonic() + 10
+            if moment == "during a statement":
+                threading.Timer(0.3, lock_messages_on_the_primary).start()
+                cursor.execute("SELECT pg_sleep(60)")  # cancelled long before
+            else:
+                lock_messages_on_the_primary()
+            # the reload of max_standby_streaming_delay may come late: then 30 s, the default
+            deadline = time.monotonic() + 45
             while lock_conflicts(dbname) == before:
                 assert time.monotonic() < deadline, "the standby never cancelled the search"
                 time.sleep(0.02)
         return real_read_hits(cursor, *args)
 
     monkeypatch.setattr(index_module, "read_hits", read_hits_after_a_conflict)
-    settings_now = {"SEARCH_DATABASE": "replica", "REPLICA_FALLBACK": fallback}
+    # a time limit puts the search in a transaction (which holds the lock); a long one
+    settings_now = {
+        "SEARCH_DATABASE": "replica",
+        "REPLICA_FALLBACK": fallback,
+        "SEARCH_TIMEOUT_MS": 120_000,
+    }
     with (
         standby_setting("max_standby_streaming_delay", "50ms"),
         override_settings(DEUZ_TRANSCRIPTS=settings_now),
@@ -328,6 +350,10 @@ def test_a_search_cancelled_by_replay_is_the_apps_error(monkeypatch, fallback):
             assert "recovery conflict" in str(caught.value)
             cause = caught.value.__cause__
             assert type(cause.__cause__).__name__ == "SerializationFailure"
+            said = "canceling statement" if moment == "during a statement" else "terminating"
+            assert str(cause.__cause__).startswith(f"{said} ") and "conflict with recovery" in str(
+                cause.__cause__
+            )
         else:
             assert found(store.transcript, "lisbon") == ["c1"]  # read again on the primary
     monkeypatch.setattr(index_module, "read_hits", real_read_hits)
