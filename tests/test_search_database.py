@@ -193,3 +193,13 @@ def test_every_entry_point_says_the_search_database_is_unavailable(django_user_m
     client.force_login(django_user_model.objects.get(username="root"))
     page = client.get(reverse("admin:deuz_transcripts_search"), {"q": "primary"})
     assert page.status_code == 200 and b"cannot be reached" in page.content
+
+
+def test_a_write_position_past_a_page_header_is_the_page_boundary():
+    """A standby's replay position reaches a page boundary, never the header after it."""
+    block, segment = 8192, 16 * 1024 * 1024
+    page = replica.parse_lsn("3/105C000")
+    assert replica.record_end(page + 24, block, segment) == page
+    assert replica.record_end(page + 48, block, segment) == page + 48
+    assert replica.record_end(3 * 2**32 + segment + 40, block, segment) == 3 * 2**32 + segment
+    assert replica.record_end(page, block, segment) == page

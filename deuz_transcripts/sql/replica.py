@@ -100,12 +100,37 @@ class _RememberPosition:
     def __call__(self) -> None:
         try:
             with connections[self.using].cursor() as cursor:
-                cursor.execute("SELECT pg_current_wal_insert_lsn()::text")
+                cursor.execute(
+                    "SELECT pg_current_wal_insert_lsn()::text, "
+                    "current_setting('wal_block_size')::int, "
+                    "(SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size')"
+                )
                 row = cursor.fetchone()
-            position = parse_lsn(row[0]) if row else UNKNOWN_POSITION
+            position = record_end(parse_lsn(row[0]), row[1], row[2]) if row else UNKNOWN_POSITION
         except DatabaseError:  # the write is committed: never fail the caller for this
             position = UNKNOWN_POSITION
         _remember(self.using, position)
+
+
+#: The WAL page header a position just past it skips: a segment's first page has the long
+#: one (``SizeOfXLogLongPHD``), every other page the short one (``SizeOfXLogShortPHD``).
+_LONG_PAGE_HEADER, _SHORT_PAGE_HEADER = 40, 24
+
+
+def record_end(insert_position: int, block_size: int, segment_size: int) -> int:
+    """The end of the last WAL record before ``insert_position``.
+
+    ``pg_current_wal_insert_lsn()`` names where the next record will start: when the last
+    one ended on a page boundary, that is past the next page's header, a position a
+    standby's ``pg_last_wal_replay_lsn()`` (the end of the last record replayed) reaches
+    only once another record is written, which on an idle primary may take long. No record
+    ends inside a page header, so the boundary is the same point.
+    """
+    if insert_position % segment_size == _LONG_PAGE_HEADER:
+        return insert_position - _LONG_PAGE_HEADER
+    if insert_position % block_size == _SHORT_PAGE_HEADER:
+        return insert_position - _SHORT_PAGE_HEADER
+    return insert_position
 
 
 def note_write(using: str, search_using: str) -> None:
