@@ -4,8 +4,8 @@ An index on ``using`` (the primary: writes, revision checks, locks, tombstones) 
 its searches from another alias, ``DEUZ_TRANSCRIPTS["SEARCH_DATABASE"]``, typically a
 PostgreSQL hot standby. A standby replays the primary's WAL a little later, so a caller
 that has just written would not find its own chat there. After each write that commits on
-a PostgreSQL primary, the primary's WAL insert position is remembered in a context
-variable (per thread, per asyncio task; ``sync_to_async`` carries it back to the caller),
+a PostgreSQL primary, the end of the primary's WAL (past the write's commit record) is
+remembered in a context variable (per thread, per asyncio task; ``sync_to_async`` carries it back to the caller),
 and the caller's next read first waits, at most ``REPLICA_WAIT_MS``, until the standby has
 replayed that position (``pg_last_wal_replay_lsn()``). Once it has, the position is
 forgotten and reads from that context go straight to the standby again.
@@ -32,7 +32,15 @@ from ..conf import conf
 from ..errors import ReplicaUnavailable, TranscriptError
 from .errors import database_errors, describe_database_error, sqlstate
 
-__all__ = ["forget_writes", "note_write", "read_from", "written_position"]
+__all__ = [
+    "forget_writes",
+    "format_lsn",
+    "note_write",
+    "parse_lsn",
+    "read_from",
+    "record_end",
+    "written_position",
+]
 
 T = TypeVar("T")
 
@@ -40,7 +48,7 @@ T = TypeVar("T")
 _written: ContextVar[MappingProxyType[str, int]] = ContextVar(
     "deuz_transcripts_written_positions", default=MappingProxyType({})
 )
-#: A write whose position could not be read: the next read must not trust the replica.
+#: A write whose position could not be read: the next read does not trust the replica.
 UNKNOWN_POSITION = 2**64 - 1
 #: SQLSTATEs of a read a hot standby cancelled (or whose session it ended) to replay WAL:
 #: 40001 "conflict with recovery" (snapshot, lock, buffer pin, tablespace), 57P04 its
@@ -156,6 +164,7 @@ def _wait_for_replay(using: str, search_using: str) -> None:
         _forget(using, target)  # SQLite: nothing to replay, the alias is read as it is
         return
     if target == UNKNOWN_POSITION:
+        _forget(using, target)  # this read falls back (or fails); the next ones need not
         raise ReplicaUnavailable(search_using, "behind", "the write's WAL position is unknown")
     deadline = time.monotonic() + conf.REPLICA_WAIT_MS / 1000
     pause = 0.002
