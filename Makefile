@@ -13,8 +13,11 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
+# The hot standby of POSTGRES_URL's server that `make pg-replica` makes (tests/test_replica.py
+# run when it answers; with DEUZ_REQUIRE_REPLICA=1 they fail when it does not).
+REPLICA_URL ?= postgres://postgres@127.0.0.1:5433/test
 
-.PHONY: venv test test-postgres test-sqlite-new run lint bench dist clean FORCE
+.PHONY: venv test test-postgres test-sqlite-new pg-replica run lint bench dist clean FORCE
 
 venv: $(VENV)/.installed
 
@@ -42,7 +45,11 @@ test: venv
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test-postgres: venv
-	DATABASE_URL=$(POSTGRES_URL) DEUZ_REQUIRE_POSTGRES=1 $(BIN)/pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(POSTGRES_URL) REPLICA_DATABASE_URL=$(REPLICA_URL) DEUZ_REQUIRE_POSTGRES=1 $(BIN)/pytest $(PYTEST_ARGS)
+
+# A PostgreSQL 15 hot standby of the local cluster on 127.0.0.1:5433 (root; idempotent).
+pg-replica:
+	.ci/pg_replica.sh
 
 # The SQLite tests again on a newer SQLite than the system's (FTS5 `secure-delete` needs
 # 3.42+; Debian 12 has 3.40): the pysqlite3-binary wheel, installed beside the venv (not

@@ -7,7 +7,14 @@ Everything here imports without Django being set up; the SQL stores live in
 from __future__ import annotations
 
 from .context import TranscriptCandidate, TranscriptContextSource
-from .errors import ChatDeleted, InvalidRecord, RevisionConflict, SearchTimeout, TranscriptError
+from .errors import (
+    ChatDeleted,
+    InvalidRecord,
+    ReplicaUnavailable,
+    RevisionConflict,
+    SearchTimeout,
+    TranscriptError,
+)
 from .indexing import aindex_chat, index_chat
 from .memory import InMemoryTranscriptIndex
 from .memory_stores import InMemoryChatStore, InMemoryConditionalChatStore
@@ -24,6 +31,7 @@ __all__ = [
     "InMemoryTranscriptIndex",
     "InvalidRecord",
     "MemorySourceRef",
+    "ReplicaUnavailable",
     "RevisionConflict",
     "SearchPage",
     "SearchTimeout",

@@ -21,7 +21,7 @@ from django.utils.translation import gettext_lazy as _
 
 from .admin_chat_page import MESSAGES_PER_PAGE, message_page, search_context
 from .admin_views import can_search, search_view
-from .errors import SearchTimeout
+from .errors import ReplicaUnavailable, SearchTimeout
 from .forms import parse_scope
 from .models import Chat, Tombstone
 from .records import scope_matches
@@ -180,7 +180,7 @@ class ChatAdmin(_ChatModelAdmin):
             index = DjangoTranscriptIndex(router.db_for_read(Chat))
             try:
                 hits = index.search({}, term, limit=CHANGELIST_SEARCH_CAP)
-            except SearchTimeout as exc:
+            except (SearchTimeout, ReplicaUnavailable) as exc:
                 messages.warning(request, f"{exc}; only an exact chat id is matched.")
                 hits = []
             match |= Q(chat_id__in={hit.chat_id for hit in hits})

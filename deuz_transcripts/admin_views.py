@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from .conf import conf
-from .errors import InvalidRecord, SearchTimeout
+from .errors import InvalidRecord, ReplicaUnavailable, SearchTimeout
 from .forms import MAX_SCOPE_LENGTH, TranscriptSearchForm
 from .highlight import highlighted_excerpt, highlighted_snippet, printable, role_label
 from .models import Chat
@@ -266,7 +266,7 @@ def _search(
             }
         form.add_error(None, str(exc))
         return {}
-    except SearchTimeout as exc:
+    except (SearchTimeout, ReplicaUnavailable) as exc:
         form.add_error(None, str(exc))
         return {}
     hits = found.hits
@@ -298,16 +298,16 @@ def _search(
         result["notice"] = (
             _("No more hits: this page is past the last one.")
             if page > 1
-            else _scope_notice(database, data["scope"])
+            else _scope_notice(index, data["scope"])
             or _("No message matches this query in this scope.")
         )
     return result
 
 
-def _scope_notice(database: str, scope: dict[str, str]) -> str:
+def _scope_notice(index: DjangoTranscriptIndex, scope: dict[str, str]) -> str:
     """When no chat has the scope searched (a mistyped key or value): say so, with the
-    scope keys that exist; "" when some chat has it."""
-    unknown = unknown_scope(database, scope)
+    scope keys that exist; "" when some chat has it. Read where the search read."""
+    unknown = index.read(lambda alias: unknown_scope(alias, scope))
     if unknown is None:
         return ""
     notice = _("No chat has the scope %(scope)s. Scope keys that exist: %(keys)s.") % {

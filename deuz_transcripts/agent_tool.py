@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from .base import BaseTranscriptIndex
-from .errors import InvalidRecord, SearchTimeout
+from .errors import InvalidRecord, ReplicaUnavailable, SearchTimeout
 from .highlight import printable
 from .paging import SearchPage
 from .records import TranscriptHit, validate_scope
@@ -304,6 +304,8 @@ def run_search_tool(
         return _error(
             "the search took too long; use more specific words or a date range", budget_chars
         )
+    except ReplicaUnavailable:
+        return _error("the transcript search is unavailable for a moment; try again", budget_chars)
     return text
 
 

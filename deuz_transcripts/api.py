@@ -20,7 +20,7 @@ from django.http import HttpRequest, JsonResponse, QueryDict
 from django.views.decorators.csrf import csrf_exempt
 
 from .conf import conf
-from .errors import InvalidRecord, SearchTimeout, TranscriptError
+from .errors import InvalidRecord, ReplicaUnavailable, SearchTimeout, TranscriptError
 from .highlight import printable
 from .models import Chat
 from .records import TranscriptHit, TranscriptMessage, validate_scope
@@ -218,7 +218,7 @@ def search_api(request: HttpRequest) -> JsonResponse:
         )
     except InvalidRecord as exc:
         return _error(400, _FIELD_NAMES.get(exc.field, exc.field), exc.problem)
-    except SearchTimeout as exc:
+    except (SearchTimeout, ReplicaUnavailable) as exc:
         return _error(503, None, str(exc))
     except TranscriptError:
         logger.exception("transcript search failed")

@@ -12,6 +12,7 @@ from .conf import conf
 __all__ = [
     "check_search_api",
     "check_search_backends",
+    "check_search_database",
     "check_settings",
     "check_sqlite_transaction_mode",
     "check_text_rules",
@@ -96,6 +97,34 @@ def check_search_backends(**kwargs: Any) -> list[CheckMessage]:
                     hint="Use an SQLite build with FTS5, set SQLITE_BACKEND to 'auto', "
                     "or use PostgreSQL.",
                     id="deuz_transcripts.W001",
+                )
+            )
+    return messages
+
+
+@register(Tags.compatibility)
+def check_search_database(**kwargs: Any) -> list[CheckMessage]:
+    """An error when a database's searches would read a database of another engine.
+
+    A search database is a replica of the database it reads for: the same engine, the
+    same tables. An invalid ``SEARCH_DATABASE`` is ``check_settings``' to report, once.
+    Never queries a database.
+    """
+    if conf.problem("SEARCH_DATABASE") is not None:
+        return []
+    messages: list[CheckMessage] = []
+    for alias in connections:
+        search = conf.search_database(alias)
+        if search == alias:
+            continue
+        vendor, search_vendor = connections[alias].vendor, connections[search].vendor
+        if vendor != search_vendor:
+            messages.append(
+                Error(
+                    f"DEUZ_TRANSCRIPTS['SEARCH_DATABASE'] sends the searches of database "
+                    f"{alias!r} ({vendor}) to {search!r} ({search_vendor}).",
+                    hint="Name a replica of the same database (same engine, same tables).",
+                    id="deuz_transcripts.E016",
                 )
             )
     return messages

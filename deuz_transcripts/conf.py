@@ -13,14 +13,23 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DEFAULT_DB_ALIAS
 from django.utils.module_loading import import_string
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
 
-__all__ = ["DEFAULTS", "SQLITE_BACKENDS", "SettingProblem", "TranscriptSettings", "conf"]
+__all__ = [
+    "DEFAULTS",
+    "REPLICA_FALLBACKS",
+    "SQLITE_BACKENDS",
+    "SettingProblem",
+    "TranscriptSettings",
+    "conf",
+]
 
 SQLITE_BACKENDS = ("auto", "fts5", "like")
+REPLICA_FALLBACKS = ("primary", "error")
 
 DEFAULTS: dict[str, Any] = {
     "SQLITE_BACKEND": "auto",
@@ -32,6 +41,9 @@ DEFAULTS: dict[str, Any] = {
     "CJK_BIGRAMS": False,
     "SEARCH_SCOPE": None,
     "API_MAX_LIMIT": 100,
+    "SEARCH_DATABASE": None,
+    "REPLICA_WAIT_MS": 1_000,
+    "REPLICA_FALLBACK": "primary",
 }
 
 #: ``API_MAX_LIMIT`` is at most this: a page of the JSON endpoint stays small.
@@ -53,6 +65,22 @@ def _import_callable(value: Any) -> Callable[..., Any] | None:
 
 def _is_int(value: Any, minimum: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _is_alias(value: Any) -> bool:
+    return isinstance(value, str) and value in settings.DATABASES
+
+
+def _is_search_database(value: Any) -> bool:
+    """``None``, an alias of ``DATABASES`` (the search database of ``default``), or a dict
+    of aliases: ``{primary alias: its search database}``."""
+    if value is None or _is_alias(value):
+        return True
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(_is_alias(key) and _is_alias(alias) for key, alias in value.items())
+    )
 
 
 @dataclass(frozen=True)
@@ -112,6 +140,27 @@ _RULES: dict[str, _Rule] = {
         f"must be an integer from 1 to {API_LIMIT_CEILING}",
         None,
         "deuz_transcripts.E012",
+    ),
+    "SEARCH_DATABASE": _Rule(
+        _is_search_database,
+        "must be None, an alias of DATABASES (where the searches of 'default' read), or a "
+        "dict mapping aliases of DATABASES to the alias their searches read",
+        "For example 'replica' or {{'default': 'replica'}}; every name must be a key of DATABASES.",
+        "deuz_transcripts.E013",
+    ),
+    "REPLICA_WAIT_MS": _Rule(
+        lambda value: _is_int(value, 0) and value <= 60_000,
+        "must be an integer of milliseconds from 0 to 60000",
+        "0 never waits: a search right after this caller's write reads the primary "
+        "(or fails, with REPLICA_FALLBACK 'error').",
+        "deuz_transcripts.E014",
+    ),
+    "REPLICA_FALLBACK": _Rule(
+        lambda value: value in REPLICA_FALLBACKS,
+        "must be 'primary' or 'error'",
+        "'primary' reads the primary when the search database cannot answer; 'error' raises "
+        "ReplicaUnavailable.",
+        "deuz_transcripts.E015",
     ),
 }
 
@@ -183,6 +232,28 @@ class TranscriptSettings:
     def API_MAX_LIMIT(self) -> int:
         """The largest ``limit`` the JSON endpoint accepts."""
         return int(self._raw["API_MAX_LIMIT"]) if self.problem("API_MAX_LIMIT") is None else 100
+
+    def search_database(self, using: str) -> str:
+        """The alias the searches of an index on ``using`` read (``using`` itself unless
+        ``SEARCH_DATABASE`` names another; an invalid setting is ``using``)."""
+        value = self._raw["SEARCH_DATABASE"]
+        if value is None or not _is_search_database(value):
+            return using
+        if isinstance(value, str):
+            return value if using == DEFAULT_DB_ALIAS else using
+        return str(value.get(using, using))
+
+    @property
+    def REPLICA_WAIT_MS(self) -> int:
+        """How long a search waits for the search database to replay its caller's write."""
+        return int(self._raw["REPLICA_WAIT_MS"]) if self.problem("REPLICA_WAIT_MS") is None else 0
+
+    @property
+    def REPLICA_FALLBACK(self) -> Literal["primary", "error"]:
+        """What a search does when the search database cannot answer (invalid: error)."""
+        if self.problem("REPLICA_FALLBACK") is not None:
+            return "error"
+        return cast(Literal["primary", "error"], self._raw["REPLICA_FALLBACK"])
 
     def unknown_keys(self) -> list[str]:
         given = self._given

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-__all__ = ["ChatDeleted", "InvalidRecord", "RevisionConflict", "SearchTimeout", "TranscriptError"]
+from typing import Literal
+
+__all__ = [
+    "ChatDeleted",
+    "InvalidRecord",
+    "ReplicaUnavailable",
+    "RevisionConflict",
+    "SearchTimeout",
+    "TranscriptError",
+]
 
 
 class TranscriptError(Exception):
@@ -48,3 +57,31 @@ class SearchTimeout(TranscriptError):
             f"the search took longer than {timeout_ms} ms and was stopped "
             "(SEARCH_TIMEOUT_MS); narrow it with a scope or fewer words"
         )
+
+
+#: Why a search database (a replica) could not answer.
+ReplicaProblem = Literal["unreachable", "behind", "conflict"]
+
+_REPLICA_PROBLEMS: dict[str, str] = {
+    "unreachable": "cannot be reached",
+    "behind": "has not replayed this caller's last write within REPLICA_WAIT_MS",
+    "conflict": "cancelled the search to replay the primary's changes (recovery conflict)",
+}
+
+
+class ReplicaUnavailable(TranscriptError):
+    """The search database (``DEUZ_TRANSCRIPTS["SEARCH_DATABASE"]``) could not answer a
+    read and ``REPLICA_FALLBACK`` is ``"error"``; ``reason`` says why.
+
+    ``"unreachable"``: down or refusing connections; ``"behind"``: it had not replayed the
+    caller's own last write within ``REPLICA_WAIT_MS``; ``"conflict"``: a hot standby
+    cancelled the search to apply the primary's changes (SQLSTATE 40001, "conflict with
+    recovery"). Trying again later, or on the primary, is the cure for each.
+    """
+
+    def __init__(self, alias: str, reason: ReplicaProblem, detail: str = "") -> None:
+        self.alias = alias
+        self.reason = reason
+        self.detail = detail
+        message = f"the search database {alias!r} {_REPLICA_PROBLEMS[reason]}"
+        super().__init__(f"{message} ({detail}); try again" if detail else f"{message}; try again")

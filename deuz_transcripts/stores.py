@@ -22,6 +22,7 @@ from .records import ChatRecord, encode_message, validate_scope
 from .signals import chat_deleted, chat_removed, send_after_commit
 from .sql import ChatWriter, DjangoTranscriptIndex, LockedChat, database_errors
 from .sql.errors import WorkerThreadRunner, is_lock_conflict
+from .sql.replica import note_write, read_from
 from .sql.stored import from_db_datetime, record_from_rows, to_db_datetime
 
 __all__ = [
@@ -54,14 +55,25 @@ class _SqlRunner(WorkerThreadRunner):
 
 
 class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
-    """Revisioned chats; ``transcript`` is updated in the same transaction as each write."""
+    """Revisioned chats; ``transcript`` is updated in the same transaction as each write.
+
+    Writes, ``load_chat`` (its revision is what the next write must name) and
+    ``is_deleted`` use ``using``; ``list_chats`` and the transcript's searches read
+    ``search_using`` (see ``DjangoTranscriptIndex``).
+    """
 
     transcript: DjangoTranscriptIndex
 
-    def __init__(self, using: str = "default") -> None:
+    def __init__(self, using: str = "default", *, search_using: str | None = None) -> None:
         self.using = using
-        self.transcript = DjangoTranscriptIndex(using)
+        self.search_using = search_using
+        self.transcript = DjangoTranscriptIndex(using, search_using=search_using)
         self.writer = ChatWriter(using)  # the store's own: ``transcript`` may be replaced
+
+    @property
+    def search_database(self) -> str:
+        """The alias ``list_chats`` reads: ``search_using``, else the setting's, else ``using``."""
+        return self.search_using or conf.search_database(self.using)
 
     def write_chat(self, record: ChatRecord, *, expected_revision: int) -> int:
         chat = PreparedChat.of(record)
@@ -82,6 +94,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
                 raise RevisionConflict(chat.chat_id, expected_revision, locked.revision)
             self.transcript.index(chat)
             writer.set_revision(chat.chat_id, expected_revision + 1)
+            note_write(self.using, self.search_database)
             return expected_revision + 1
 
     def load_chat(self, chat_id: str) -> tuple[ChatRecord, int] | None:
@@ -95,13 +108,16 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
 
     def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
         scope = validate_scope(scope)
-        chats = Chat.objects.using(self.using).filter(revision__gt=0)
+        return read_from(self.using, self.search_database, lambda alias: self._list(alias, scope))
+
+    def _list(self, alias: str, scope: dict[str, str]) -> list[ChatRecord]:
+        chats = Chat.objects.using(alias).filter(revision__gt=0)
         if scope:
             chats = chats.filter(
                 pk__in=RawSQL(*ChatFilter(scope, searchable_only=False).chat_pks_sql())
             )
-        ordered = Message.objects.using(self.using).order_by("position")
-        with database_errors(self.using):
+        ordered = Message.objects.using(alias).order_by("position")
+        with database_errors(alias):
             found = chats.order_by("-updated_at", "chat_id").prefetch_related(
                 Prefetch("messages", queryset=ordered, to_attr="ordered_messages")
             )
@@ -134,6 +150,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
                     Tombstone.objects.using(self.using).get_or_create(chat_id=chat_id)
                     LegacyChat.objects.using(self.using).filter(chat_id=chat_id).delete()
                     self._announce_delete(locked, searchable)
+                note_write(self.using, self.search_database)
 
         self._retrying(delete)
 

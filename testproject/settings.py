@@ -94,6 +94,22 @@ DATABASES["other"] = {
     else {},
 }
 
+# A read replica of "default" (tests/test_replica.py). On PostgreSQL, REPLICA_DATABASE_URL
+# names a hot standby of the server DATABASE_URL names (.ci/pg_replica.sh makes one on
+# 127.0.0.1:5433); without it there is no "replica" alias. On SQLite it is a second
+# connection to the same database. Either way it is a test MIRROR of "default": the test
+# runner creates no database for it and points it at default's test database (NAME), which
+# the standby receives by replication (it is read-only: nothing could be created there).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["replica"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
+elif _replica_url := env("REPLICA_DATABASE_URL", default=""):
+    DATABASES["replica"] = {
+        **env.db_url_config(_replica_url),
+        "TEST": {"MIRROR": "default"},
+        # a stopped standby is found out at once, not after the OS's connect timeout
+        "OPTIONS": {"connect_timeout": 3},
+    }
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -2,12 +2,15 @@
 
 A facade: writes go through the ``ChatWriter`` unit, searches through the
 ``SearchPlanner`` and ``read_hits``; the backend (picked per call from the
-connection) supplies the vendor SQL.
+connection) supplies the vendor SQL. Writes run on ``using``; searches and
+``resolve_source`` read the search database (``sql.replica``), ``using`` unless set.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from django.db import connections, transaction
 
@@ -32,9 +35,12 @@ from ..spans import with_spans
 from .errors import WorkerThreadRunner, database_errors
 from .hits import read_hits
 from .planner import SearchPlanner
+from .replica import note_write, read_from
 from .writer import ChatWriter
 
 __all__ = ["DjangoTranscriptIndex", "hit_key"]
+
+T = TypeVar("T")
 
 
 def hit_key(candidate: Candidate) -> HitKey:
@@ -49,14 +55,33 @@ def hit_key(candidate: Candidate) -> HitKey:
 
 
 class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
-    """Search rows in the database ``using``, written in the caller's transaction."""
+    """Search rows in the database ``using``, written in the caller's transaction.
 
-    def __init__(self, using: str = "default") -> None:
+    ``search_using`` names the database searches and ``resolve_source`` read (a replica
+    of ``using``); ``None`` leaves it to ``DEUZ_TRANSCRIPTS["SEARCH_DATABASE"]``, which
+    is ``using`` itself unless set. A caller's reads see its own writes (``sql.replica``).
+    """
+
+    def __init__(self, using: str = "default", *, search_using: str | None = None) -> None:
         self.using = using
+        self.search_using = search_using
         self.writer = ChatWriter(using)
 
     def __repr__(self) -> str:
-        return f"DjangoTranscriptIndex(using={self.using!r})"
+        if self.search_using is None:
+            return f"DjangoTranscriptIndex(using={self.using!r})"
+        return f"DjangoTranscriptIndex(using={self.using!r}, search_using={self.search_using!r})"
+
+    @property
+    def search_database(self) -> str:
+        """The alias searches read: ``search_using``, else the setting's, else ``using``."""
+        return self.search_using or conf.search_database(self.using)
+
+    def read(self, read: Callable[[str], T]) -> T:
+        """``read(alias)`` on the search database once it has this caller's writes, or on
+        ``using`` when it cannot answer and ``REPLICA_FALLBACK`` allows (the admin's scope
+        notice reads through this too)."""
+        return read_from(self.using, self.search_database, read)
 
     @property
     def backend(self) -> SearchBackend:
@@ -78,6 +103,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             locked = self.writer.lock(chat.chat_id)
             if not locked.tombstoned:
                 self.writer.write(locked, chat)
+                note_write(self.using, self.search_database)
                 send_after_commit(
                     chat_indexed,
                     type(self),
@@ -98,6 +124,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             row = locked.row
             searchable = row is not None and row.is_indexed  # read before purge changes it
             self.writer.purge(locked, keep_content=True)
+            note_write(self.using, self.search_database)
             if row is not None and searchable:
                 send_after_commit(
                     chat_removed, type(self), chat_id=chat_id, scope=row.scope, using=self.using
@@ -106,12 +133,15 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
     # reading
 
     def _search(self, request: SearchRequest) -> list[TranscriptHit]:
+        return self.read(lambda alias: self._search_on(alias, request))
+
+    def _search_on(self, alias: str, request: SearchRequest) -> list[TranscriptHit]:
         """Every statement of the search runs within ``SEARCH_TIMEOUT_MS``."""
-        backend = self.backend
+        backend = get_backend(alias)
         with (
-            database_errors(self.using),
+            database_errors(alias),
             backend.time_limit(conf.SEARCH_TIMEOUT_MS),
-            connections[self.using].cursor() as cursor,
+            connections[alias].cursor() as cursor,
         ):
             planned = SearchPlanner(backend.matcher).page(cursor, request)
             if planned is None:
@@ -121,11 +151,16 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
         return with_spans(hits, request.terms, substring=backend.substring_matching)
 
     def _search_page(self, request: SearchRequest, after: PageAfter | None) -> CountedHits:
-        backend = self.backend
+        return self.read(lambda alias: self._search_page_on(alias, request, after))
+
+    def _search_page_on(
+        self, alias: str, request: SearchRequest, after: PageAfter | None
+    ) -> CountedHits:
+        backend = get_backend(alias)
         with (
-            database_errors(self.using),
+            database_errors(alias),
             backend.time_limit(conf.SEARCH_TIMEOUT_MS),
-            connections[self.using].cursor() as cursor,
+            connections[alias].cursor() as cursor,
         ):
             counted = SearchPlanner(backend.matcher).counted_page(cursor, request, after)
             if counted is None:
@@ -138,9 +173,14 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
         return CountedHits(hits, [keys[h.chat_id, h.index] for h in hits], total, pinned)
 
     def _resolve(self, scope: dict[str, str], ref: MemorySourceRef) -> TranscriptMessage | None:
-        with database_errors(self.using):
+        return self.read(lambda alias: self._resolve_on(alias, scope, ref))
+
+    def _resolve_on(
+        self, alias: str, scope: dict[str, str], ref: MemorySourceRef
+    ) -> TranscriptMessage | None:
+        with database_errors(alias):
             row = (
-                Message.objects.using(self.using)
+                Message.objects.using(alias)
                 .select_related("chat")
                 .filter(
                     chat__chat_id=ref.chat_id,

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from ...errors import InvalidRecord, SearchTimeout
+from ...errors import InvalidRecord, ReplicaUnavailable, SearchTimeout
 from ...forms import parse_scope
 from ...paging import SearchPage
 from ...records import TranscriptHit, TranscriptMessage
@@ -143,11 +143,11 @@ class Command(OneLineErrors):
                 updated_after=_moment(options["updated_after"], "--updated-after"),
                 updated_before=_moment(options["updated_before"], "--updated-before"),
             )
-        except (InvalidRecord, SearchTimeout) as exc:
+        except (InvalidRecord, SearchTimeout, ReplicaUnavailable) as exc:
             raise CommandError(str(exc)) from None
         notice = None
         if not page.hits:  # a mistyped scope must not look like "no hits"
-            unknown = unknown_scope(options["database"], scope)
+            unknown = index.read(lambda alias: unknown_scope(alias, scope))
             if unknown is not None:
                 notice = unknown.sentence(",".join(f"{k}={v}" for k, v in scope.items()))
         if options["json"]:

@@ -1,0 +1,235 @@
+"""Searches on a read replica, with read-your-writes: the WAL position of a caller's writes.
+
+An index on ``using`` (the primary: writes, revision checks, locks, tombstones) may read
+its searches from another alias, ``DEUZ_TRANSCRIPTS["SEARCH_DATABASE"]``, typically a
+PostgreSQL hot standby. A standby replays the primary's WAL a little later, so a caller
+that has just written would not find its own chat there. After each write that commits on
+a PostgreSQL primary, the end of the primary's WAL (past the write's commit record) is
+remembered in a context variable (per thread, per asyncio task; ``sync_to_async`` carries it back to the caller),
+and the caller's next read first waits, at most ``REPLICA_WAIT_MS``, until the standby has
+replayed that position (``pg_last_wal_replay_lsn()``). Once it has, the position is
+forgotten and reads from that context go straight to the standby again.
+
+A search database that is down, still behind when the wait ends, or that cancels the
+search to replay the primary's changes (a hot-standby recovery conflict, SQLSTATE 40001)
+makes the read run on the primary (``REPLICA_FALLBACK = "primary"``, the default) or
+raise ``ReplicaUnavailable`` (``"error"``). On SQLite there is no WAL position: the other
+alias is read as it is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TypeVar
+
+from django.db import DatabaseError, connections, transaction
+
+from ..conf import conf
+from ..errors import ReplicaUnavailable, TranscriptError
+from .errors import database_errors, describe_database_error, sqlstate
+
+__all__ = [
+    "forget_writes",
+    "format_lsn",
+    "note_write",
+    "parse_lsn",
+    "read_from",
+    "record_end",
+    "written_position",
+]
+
+T = TypeVar("T")
+
+#: {primary alias: WAL position (an int) of this context's last committed write there}.
+_written: ContextVar[MappingProxyType[str, int]] = ContextVar(
+    "deuz_transcripts_written_positions", default=MappingProxyType({})
+)
+#: A write whose position could not be read: the next read does not trust the replica.
+UNKNOWN_POSITION = 2**64 - 1
+#: SQLSTATEs of a read a hot standby cancelled (or whose session it ended) to replay WAL:
+#: 40001 "conflict with recovery" (snapshot, lock, buffer pin, tablespace), 57P04 its
+#: database dropped. A standby answers nothing else with them: it runs no serializable
+#: transaction and takes no write lock.
+RECOVERY_CONFLICT_SQLSTATES = frozenset({"40001", "57P04"})
+#: SQLSTATEs of a server that ended or refused the session: shutting down (57P01-57P03)
+#: and connection exceptions (class 08).
+_GONE_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
+
+
+def parse_lsn(text: str) -> int:
+    """``'1/425EABE8'`` (PostgreSQL's ``pg_lsn`` text) as a comparable integer."""
+    high, _, low = text.partition("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+def format_lsn(position: int) -> str:
+    """``parse_lsn``'s inverse."""
+    return f"{position >> 32:X}/{position & 0xFFFFFFFF:X}"
+
+
+def written_position(using: str) -> int | None:
+    """The WAL position this context last wrote on ``using`` and no read has yet seen
+    replayed; ``None`` when there is none."""
+    return _written.get().get(using)
+
+
+def forget_writes() -> None:
+    """Forget this context's write positions (tests; a worker reused for another user)."""
+    _written.set(MappingProxyType({}))
+
+
+def _remember(using: str, position: int) -> None:
+    current = _written.get()
+    if current.get(using, -1) < position:
+        _written.set(MappingProxyType({**current, using: position}))
+
+
+def _forget(using: str, position: int) -> None:
+    current = _written.get()
+    if current.get(using) == position:
+        _written.set(MappingProxyType({k: v for k, v in current.items() if k != using}))
+
+
+def replicated(using: str, search_using: str) -> bool:
+    """Whether reads of ``using`` go elsewhere and a write there has a WAL position."""
+    return search_using != using and connections[using].vendor == "postgresql"
+
+
+@dataclass(frozen=True)
+class _RememberPosition:
+    """The on-commit step of ``note_write``: reads the primary's WAL insert position."""
+
+    using: str
+
+    def __call__(self) -> None:
+        try:
+            with connections[self.using].cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_current_wal_insert_lsn()::text, "
+                    "current_setting('wal_block_size')::int, "
+                    "(SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size')"
+                )
+                row = cursor.fetchone()
+            position = record_end(parse_lsn(row[0]), row[1], row[2]) if row else UNKNOWN_POSITION
+        except DatabaseError:  # the write is committed: never fail the caller for this
+            position = UNKNOWN_POSITION
+        _remember(self.using, position)
+
+
+#: The WAL page header a position just past it skips: a segment's first page has the long
+#: one (``SizeOfXLogLongPHD``), every other page the short one (``SizeOfXLogShortPHD``).
+_LONG_PAGE_HEADER, _SHORT_PAGE_HEADER = 40, 24
+
+
+def record_end(insert_position: int, block_size: int, segment_size: int) -> int:
+    """The end of the last WAL record before ``insert_position``.
+
+    ``pg_current_wal_insert_lsn()`` names where the next record will start: when the last
+    one ended on a page boundary, that is past the next page's header, a position a
+    standby's ``pg_last_wal_replay_lsn()`` (the end of the last record replayed) reaches
+    only once another record is written, which on an idle primary may take long. No record
+    ends inside a page header, so the boundary is the same point.
+    """
+    if insert_position % segment_size == _LONG_PAGE_HEADER:
+        return insert_position - _LONG_PAGE_HEADER
+    if insert_position % block_size == _SHORT_PAGE_HEADER:
+        return insert_position - _SHORT_PAGE_HEADER
+    return insert_position
+
+
+def note_write(using: str, search_using: str) -> None:
+    """Inside a write's transaction on ``using``: once it commits, remember the primary's
+    WAL insert position (past the commit record), so this context's next read waits for
+    the search database to replay it. Nothing when reads stay on ``using``; nothing when
+    the transaction rolls back; once per transaction (a store's write and its index's)."""
+    if not replicated(using, search_using):
+        return
+    for entry in connections[using].run_on_commit:
+        if isinstance(entry[1], _RememberPosition) and entry[1].using == using:
+            return
+    transaction.on_commit(_RememberPosition(using), using=using)
+
+
+def _wait_for_replay(using: str, search_using: str) -> None:
+    """Return once ``search_using`` has replayed this context's last write on ``using``;
+    ``ReplicaUnavailable("behind")`` when it has not within ``REPLICA_WAIT_MS``."""
+    target = written_position(using)
+    if target is None:
+        return
+    if connections[search_using].vendor != "postgresql":
+        _forget(using, target)  # SQLite: nothing to replay, the alias is read as it is
+        return
+    if target == UNKNOWN_POSITION:
+        _forget(using, target)  # this read falls back (or fails); the next ones need not
+        raise ReplicaUnavailable(search_using, "behind", "the write's WAL position is unknown")
+    deadline = time.monotonic() + conf.REPLICA_WAIT_MS / 1000
+    pause = 0.002
+    with connections[search_using].cursor() as cursor:
+        while True:
+            cursor.execute("SELECT pg_last_wal_replay_lsn()::text")
+            row = cursor.fetchone()
+            replayed = None if row is None else row[0]
+            # NULL: not a standby (a promoted one, or a primary named as search database)
+            if replayed is None or parse_lsn(replayed) >= target:
+                _forget(using, target)
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ReplicaUnavailable(
+                    search_using,
+                    "behind",
+                    f"it replayed up to {replayed}, the write is at {format_lsn(target)}",
+                )
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+
+
+def _replica_problem(exc: BaseException, search_using: str) -> ReplicaUnavailable | None:
+    """``exc`` (an app or Django error) as ``ReplicaUnavailable`` when the search database
+    caused it: a recovery conflict or a session it ended; ``None`` otherwise."""
+    cause = exc.__cause__ if isinstance(exc, TranscriptError) else exc
+    if not isinstance(cause, DatabaseError):
+        return None
+    code = sqlstate(cause)
+    if code in RECOVERY_CONFLICT_SQLSTATES:
+        return ReplicaUnavailable(search_using, "conflict", f"SQLSTATE {code}")
+    if code in _GONE_SQLSTATES or (code or "").startswith("08"):
+        return ReplicaUnavailable(search_using, "unreachable", describe_database_error(cause))
+    if code is None and connections[search_using].connection is None:
+        return ReplicaUnavailable(search_using, "unreachable", describe_database_error(cause))
+    return None
+
+
+def read_from(using: str, search_using: str, read: Callable[[str], T]) -> T:
+    """``read(alias)`` on ``search_using`` once it has this context's writes; on ``using``
+    when it cannot answer and ``REPLICA_FALLBACK`` is ``"primary"``.
+
+    ``read`` runs its statements inside ``database_errors(alias)``; errors of the read
+    itself (a timeout, bad input) are raised as they are, wherever it ran.
+    """
+    if search_using == using:
+        return read(using)
+    try:
+        try:
+            with database_errors(search_using):
+                connections[search_using].ensure_connection()
+        except TranscriptError as exc:
+            raise ReplicaUnavailable(search_using, "unreachable", str(exc)) from exc.__cause__
+        try:
+            with database_errors(search_using):
+                _wait_for_replay(using, search_using)
+            return read(search_using)
+        except TranscriptError as exc:
+            problem = exc if isinstance(exc, ReplicaUnavailable) else None
+            problem = problem or _replica_problem(exc, search_using)
+            if problem is None:
+                raise
+            raise problem from exc.__cause__
+    except ReplicaUnavailable:
+        if conf.REPLICA_FALLBACK == "error":
+            raise
+    return read(using)
