@@ -46,8 +46,13 @@ SYSTEM_ROLES = frozenset({"system", "developer"})
 
 _DROPPED_CATEGORIES = frozenset({"Mn", "Mc", "Me", "Cf", "Cs"})
 _TERM_RE = re.compile(r"[^\W_]+")
-#: ``_TERM_RE`` on lowered ASCII text (the same matches; an ASCII class is ~1.5x faster).
-_ASCII_TERM_RE = re.compile(r"[a-z0-9]+")
+#: ASCII bytes -> the lowered byte for letters and digits, a space for everything else: the
+#: terms of ASCII text are then the words ``bytes.split()`` finds (the matches of
+#: ``_TERM_RE`` on the lowered text, ~2x faster than any regex: no match objects).
+_ASCII_TERMS_TABLE = bytes(
+    code if chr(code).isascii() and chr(code).isalnum() else 0x20
+    for code in bytes(range(256)).lower()
+)
 _FOLD_CHUNK_CHARS = 65_536
 # Private-use characters never occur in a term, so digests cannot collide with words.
 _DIGEST_PREFIX = "\ue001"
@@ -258,9 +263,9 @@ def text_terms(text: str) -> list[str]:
     form may pass 256 KiB adds up its words' folded sizes (cached too), and only text
     that really passes it is folded whole, then cut.
     """
-    if text.isascii():
-        # findall builds the list in C: a third of the cost of a generator over finditer
-        return list(dict.fromkeys(_ASCII_TERM_RE.findall(cut_utf8(text.lower()))))
+    if text.isascii():  # one byte per character: the cut is a slice
+        words = text[:MAX_INDEXED_BYTES].encode("ascii").translate(_ASCII_TERMS_TABLE).split()
+        return [word.decode("ascii") for word in dict.fromkeys(words)]
     if len(text) > 2 * MAX_INDEXED_BYTES:
         # almost surely cut: fold only up to the cut (a fold never shrinks text this much
         # but by dropping marks, and then folding the prefix is the cheaper path anyway)
