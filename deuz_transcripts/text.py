@@ -257,15 +257,16 @@ def text_terms(text: str) -> list[str]:
     """Distinct terms of the first 256 KiB of ``fold(text)``, in order of first appearance.
 
     Equal to ``dict.fromkeys(findall(fold_capped(text)))``, computed faster: ASCII text
-    folds by ``lower()``; other text is split on whitespace and each distinct word is
+    folds by ``lower()``, so its terms are its runs of ASCII letters and digits, lowered
+    (``_ASCII_TERMS_TABLE``); other text is split on whitespace and each distinct word is
     folded once per process (``_word_terms``): whitespace folds to separators and is a
     starter, so folding a text equals folding its words apart. Only text whose folded
     form may pass 256 KiB adds up its words' folded sizes (cached too), and only text
     that really passes it is folded whole, then cut.
     """
     if text.isascii():  # one byte per character: the cut is a slice
-        words = text[:MAX_INDEXED_BYTES].encode("ascii").translate(_ASCII_TERMS_TABLE).split()
-        return [word.decode("ascii") for word in dict.fromkeys(words)]
+        ascii_terms = text[:MAX_INDEXED_BYTES].encode("ascii").translate(_ASCII_TERMS_TABLE).split()
+        return [term.decode("ascii") for term in dict.fromkeys(ascii_terms)]
     if len(text) > 2 * MAX_INDEXED_BYTES:
         # almost surely cut: fold only up to the cut (a fold never shrinks text this much
         # but by dropping marks, and then folding the prefix is the cheaper path anyway)
