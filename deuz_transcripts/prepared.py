@@ -151,10 +151,13 @@ def message_digest(
     return hashlib.blake2b((key + payload).encode("utf-8"), digest_size=16).hexdigest()
 
 
-def check_record(record: Any) -> ChatRecord:
+def check_record(record: Any, *, revalidate: bool = True) -> ChatRecord:
     """Accept a ``ChatRecord`` or its JSON form to write; anything else, or a scope of
-    more than ``MAX_SCOPE_FIELDS`` fields, is ``InvalidRecord``."""
-    if isinstance(record, ChatRecord):
+    more than ``MAX_SCOPE_FIELDS`` fields, is ``InvalidRecord``. ``revalidate=False``:
+    ``record`` was built just now by the caller (no one else can have changed it)."""
+    if isinstance(record, ChatRecord) and not revalidate:
+        checked = record
+    elif isinstance(record, ChatRecord):
         # Re-validate: dataclasses are mutable, the caller may have changed fields.
         checked = ChatRecord(
             chat_id=record.chat_id,

@@ -9,7 +9,7 @@ from django.db import connections
 from ..models import Chat, Message
 from ..problems import Problem
 from ..text import stored_term
-from .base import SearchDataChecks
+from .base import SearchDataChecks, StoredMessage
 from .chat_filter import table
 from .postgresql_storage import VECTOR_COLUMN, role_lexeme, scope_lexemes
 
@@ -22,14 +22,14 @@ class PostgresChecks(SearchDataChecks):
     def check_chat(
         self,
         chat: Chat,
-        rows: Sequence[Message],
+        rows: Sequence[StoredMessage],
         expected_terms: Sequence[list[str] | None] | None,
     ) -> list[Problem]:
         return self.check_chats([(chat, rows, expected_terms)])
 
     def check_chats(
         self,
-        chats: Sequence[tuple[Chat, Sequence[Message], Sequence[list[str] | None] | None]],
+        chats: Sequence[tuple[Chat, Sequence[StoredMessage], Sequence[list[str] | None] | None]],
         *,
         full_run: bool = False,
     ) -> list[Problem]:

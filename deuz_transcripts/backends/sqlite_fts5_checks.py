@@ -24,7 +24,8 @@ from django.db.backends.utils import CursorWrapper
 from ..models import Chat, LegacyChat, Message, Tombstone
 from ..problems import Problem
 from ..text import stored_terms_text
-from .base import SearchDataChecks
+from .base import SearchDataChecks, StoredMessage
+from .chat_filter import table
 from .fts5_expressions import (
     CHAT_TOKEN_PREFIX,
     chat_token,
@@ -77,7 +78,7 @@ class Fts5Checks(SearchDataChecks):
         return True
 
     @staticmethod
-    def expected_body(chat: Chat, row: Message) -> str | None:
+    def expected_body(chat: Chat, row: StoredMessage) -> str | None:
         if not (chat.is_indexed and row.has_terms and row.search_text):
             return None
         return fts_body(row.search_text, chat.scope, chat.chat_id, row.role)
@@ -85,7 +86,7 @@ class Fts5Checks(SearchDataChecks):
     def check_chat(
         self,
         chat: Chat,
-        rows: Sequence[Message],
+        rows: Sequence[StoredMessage],
         expected_terms: Sequence[list[str] | None] | None,
     ) -> list[Problem]:
         """The chat's FTS rows against its message rows (``rows`` unused when not searchable;
@@ -146,7 +147,7 @@ class Fts5Checks(SearchDataChecks):
 
     def check_chats(
         self,
-        chats: Sequence[tuple[Chat, Sequence[Message], Sequence[list[str] | None] | None]],
+        chats: Sequence[tuple[Chat, Sequence[StoredMessage], Sequence[list[str] | None] | None]],
         *,
         full_run: bool = False,
     ) -> list[Problem]:
@@ -194,7 +195,7 @@ class Fts5Checks(SearchDataChecks):
                     have = set(tokens)
                     if not want <= have:
                         add(chat_id, "stale", "FTS row(s) lack tokens", pk)
-                    elif have - want:
+                    elif len(have) != len(want):  # a superset of ``want``, so more
                         add(chat_id, "stale", "FTS row(s) hold extra tokens", pk)
         while current is not None:
             if current[2] is not None:
@@ -232,34 +233,39 @@ class Fts5Checks(SearchDataChecks):
         self, batch_size: int, done: Callable[[int], None]
     ) -> Iterator[tuple[int, str, set[str] | None]]:
         """``(pk, chat_id, the tokens its FTS row must hold, or None)`` of every message,
-        by pk ranges; each chat's scope and chat tokens are computed once per batch."""
+        by pk ranges read as plain tuples; each chat's scope and chat tokens are computed
+        once per batch, each role's token once."""
         last = 0
         read = 0
-        fields = ("pk", "chat_id", "has_terms", "search_text", "role")
-        while True:
-            batch = list(
-                Message.objects.using(self.alias)
-                .filter(pk__gt=last)
-                .order_by("pk")
-                .values_list(*fields)[:batch_size]
-            )
-            if not batch:
-                return
-            chats = {
-                pk: (chat_id, indexed, [*scope_tokens(scope), chat_token(chat_id)])
-                for pk, chat_id, indexed, scope in Chat.objects.using(self.alias)
-                .filter(pk__in={row[1] for row in batch})
-                .values_list("pk", "chat_id", "is_indexed", "scope")
-            }
-            for pk, chat_pk, has_terms, text, role in batch:
-                chat_id, indexed, tokens = chats[chat_pk]
-                wanted = None
-                if indexed and has_terms and text:
-                    wanted = {*stored_terms_text(text).split(" "), *tokens, role_token(role)}
-                yield pk, chat_id, wanted
-            last = batch[-1][0]
-            read += len(batch)
-            done(read)
+        roles: dict[str, str] = {}
+        with self._cursor() as cursor:
+            while True:
+                cursor.execute(
+                    f"SELECT id, chat_id, has_terms, search_text, role FROM {table(Message)} "
+                    "WHERE id > %s ORDER BY id LIMIT %s",
+                    [last, batch_size],
+                )
+                batch = cursor.fetchall()
+                if not batch:
+                    return
+                chats = {
+                    pk: (chat_id, indexed, [*scope_tokens(scope), chat_token(chat_id)])
+                    for pk, chat_id, indexed, scope in Chat.objects.using(self.alias)
+                    .filter(pk__in={row[1] for row in batch})
+                    .values_list("pk", "chat_id", "is_indexed", "scope")
+                }
+                for pk, chat_pk, has_terms, text, role in batch:
+                    chat_id, indexed, tokens = chats[chat_pk]
+                    wanted = None
+                    if indexed and has_terms and text:
+                        role_tokens = roles.get(role)
+                        if role_tokens is None:
+                            role_tokens = roles[role] = role_token(role)
+                        wanted = {*stored_terms_text(text).split(" "), *tokens, role_tokens}
+                    yield pk, chat_id, wanted
+                last = batch[-1][0]
+                read += len(batch)
+                done(read)
 
     # repair
 
