@@ -148,7 +148,9 @@ def message_digest(
     rewrites it."""
     tag = text_rules_tag() if rules_tag is None else rules_tag
     key = f"{STORED_FORM_VERSION}{tag}\x00{message_id}\x00{visible_position}\x00"
-    return hashlib.blake2b((key + payload).encode("utf-8"), digest_size=16).hexdigest()
+    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=16)
+    digest.update(payload.encode("utf-8"))  # the hash of key + payload, without copying both
+    return digest.hexdigest()
 
 
 def check_record(record: Any, *, revalidate: bool = True) -> ChatRecord:

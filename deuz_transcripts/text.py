@@ -266,7 +266,9 @@ def text_terms(text: str) -> list[str]:
     """
     if text.isascii():  # one byte per character: the cut is a slice
         ascii_terms = text[:MAX_INDEXED_BYTES].encode("ascii").translate(_ASCII_TERMS_TABLE).split()
-        return [term.decode("ascii") for term in dict.fromkeys(ascii_terms)]
+        # decoded at once, then split: one str per distinct term, no decode call per term
+        joined = b" ".join(dict.fromkeys(ascii_terms)).decode("ascii")
+        return joined.split(" ") if joined else []
     if len(text) > 2 * MAX_INDEXED_BYTES:
         # almost surely cut: fold only up to the cut (a fold never shrinks text this much
         # but by dropping marks, and then folding the prefix is the cheaper path anyway)

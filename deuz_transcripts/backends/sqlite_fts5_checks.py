@@ -183,19 +183,20 @@ class Fts5Checks(SearchDataChecks):
                         if current[2] is not None:
                             add(current[1], "missing", "FTS row(s) missing", current[0])
                         current = next(messages, None)
-                    tokens = held.split(" ")
                     if current is None or current[0] != doc:
-                        unowned.append((doc, tokens))
+                        unowned.append((doc, held.split(" ")))
                         continue
                     pk, chat_id, want = current
                     current = next(messages, None)
                     if want is None:
                         add(chat_id, "orphaned", "FTS row(s) of no searchable message", pk)
                         continue
-                    have = set(tokens)
-                    if not want <= have:
+                    if held == " ".join(sorted(want)):
+                        continue  # the same tokens (FTS5 lists a row's tokens sorted)
+                    have, wanted = set(held.split(" ")), set(want)
+                    if not wanted <= have:
                         add(chat_id, "stale", "FTS row(s) lack tokens", pk)
-                    elif len(have) != len(want):  # a superset of ``want``, so more
+                    elif len(have) != len(wanted):  # a superset of ``wanted``, so more
                         add(chat_id, "stale", "FTS row(s) hold extra tokens", pk)
         while current is not None:
             if current[2] is not None:
@@ -231,7 +232,7 @@ class Fts5Checks(SearchDataChecks):
 
     def _messages(
         self, batch_size: int, done: Callable[[int], None]
-    ) -> Iterator[tuple[int, str, set[str] | None]]:
+    ) -> Iterator[tuple[int, str, list[str] | None]]:
         """``(pk, chat_id, the tokens its FTS row must hold, or None)`` of every message,
         by pk ranges read as plain tuples; each chat's scope and chat tokens are computed
         once per batch, each role's token once."""
@@ -258,10 +259,10 @@ class Fts5Checks(SearchDataChecks):
                     chat_id, indexed, tokens = chats[chat_pk]
                     wanted = None
                     if indexed and has_terms and text:
-                        role_tokens = roles.get(role)
-                        if role_tokens is None:
-                            role_tokens = roles[role] = role_token(role)
-                        wanted = {*stored_terms_text(text).split(" "), *tokens, role_tokens}
+                        role_tok = roles.get(role)
+                        if role_tok is None:
+                            role_tok = roles[role] = role_token(role)
+                        wanted = [*stored_terms_text(text).split(" "), *tokens, role_tok]
                     yield pk, chat_id, wanted
                 last = batch[-1][0]
                 read += len(batch)
