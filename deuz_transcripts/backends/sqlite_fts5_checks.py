@@ -78,8 +78,9 @@ class Fts5Checks(SearchDataChecks):
         return True
 
     @staticmethod
-    def expected_body(chat: Chat, row: StoredMessage) -> str | None:
-        if not (chat.is_indexed and row.has_terms and row.search_text):
+    def expected_body(chat: Chat, row: StoredMessage, *, as_written: bool = False) -> str | None:
+        """The FTS row the message must have; ``as_written``: whatever ``has_terms`` says."""
+        if not (chat.is_indexed and (row.has_terms or as_written) and row.search_text):
             return None
         return fts_body(row.search_text, chat.scope, chat.chat_id, row.role)
 
@@ -279,10 +280,15 @@ class Fts5Checks(SearchDataChecks):
         rowids.update(
             Message.objects.using(self.alias).filter(chat=chat).values_list("pk", flat=True)
         )
-        self.fix_rowids(sorted(rowids))
+        # As the writer will delete them: it names the tokens of each row with search_text
+        # (a row claiming no terms but keeping its text would otherwise be deleted twice,
+        # which corrupts the FTS5 index)
+        self.fix_rowids(sorted(rowids), as_written=True)
 
-    def fix_rowids(self, rowids: Sequence[int]) -> int:
-        """Make each FTS row hold exactly what its message row says; returns rows changed."""
+    def fix_rowids(self, rowids: Sequence[int], *, as_written: bool = False) -> int:
+        """Make each FTS row hold exactly what its message row says (``as_written``: by the
+        writer's rule, a row for each message with search_text, whatever ``has_terms``
+        says); returns rows changed."""
         if not rowids:
             return 0
         held = self.actual_tokens(rowids)
@@ -304,7 +310,11 @@ class Fts5Checks(SearchDataChecks):
         with self._cursor() as cursor:
             for rowid in rowids:
                 row = rows.get(rowid)
-                want = None if row is None else self.expected_body(row.chat, row)
+                want = (
+                    None
+                    if row is None
+                    else self.expected_body(row.chat, row, as_written=as_written)
+                )
                 have = held.get(rowid, [])
                 if want is not None and sorted(set(want.split(" "))) == sorted(set(have)):
                     continue
