@@ -192,7 +192,7 @@ class ChatRecord:
             raise InvalidRecord("messages", "must be a list of message mappings")
         self.messages = list(messages)
         for position, message in enumerate(self.messages):
-            if not isinstance(message, Mapping):
+            if type(message) is not dict and not isinstance(message, Mapping):
                 raise InvalidRecord(f"messages[{position}]", "must be a mapping")
             if "role" not in message:
                 raise InvalidRecord(f"messages[{position}].role", "is missing")

@@ -182,9 +182,15 @@ def fold_capped(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
     return cut_utf8("".join(pieces), limit)
 
 
+def _is_mapping(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, without the ABC check for a plain dict (what a
+    decoded message is: read for every message by indexing and ``verify``)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def is_system(message: Any) -> bool:
     """System (and OpenAI ``developer``) messages are never indexed or shown."""
-    return isinstance(message, Mapping) and message.get("role") in SYSTEM_ROLES
+    return _is_mapping(message) and message.get("role") in SYSTEM_ROLES
 
 
 def _tool_output_text(output: Any) -> str | None:
@@ -208,7 +214,7 @@ def _anthropic_result_text(content: Any) -> str | None:
 
 
 def _part_text(part: Any) -> str | None:
-    if not isinstance(part, Mapping):
+    if not _is_mapping(part):
         return None
     kind = part.get("type")
     if kind == "text":
@@ -238,7 +244,7 @@ def indexed_text(message: Any) -> str | None:
     Anthropic shapes). Not indexed: reasoning/thinking, tool inputs, images,
     files, structured tool results. Unknown shapes give ``""``.
     """
-    if not isinstance(message, Mapping):
+    if not _is_mapping(message):
         return ""
     if is_system(message):
         return None
