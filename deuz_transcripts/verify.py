@@ -20,7 +20,7 @@ from django.db import transaction
 
 from .backends.base import SearchDataChecks
 from .backfill import pk_batches
-from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
+from .models import Chat, ChatScope, LegacyChat, Tombstone
 from .prepared import PreparedChat
 from .problems import Problem
 from .sql import ChatWriter
@@ -241,7 +241,6 @@ class Verifier:
             if problem.kind == "orphaned":
                 self.writer.purge(locked)  # a tombstoned chat: nothing may remain
             elif chat.is_indexed:
-                rows = list(
-                    Message.objects.using(self.using).filter(chat=chat).order_by("position")
-                )
-                self.writer.write(locked, prepared_from_rows(chat, rows), rewrite=True)
+                prepared = self._expected(chat, read_message_rows(self.using, [chat.pk])[chat.pk])
+                if prepared is not None:  # a payload that cannot be read stays reported
+                    self.writer.write(locked, prepared, rewrite=True)

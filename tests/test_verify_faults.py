@@ -132,3 +132,16 @@ def test_a_vector_lacking_a_scope_lexeme_or_holding_a_spaced_lexeme_is_found() -
     ]
     _fixed_like_verify_counted()
     assert found("gamma", {"userId": "ada"}) == [("t", "t:1"), ("t", "t:2")]
+
+
+def test_fix_leaves_a_payload_it_cannot_read_reported_and_repairs_the_rest() -> None:
+    """--fix used to stop with a traceback at the first stored payload it could not read."""
+    stored(record("s", "alpha"), record("t", "beta", n=1))
+    Message.objects.filter(message_id="s:1").update(payload="not json")
+    Message.objects.filter(message_id="t:1").update(digest="0" * 32)
+    unreadable = "stale: s: a message payload cannot be read"
+    assert problems() == [unreadable, "stale: t: 1 message row(s) out of date (first index 1)"]
+    result = Verifier().run(fix=True)
+    assert (result.found, result.chats) == (2, {"s", "t"})
+    assert [str(problem) for problem in result.remaining] == [unreadable]
+    assert found("beta") == [("t", "t:1"), ("t", "t:2")]
