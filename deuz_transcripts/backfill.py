@@ -27,7 +27,7 @@ from .models import Chat, LegacyChat, Message
 from .prepared import PreparedChat
 from .signals import chat_indexed, send_after_commit
 from .sql import ChatWriter, LockedChat
-from .sql.stored import record_from_rows
+from .sql.stored import prepared_from_rows
 from .stores import DjangoChatStore
 
 __all__ = ["SOURCES", "Backfill", "BackfillStats", "Outcome", "pk_batches"]
@@ -250,7 +250,7 @@ class Backfill:
             if not row.is_indexed:
                 return Outcome.SKIPPED  # taken out of search on purpose: stays out
             rows = list(Message.objects.using(self.using).filter(chat=row).order_by("position"))
-            chat = PreparedChat.of(record_from_rows(row, rows))
+            chat = prepared_from_rows(row, rows)
             if self.writer.is_current(locked, chat):
                 return Outcome.UNCHANGED
             if not self.dry_run:

@@ -148,13 +148,18 @@ def message_digest(
     rewrites it."""
     tag = text_rules_tag() if rules_tag is None else rules_tag
     key = f"{STORED_FORM_VERSION}{tag}\x00{message_id}\x00{visible_position}\x00"
-    return hashlib.blake2b((key + payload).encode("utf-8"), digest_size=16).hexdigest()
+    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=16)
+    digest.update(payload.encode("utf-8"))  # the hash of key + payload, without copying both
+    return digest.hexdigest()
 
 
-def check_record(record: Any) -> ChatRecord:
+def check_record(record: Any, *, revalidate: bool = True) -> ChatRecord:
     """Accept a ``ChatRecord`` or its JSON form to write; anything else, or a scope of
-    more than ``MAX_SCOPE_FIELDS`` fields, is ``InvalidRecord``."""
-    if isinstance(record, ChatRecord):
+    more than ``MAX_SCOPE_FIELDS`` fields, is ``InvalidRecord``. ``revalidate=False``:
+    ``record`` was built just now by the caller (no one else can have changed it)."""
+    if isinstance(record, ChatRecord) and not revalidate:
+        checked = record
+    elif isinstance(record, ChatRecord):
         # Re-validate: dataclasses are mutable, the caller may have changed fields.
         checked = ChatRecord(
             chat_id=record.chat_id,

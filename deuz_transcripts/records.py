@@ -135,6 +135,11 @@ def _check_nesting(message: Any, field_name: str) -> None:
                 stack.append((child, depth + 1))
 
 
+#: ``json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))``
+#: without building an encoder per message (the same text).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def encode_message(message: Any, field_name: str = "message") -> str:
     """The message as JSON text, exactly round-trippable (NUL and lone surrogates too).
 
@@ -142,7 +147,7 @@ def encode_message(message: Any, field_name: str = "message") -> str:
     message or reading its text would hit Python's recursion limit.
     """
     try:
-        text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(message)
     except (TypeError, ValueError) as exc:
         raise InvalidRecord(field_name, f"is not JSON-serializable ({exc})") from None
     except RecursionError:
@@ -187,7 +192,7 @@ class ChatRecord:
             raise InvalidRecord("messages", "must be a list of message mappings")
         self.messages = list(messages)
         for position, message in enumerate(self.messages):
-            if not isinstance(message, Mapping):
+            if type(message) is not dict and not isinstance(message, Mapping):
                 raise InvalidRecord(f"messages[{position}]", "must be a mapping")
             if "role" not in message:
                 raise InvalidRecord(f"messages[{position}].role", "is missing")

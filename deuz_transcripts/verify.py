@@ -20,11 +20,11 @@ from django.db import transaction
 
 from .backends.base import SearchDataChecks
 from .backfill import pk_batches
-from .models import Chat, ChatScope, LegacyChat, Message, Tombstone
+from .models import Chat, ChatScope, LegacyChat, Tombstone
 from .prepared import PreparedChat
 from .problems import Problem
 from .sql import ChatWriter
-from .sql.stored import record_from_rows
+from .sql.stored import MessageRow, prepared_from_rows, read_message_rows
 from .stores import DjangoChatStore
 
 __all__ = ["Problem", "Verifier", "VerifyResult"]
@@ -139,6 +139,7 @@ class Verifier:
             if locked[chat_id].revision == 0 and locked[chat_id].row is not None
         ]
         messages, scopes = self._read_rows([row for row in rows if row and row.is_indexed])
+        keeps_search_text = self.writer.backend.rows.keeps_search_text
         for chat_id, prepared in expected.items():
             row = locked[chat_id].row
             if locked[chat_id].revision > 0:
@@ -146,7 +147,7 @@ class Verifier:
             if row is None:
                 problems.append(Problem(chat_id, "missing", "legacy chat not indexed", "legacy"))
             elif row.is_indexed and self.writer.differences(
-                row, prepared, messages[row.pk], scopes[row.pk]
+                row, prepared, messages[row.pk], scopes[row.pk], keeps_search_text=keeps_search_text
             ):
                 detail = "legacy chat differs from its indexed copy"
                 problems.append(Problem(chat_id, "stale", detail, "legacy"))
@@ -165,8 +166,9 @@ class Verifier:
         )
         live = [chat for chat in chats if chat.chat_id not in tombstoned]
         messages, scopes = self._read_rows(live)
+        keeps_search_text = self.writer.backend.rows.keeps_search_text
         found: dict[str, list[Problem]] = {chat.chat_id: [] for chat in chats}
-        searchable: list[tuple[Chat, Sequence[Message], Sequence[list[str] | None] | None]] = []
+        searchable: list[tuple[Chat, Sequence[MessageRow], Sequence[list[str] | None] | None]] = []
         for chat in chats:
             if chat.chat_id in tombstoned:
                 found[chat.chat_id].append(
@@ -184,7 +186,10 @@ class Verifier:
                 )
                 searchable.append((chat, rows, None))
                 continue
-            detail = "; ".join(self.writer.differences(chat, expected, rows, scopes[chat.pk]))
+            differences = self.writer.differences(
+                chat, expected, rows, scopes[chat.pk], keeps_search_text=keeps_search_text
+            )
+            detail = "; ".join(differences)
             if detail:
                 found[chat.chat_id].append(Problem(chat.chat_id, "stale", detail))
             searchable.append((chat, rows, [message.terms for message in expected.prepared]))
@@ -194,25 +199,22 @@ class Verifier:
 
     def _read_rows(
         self, chats: Sequence[Chat]
-    ) -> tuple[dict[int, list[Message]], dict[int, dict[str, str]]]:
-        """Message rows (in position order) and scope lookup rows of each chat, in two
-        statements."""
+    ) -> tuple[dict[int, list[MessageRow]], dict[int, dict[str, str]]]:
+        """Message rows (in position order, as tuples) and scope lookup rows of each chat,
+        in two statements."""
         pks = [chat.pk for chat in chats]
-        messages: dict[int, list[Message]] = {pk: [] for pk in pks}
+        messages = read_message_rows(self.using, pks)
         scopes: dict[int, dict[str, str]] = {pk: {} for pk in pks}
         if not pks:
             return messages, scopes
-        rows = Message.objects.using(self.using).filter(chat_id__in=pks)
-        for message in rows.order_by("chat_id", "position"):
-            messages[message.chat_id].append(message)
         scope_rows = ChatScope.objects.using(self.using).filter(chat_id__in=pks)
         for chat_pk, key, value in scope_rows.values_list("chat_id", "key", "value"):
             scopes[chat_pk][key] = value
         return messages, scopes
 
-    def _expected(self, chat: Chat, rows: Sequence[Message]) -> PreparedChat | None:
+    def _expected(self, chat: Chat, rows: Sequence[MessageRow]) -> PreparedChat | None:
         try:
-            return PreparedChat.of(record_from_rows(chat, rows))
+            return prepared_from_rows(chat, rows)
         except Exception:
             return None
 
@@ -239,9 +241,6 @@ class Verifier:
             if problem.kind == "orphaned":
                 self.writer.purge(locked)  # a tombstoned chat: nothing may remain
             elif chat.is_indexed:
-                rows = list(
-                    Message.objects.using(self.using).filter(chat=chat).order_by("position")
-                )
-                self.writer.write(
-                    locked, PreparedChat.of(record_from_rows(chat, rows)), rewrite=True
-                )
+                prepared = self._expected(chat, read_message_rows(self.using, [chat.pk])[chat.pk])
+                if prepared is not None:  # a payload that cannot be read stays reported
+                    self.writer.write(locked, prepared, rewrite=True)

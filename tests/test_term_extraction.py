@@ -67,6 +67,14 @@ def test_the_cut_at_256_kib_is_the_rules():
     assert text_terms(near) == rule(near)
 
 
+def test_ascii_text_at_the_cut_is_the_rules():
+    """ASCII text is cut by a slice (one byte per character): a word across the cut is cut."""
+    for shift in range(-2, 3):
+        head = "Ab9-" * ((MAX_INDEXED_BYTES + shift) // 4) + "x" * ((MAX_INDEXED_BYTES + shift) % 4)
+        for value in (head + "Tail END", head + " tail", "x" * (MAX_INDEXED_BYTES + shift)):
+            assert text_terms(value) == rule(value), shift
+
+
 def test_text_near_the_cut_whatever_its_whitespace():
     """Long text is cut only when its folded size passes 256 KiB, counted word by word."""
     for separator in (" ", "\u2028", "\u3000\n", "\x85\t"):

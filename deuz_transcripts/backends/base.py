@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from django.db import models
 from django.db.backends.utils import CursorWrapper
@@ -34,6 +34,7 @@ __all__ = [
     "SearchDataChecks",
     "SearchMatcher",
     "SearchRows",
+    "StoredMessage",
     "StoredRow",
     "mask_sql",
 ]
@@ -338,6 +339,30 @@ class SearchMatcher(ABC):
         return [Candidate(row[0], mask, *row[1:]) for row in cursor.fetchall()]
 
 
+class StoredMessage(Protocol):
+    """The columns of a ``Message`` row that reading a chat back and checking it use:
+    a ``Message`` instance or a ``MessageRow`` tuple."""
+
+    @property
+    def pk(self) -> int: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def payload(self) -> str: ...
+    @property
+    def digest(self) -> str: ...
+    @property
+    def visible_position(self) -> int | None: ...
+    @property
+    def search_text(self) -> str | None: ...
+    @property
+    def has_terms(self) -> bool: ...
+
+
 class SearchDataChecks:
     """Verifies a chat's search data against its message rows (``verify``); by default
     the rows' own columns are the search data, checked with the rows."""
@@ -348,7 +373,7 @@ class SearchDataChecks:
     def check_chat(
         self,
         chat: Chat,
-        rows: Sequence[Message],
+        rows: Sequence[StoredMessage],
         expected_terms: Sequence[list[str] | None] | None,
     ) -> list[Problem]:
         """Problems of the chat's search data; ``expected_terms`` holds each row's terms in
@@ -357,7 +382,7 @@ class SearchDataChecks:
 
     def check_chats(
         self,
-        chats: Sequence[tuple[Chat, Sequence[Message], Sequence[list[str] | None] | None]],
+        chats: Sequence[tuple[Chat, Sequence[StoredMessage], Sequence[list[str] | None] | None]],
         *,
         full_run: bool = False,
     ) -> list[Problem]:

@@ -8,8 +8,8 @@ from django.db import connections
 
 from ..models import Chat, Message
 from ..problems import Problem
-from ..text import stored_term
-from .base import SearchDataChecks
+from ..text import MAX_STORED_TERM_BYTES, stored_term
+from .base import SearchDataChecks, StoredMessage
 from .chat_filter import table
 from .postgresql_storage import VECTOR_COLUMN, role_lexeme, scope_lexemes
 
@@ -22,14 +22,14 @@ class PostgresChecks(SearchDataChecks):
     def check_chat(
         self,
         chat: Chat,
-        rows: Sequence[Message],
+        rows: Sequence[StoredMessage],
         expected_terms: Sequence[list[str] | None] | None,
     ) -> list[Problem]:
         return self.check_chats([(chat, rows, expected_terms)])
 
     def check_chats(
         self,
-        chats: Sequence[tuple[Chat, Sequence[Message], Sequence[list[str] | None] | None]],
+        chats: Sequence[tuple[Chat, Sequence[StoredMessage], Sequence[list[str] | None] | None]],
         *,
         full_run: bool = False,
     ) -> list[Problem]:
@@ -45,13 +45,18 @@ class PostgresChecks(SearchDataChecks):
             )
             vectors = dict(cursor.fetchall())
         problems = []
+        roles: dict[str, str] = {}
         for chat, rows, expected_terms in checked:
             missing = stale = 0
-            tokens = set(scope_lexemes(chat.scope, chat.chat_id))
+            tokens = scope_lexemes(chat.scope, chat.chat_id)
             for row, terms in zip(rows, expected_terms, strict=True):
-                want = {stored_term(term) for term in terms or ()}
+                want = _stored_terms(terms or ())
                 if want:
-                    want |= {*tokens, role_lexeme(row.role)}
+                    role = roles.get(row.role)
+                    if role is None:
+                        role = roles[row.role] = role_lexeme(row.role)
+                    want.update(tokens)
+                    want.add(role)
                 have = vectors.get(row.pk)
                 if want and have is None:
                     missing += 1
@@ -65,3 +70,11 @@ class PostgresChecks(SearchDataChecks):
                     Problem(chat.chat_id, "stale", f"{stale} row(s) with a wrong vector")
                 )
         return problems
+
+
+def _stored_terms(terms: Sequence[str]) -> set[str]:
+    """``{stored_term(term) for term in terms}``; a term of at most 63 characters (255
+    UTF-8 bytes at most) is stored as it is, so most messages need no call per term."""
+    if max(map(len, terms), default=0) * 4 <= MAX_STORED_TERM_BYTES:
+        return set(terms)
+    return {stored_term(term) for term in terms}

@@ -24,7 +24,8 @@ from django.db.backends.utils import CursorWrapper
 from ..models import Chat, LegacyChat, Message, Tombstone
 from ..problems import Problem
 from ..text import stored_terms_text
-from .base import SearchDataChecks
+from .base import SearchDataChecks, StoredMessage
+from .chat_filter import table
 from .fts5_expressions import (
     CHAT_TOKEN_PREFIX,
     chat_token,
@@ -77,15 +78,16 @@ class Fts5Checks(SearchDataChecks):
         return True
 
     @staticmethod
-    def expected_body(chat: Chat, row: Message) -> str | None:
-        if not (chat.is_indexed and row.has_terms and row.search_text):
+    def expected_body(chat: Chat, row: StoredMessage, *, as_written: bool = False) -> str | None:
+        """The FTS row the message must have; ``as_written``: whatever ``has_terms`` says."""
+        if not (chat.is_indexed and (row.has_terms or as_written) and row.search_text):
             return None
         return fts_body(row.search_text, chat.scope, chat.chat_id, row.role)
 
     def check_chat(
         self,
         chat: Chat,
-        rows: Sequence[Message],
+        rows: Sequence[StoredMessage],
         expected_terms: Sequence[list[str] | None] | None,
     ) -> list[Problem]:
         """The chat's FTS rows against its message rows (``rows`` unused when not searchable;
@@ -146,7 +148,7 @@ class Fts5Checks(SearchDataChecks):
 
     def check_chats(
         self,
-        chats: Sequence[tuple[Chat, Sequence[Message], Sequence[list[str] | None] | None]],
+        chats: Sequence[tuple[Chat, Sequence[StoredMessage], Sequence[list[str] | None] | None]],
         *,
         full_run: bool = False,
     ) -> list[Problem]:
@@ -182,19 +184,20 @@ class Fts5Checks(SearchDataChecks):
                         if current[2] is not None:
                             add(current[1], "missing", "FTS row(s) missing", current[0])
                         current = next(messages, None)
-                    tokens = held.split(" ")
                     if current is None or current[0] != doc:
-                        unowned.append((doc, tokens))
+                        unowned.append((doc, held.split(" ")))
                         continue
                     pk, chat_id, want = current
                     current = next(messages, None)
                     if want is None:
                         add(chat_id, "orphaned", "FTS row(s) of no searchable message", pk)
                         continue
-                    have = set(tokens)
-                    if not want <= have:
+                    if held == " ".join(sorted(want)):
+                        continue  # the same tokens (FTS5 lists a row's tokens sorted)
+                    have, wanted = set(held.split(" ")), set(want)
+                    if not wanted <= have:
                         add(chat_id, "stale", "FTS row(s) lack tokens", pk)
-                    elif have - want:
+                    elif len(have) != len(wanted):  # a superset of ``wanted``, so more
                         add(chat_id, "stale", "FTS row(s) hold extra tokens", pk)
         while current is not None:
             if current[2] is not None:
@@ -230,36 +233,41 @@ class Fts5Checks(SearchDataChecks):
 
     def _messages(
         self, batch_size: int, done: Callable[[int], None]
-    ) -> Iterator[tuple[int, str, set[str] | None]]:
+    ) -> Iterator[tuple[int, str, list[str] | None]]:
         """``(pk, chat_id, the tokens its FTS row must hold, or None)`` of every message,
-        by pk ranges; each chat's scope and chat tokens are computed once per batch."""
+        by pk ranges read as plain tuples; each chat's scope and chat tokens are computed
+        once per batch, each role's token once."""
         last = 0
         read = 0
-        fields = ("pk", "chat_id", "has_terms", "search_text", "role")
-        while True:
-            batch = list(
-                Message.objects.using(self.alias)
-                .filter(pk__gt=last)
-                .order_by("pk")
-                .values_list(*fields)[:batch_size]
-            )
-            if not batch:
-                return
-            chats = {
-                pk: (chat_id, indexed, [*scope_tokens(scope), chat_token(chat_id)])
-                for pk, chat_id, indexed, scope in Chat.objects.using(self.alias)
-                .filter(pk__in={row[1] for row in batch})
-                .values_list("pk", "chat_id", "is_indexed", "scope")
-            }
-            for pk, chat_pk, has_terms, text, role in batch:
-                chat_id, indexed, tokens = chats[chat_pk]
-                wanted = None
-                if indexed and has_terms and text:
-                    wanted = {*stored_terms_text(text).split(" "), *tokens, role_token(role)}
-                yield pk, chat_id, wanted
-            last = batch[-1][0]
-            read += len(batch)
-            done(read)
+        roles: dict[str, str] = {}
+        with self._cursor() as cursor:
+            while True:
+                cursor.execute(
+                    f"SELECT id, chat_id, has_terms, search_text, role FROM {table(Message)} "
+                    "WHERE id > %s ORDER BY id LIMIT %s",
+                    [last, batch_size],
+                )
+                batch = cursor.fetchall()
+                if not batch:
+                    return
+                chats = {
+                    pk: (chat_id, indexed, [*scope_tokens(scope), chat_token(chat_id)])
+                    for pk, chat_id, indexed, scope in Chat.objects.using(self.alias)
+                    .filter(pk__in={row[1] for row in batch})
+                    .values_list("pk", "chat_id", "is_indexed", "scope")
+                }
+                for pk, chat_pk, has_terms, text, role in batch:
+                    chat_id, indexed, tokens = chats[chat_pk]
+                    wanted = None
+                    if indexed and has_terms and text:
+                        role_tok = roles.get(role)
+                        if role_tok is None:
+                            role_tok = roles[role] = role_token(role)
+                        wanted = [*stored_terms_text(text).split(" "), *tokens, role_tok]
+                    yield pk, chat_id, wanted
+                last = batch[-1][0]
+                read += len(batch)
+                done(read)
 
     # repair
 
@@ -272,10 +280,15 @@ class Fts5Checks(SearchDataChecks):
         rowids.update(
             Message.objects.using(self.alias).filter(chat=chat).values_list("pk", flat=True)
         )
-        self.fix_rowids(sorted(rowids))
+        # As the writer will delete them: it names the tokens of each row with search_text
+        # (a row claiming no terms but keeping its text would otherwise be deleted twice,
+        # which corrupts the FTS5 index)
+        self.fix_rowids(sorted(rowids), as_written=True)
 
-    def fix_rowids(self, rowids: Sequence[int]) -> int:
-        """Make each FTS row hold exactly what its message row says; returns rows changed."""
+    def fix_rowids(self, rowids: Sequence[int], *, as_written: bool = False) -> int:
+        """Make each FTS row hold exactly what its message row says (``as_written``: by the
+        writer's rule, a row for each message with search_text, whatever ``has_terms``
+        says); returns rows changed."""
         if not rowids:
             return 0
         held = self.actual_tokens(rowids)
@@ -297,7 +310,11 @@ class Fts5Checks(SearchDataChecks):
         with self._cursor() as cursor:
             for rowid in rowids:
                 row = rows.get(rowid)
-                want = None if row is None else self.expected_body(row.chat, row)
+                want = (
+                    None
+                    if row is None
+                    else self.expected_body(row.chat, row, as_written=as_written)
+                )
                 have = held.get(rowid, [])
                 if want is not None and sorted(set(want.split(" "))) == sorted(set(have)):
                     continue

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from django.db import connections
 
 from ..backends import SearchBackend, get_backend
-from ..backends.base import NewRows, SearchRows, StoredRow
+from ..backends.base import NewRows, SearchRows, StoredMessage, StoredRow
 from ..backends.chat_filter import table
 from ..models import Chat, ChatScope, Message, Tombstone
 from ..prepared import PreparedChat, PreparedMessage
@@ -40,7 +40,7 @@ class LockedChat:
 
 def stored_differences(
     chat: Chat,
-    rows: Sequence[Message],
+    rows: Sequence[StoredMessage],
     scope_rows: Mapping[str, str],
     prepared: PreparedChat,
     *,
@@ -293,12 +293,17 @@ class ChatWriter:
         self,
         row: Chat,
         chat: PreparedChat,
-        rows: Sequence[Message] | None = None,
+        rows: Sequence[StoredMessage] | None = None,
         scope_rows: Mapping[str, str] | None = None,
+        *,
+        keeps_search_text: bool | None = None,
     ) -> list[str]:
         """``stored_differences`` of the chat's rows as they are in the database now
         (``rows``: its message rows in position order, ``scope_rows`` its ``ChatScope``
-        rows, when the caller has read them)."""
+        rows, when the caller has read them; ``keeps_search_text``: the backend's, when
+        the caller has looked it up for many chats)."""
+        if keeps_search_text is None:
+            keeps_search_text = self.backend.rows.keeps_search_text
         if rows is None:
             rows = list(Message.objects.using(self.using).filter(chat=row).order_by("position"))
         if scope_rows is None:
@@ -310,7 +315,7 @@ class ChatWriter:
             rows,
             scope_rows,
             chat,
-            keeps_search_text=self.backend.rows.keeps_search_text,
+            keeps_search_text=keeps_search_text,
         )
 
     def is_current(self, locked: LockedChat, chat: PreparedChat) -> bool:
