@@ -1,0 +1,139 @@
+"""Folding a whole text in two stdlib codec calls, for the characters a process has seen.
+
+Why: the per-word work of term extraction (split, one cache lookup per word, merging)
+kept it near 20 MB/s. ``fold`` works on each character alone (the tests prove it on every
+code point), so folding a text is mapping each character to its fold. The charmap codec
+does such a mapping in C: ``charmap_encode`` gives each known character a one-byte code
+(256 codes, the first 128 ASCII), ``charmap_decode`` maps each code to one character: the
+character's fold with every non-term character turned into a separator. Then one
+``split`` gives the terms. A character whose fold is not one character (``ß``, marks that
+drop, ``ﬁ``) decodes to a placeholder (a control character, which no fold table entry
+produces otherwise) that one ``replace`` expands.
+
+Codes are handed out on first sight of a character, never taken back; a text with a
+character that cannot get one (no code left, outside the BMP, or U+FFFE, which the codec
+reserves) gets ``None`` and the caller's slower general path.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Callable
+from typing import cast
+
+__all__ = ["FoldCodes"]
+
+#: One separator per UTF-8 size of the character it stands for: the separated text then
+#: has exactly the UTF-8 size of the folded text, so it can be cut at the same byte.
+_SIZED_SEPARATORS = {1: " ", 2: "\u00a0", 3: "\u3000"}
+#: Codes left for placeholders: the ASCII control characters but NUL (no term holds one).
+_PLACEHOLDERS = [chr(code) for code in range(1, 32)]
+_UNMAPPED = "\ufffe"  # what the charmap codec reads as "no character here"
+_ASCII = [chr(code) for code in range(128)]
+
+
+class FoldCodes:
+    """Maps text to its fold with separators through a table of codes for seen characters.
+
+    ``pieces(char)`` gives a character's fold as ``(piece, is_term)`` pairs, one per
+    character of the fold, or ``None`` when ``char`` must never get a code.
+    """
+
+    def __init__(self, pieces: Callable[[str], list[tuple[str, bool]] | None]) -> None:
+        self._pieces = pieces
+        self._chars: list[str] = []
+        #: per code: the fold with " " separators, and with separators of the same UTF-8 size
+        self._plain: list[str] = []
+        self._sized: list[str] = []
+        self._known: set[str] = set()
+        self._expanding = 0  # codes whose fold is not one character (each has a placeholder)
+        if not self._learn("".join(_ASCII)) or self._expanding:
+            raise ValueError("every ASCII character must fold to one character")
+
+    def separate(self, text: str, sized: bool) -> str | None:
+        """``text`` folded, each non-term character a separator; ``None`` if a character
+        of it has no code and cannot get one.
+
+        Plain separators are single spaces; ``sized`` ones keep the folded UTF-8 size (a
+        space, U+00A0 or U+3000 by the size of the character they replace)."""
+        try:
+            codes = codecs.charmap_encode(text, "strict", self._encoding)[0]
+        except UnicodeEncodeError:
+            if not self._learn(text):
+                return None
+            codes = codecs.charmap_encode(text, "strict", self._encoding)[0]
+        if sized:
+            separated = codecs.charmap_decode(codes, "strict", self._sized_table)[0]
+            expansions = self._sized_expansions
+        else:
+            separated = codecs.charmap_decode(codes, "strict", self._plain_table)[0]
+            expansions = self._plain_expansions
+        if expansions and codes.translate(None, self._not_expanded):
+            for placeholder, expansion in expansions:
+                separated = separated.replace(placeholder, expansion)
+        return separated
+
+    def __len__(self) -> int:
+        """Characters that have a code."""
+        return len(self._chars)
+
+    def _learn(self, text: str) -> bool:
+        """Give codes to the characters of ``text`` that have none; ``False`` (and no code
+        given) when they do not all fit."""
+        new = sorted(set(text).difference(self._known))
+        if len(self._chars) + len(new) > 256:
+            return False
+        entries = [self._entry(char) for char in new]
+        expanding = self._expanding + sum(1 for e in entries if e is not None and len(e[0]) != 1)
+        if None in entries or expanding > len(_PLACEHOLDERS):
+            return False
+        for char, entry in zip(new, entries, strict=True):
+            self._commit(char, cast("tuple[str, str]", entry))
+        self._build()
+        return True
+
+    def _entry(self, char: str) -> tuple[str, str] | None:
+        """The plain and the sized separated fold of ``char``; ``None`` if it gets no code."""
+        if ord(char) > 0xFFFF or char == _UNMAPPED:
+            return None
+        pieces = self._pieces(char)
+        if pieces is None:
+            return None
+        sized = [_SIZED_SEPARATORS.get(len(piece.encode("utf-8", "surrogatepass"))) for piece, _ in pieces]
+        if None in sized:
+            return None
+        plain = "".join(piece if term else " " for piece, term in pieces)
+        return plain, "".join(
+            piece if term else cast("str", separator)
+            for (piece, term), separator in zip(pieces, sized, strict=True)
+        )
+
+    def _commit(self, char: str, entry: tuple[str, str]) -> None:
+        self._chars.append(char)
+        self._known.add(char)
+        self._plain.append(entry[0])
+        self._sized.append(entry[1])
+        self._expanding += len(entry[0]) != 1
+
+    def _build(self) -> None:
+        padding = _UNMAPPED * (256 - len(self._chars))
+        self._encoding = codecs.charmap_build("".join(self._chars) + padding)
+        self._plain_table, self._plain_expansions = self._decoding(self._plain)
+        self._sized_table, expansions = self._decoding(self._sized)
+        self._sized_expansions = expansions
+        # a fold of one character never spans two placeholders: both tables expand the same codes
+        expanded = {code for code, fold in enumerate(self._plain) if len(fold) != 1}
+        self._not_expanded = bytes(code for code in range(256) if code not in expanded)
+
+    @staticmethod
+    def _decoding(folds: list[str]) -> tuple[str, list[tuple[str, str]]]:
+        table: list[str] = []
+        expansions: list[tuple[str, str]] = []
+        for fold in folds:
+            if len(fold) == 1:
+                table.append(fold)
+            else:
+                placeholder = _PLACEHOLDERS[len(expansions)]
+                table.append(placeholder)
+                expansions.append((placeholder, fold))
+        return "".join(table) + _UNMAPPED * (256 - len(table)), expansions
