@@ -28,6 +28,8 @@ __all__ = ["FoldCodes"]
 _SIZED_SEPARATORS = {1: " ", 2: "\u00a0", 3: "\u3000"}
 #: Codes left for placeholders: the ASCII control characters but NUL (no term holds one).
 _PLACEHOLDERS = [chr(code) for code in range(1, 32)]
+_encode = codecs.charmap_encode
+_decode = codecs.charmap_decode
 _UNMAPPED = "\ufffe"  # what the charmap codec reads as "no character here"
 _ASCII = [chr(code) for code in range(128)]
 
@@ -50,26 +52,33 @@ class FoldCodes:
         if not self._learn("".join(_ASCII)) or self._expanding:
             raise ValueError("every ASCII character must fold to one character")
 
-    def separate(self, text: str, sized: bool) -> str | None:
-        """``text`` folded, each non-term character a separator; ``None`` if a character
-        of it has no code and cannot get one.
-
-        Plain separators are single spaces; ``sized`` ones keep the folded UTF-8 size (a
-        space, U+00A0 or U+3000 by the size of the character they replace)."""
+    def plain(self, text: str) -> str | None:
+        """``text`` folded, each non-term character a space; ``None`` if a character of
+        it has no code and cannot get one."""
         try:
-            codes = codecs.charmap_encode(text, "strict", self._encoding)[0]
+            codes = _encode(text, "strict", self._encoding)[0]
         except UnicodeEncodeError:
             if not self._learn(text):
                 return None
-            codes = codecs.charmap_encode(text, "strict", self._encoding)[0]
-        if sized:
-            separated = codecs.charmap_decode(codes, "strict", self._sized_table)[0]
-            expansions = self._sized_expansions
-        else:
-            separated = codecs.charmap_decode(codes, "strict", self._plain_table)[0]
-            expansions = self._plain_expansions
-        if expansions and codes.translate(None, self._not_expanded):
-            for placeholder, expansion in expansions:
+            codes = _encode(text, "strict", self._encoding)[0]
+        separated: str = _decode(codes, "strict", self._plain_table)[0]
+        for code, placeholder, expansion in self._plain_expansions:
+            if code in codes:  # one memchr
+                separated = separated.replace(placeholder, expansion)
+        return separated
+
+    def sized(self, text: str) -> str | None:
+        """Like ``plain``, but each separator has the UTF-8 size of the character it
+        replaces (a space, U+00A0 or U+3000): the result has the folded text's size."""
+        try:
+            codes = _encode(text, "strict", self._encoding)[0]
+        except UnicodeEncodeError:
+            if not self._learn(text):
+                return None
+            codes = _encode(text, "strict", self._encoding)[0]
+        separated: str = _decode(codes, "strict", self._sized_table)[0]
+        for code, placeholder, expansion in self._sized_expansions:
+            if code in codes:  # one memchr
                 separated = separated.replace(placeholder, expansion)
         return separated
 
@@ -99,14 +108,14 @@ class FoldCodes:
         pieces = self._pieces(char)
         if pieces is None:
             return None
-        sized = [_SIZED_SEPARATORS.get(len(piece.encode("utf-8", "surrogatepass"))) for piece, _ in pieces]
-        if None in sized:
+        sized = [
+            piece if term else _SIZED_SEPARATORS.get(len(piece.encode("utf-8", "surrogatepass")))
+            for piece, term in pieces
+        ]
+        if None in sized:  # a fold piece that is no term and of no size a separator has
             return None
         plain = "".join(piece if term else " " for piece, term in pieces)
-        return plain, "".join(
-            piece if term else cast("str", separator)
-            for (piece, term), separator in zip(pieces, sized, strict=True)
-        )
+        return plain, "".join(cast("list[str]", sized))
 
     def _commit(self, char: str, entry: tuple[str, str]) -> None:
         self._chars.append(char)
@@ -121,19 +130,18 @@ class FoldCodes:
         self._plain_table, self._plain_expansions = self._decoding(self._plain)
         self._sized_table, expansions = self._decoding(self._sized)
         self._sized_expansions = expansions
-        # a fold of one character never spans two placeholders: both tables expand the same codes
-        expanded = {code for code, fold in enumerate(self._plain) if len(fold) != 1}
-        self._not_expanded = bytes(code for code in range(256) if code not in expanded)
 
     @staticmethod
-    def _decoding(folds: list[str]) -> tuple[str, list[tuple[str, str]]]:
+    def _decoding(folds: list[str]) -> tuple[str, list[tuple[bytes, str, str]]]:
+        """The decoding table of ``folds`` (one per code) and, for each fold that is not
+        one character, its code, the placeholder that stands for it and the fold."""
         table: list[str] = []
-        expansions: list[tuple[str, str]] = []
-        for fold in folds:
+        expansions: list[tuple[bytes, str, str]] = []
+        for code, fold in enumerate(folds):
             if len(fold) == 1:
                 table.append(fold)
             else:
                 placeholder = _PLACEHOLDERS[len(expansions)]
                 table.append(placeholder)
-                expansions.append((placeholder, fold))
+                expansions.append((bytes((code,)), placeholder, fold))
         return "".join(table) + _UNMAPPED * (256 - len(table)), expansions

@@ -51,6 +51,11 @@ _TERM_RE = re.compile(r"[^\W_]+")
 #: ``_TERM_RE`` on lowered ASCII text (the same matches; an ASCII class is ~1.5x faster).
 _ASCII_TERM_RE = re.compile(r"[a-z0-9]+")
 _FOLD_CHUNK_CHARS = 65_536
+#: ``fold`` makes a character's UTF-8 at most this many times longer (U+FDFA, 3 bytes,
+#: folds to 33): text of at most ``MAX_INDEXED_BYTES / 11`` bytes is never cut.
+MAX_FOLD_GROWTH = 11
+#: Text of at most this many characters (4 UTF-8 bytes each at most) is never cut.
+_NEVER_CUT_CHARS = MAX_INDEXED_BYTES // (MAX_FOLD_GROWTH * 4)
 # Private-use characters never occur in a term, so digests cannot collide with words.
 _DIGEST_PREFIX = "\ue001"
 
@@ -259,22 +264,30 @@ def text_terms(text: str) -> list[str]:
     ``split`` gives the terms. Text with a character the table has no room for takes
     ``_word_cache_terms``.
     """
-    if len(text) <= 2 * MAX_INDEXED_BYTES:
-        # only text that may fold past 256 KiB needs separators of the folded UTF-8 size
-        sized = len(text) * MAX_FOLD_GROWTH * 4 > MAX_INDEXED_BYTES
-        separated = _FOLD_CODES.separate(text, sized)
+    if len(text) <= _NEVER_CUT_CHARS:
+        separated = _FOLD_CODES.plain(text)
         if separated is not None:
-            if not sized:
-                found = dict.fromkeys(separated.split(" "))
-                found.pop("", None)
-            else:
-                if len(separated) * 4 > MAX_INDEXED_BYTES:
-                    separated = cut_utf8(separated)
-                found = dict.fromkeys(separated.split())
+            found = dict.fromkeys(separated.split(" "))
+            found.pop("", None)
             if _cjk_bigrams and _BIGRAM_RUN.search(separated) is not None:
-                found = dict.fromkeys(t[a:b] for t in found for a, b in term_ranges(t))
+                return _bigrams(found)
+            return list(found)
+    elif len(text) <= 2 * MAX_INDEXED_BYTES:
+        # separators of the folded UTF-8 size, so the text is cut where the folded text is
+        separated = _FOLD_CODES.sized(text)
+        if separated is not None:
+            if len(separated) * 4 > MAX_INDEXED_BYTES:
+                separated = cut_utf8(separated)
+            found = dict.fromkeys(separated.split())
+            if _cjk_bigrams and _BIGRAM_RUN.search(separated) is not None:
+                return _bigrams(found)
             return list(found)
     return _word_cache_terms(text)
+
+
+def _bigrams(terms: Iterable[str]) -> list[str]:
+    """The terms of the bigram rule, from the distinct terms of the seed's rule."""
+    return list(dict.fromkeys(t[a:b] for t in terms for a, b in term_ranges(t)))
 
 
 def _fold_pieces(char: str) -> list[tuple[str, bool]]:
@@ -329,9 +342,6 @@ def _folded_size_bound(text: str, words: list[str]) -> int:
     return sum(map(_WORD_BYTES.__getitem__, words)) + _MAX_FOLDED_SPACE_BYTES * spaces
 
 
-#: ``fold`` makes a character's UTF-8 at most this many times longer (U+FDFA, 3 bytes,
-#: folds to 33): text of at most ``MAX_INDEXED_BYTES / 11`` bytes is never cut.
-MAX_FOLD_GROWTH = 11
 #: No whitespace character folds to more than 3 UTF-8 bytes (U+1680, U+2028, U+2029).
 _MAX_FOLDED_SPACE_BYTES = 3
 #: Distinct words whose terms are remembered (a Zipf vocabulary repeats its words); the
