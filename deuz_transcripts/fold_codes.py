@@ -10,18 +10,26 @@ character's fold with every non-term character turned into a separator. Then one
 drop, ``ﬁ``) decodes to a placeholder (a control character, which no fold table entry
 produces otherwise) that one ``replace`` expands.
 
-Codes are handed out on first sight of a character, never taken back; a text with a
-character that cannot get one (no code left, outside the BMP, or U+FFFE, which the codec
-reserves) gets ``None`` and the caller's slower general path.
+Codes are handed out on first sight of a character. Characters outside the BMP (and
+U+FFFE, which the codec reserves) get no code: an error handler turns those that fold to
+no term character (emoji, symbols, marks) into spaces of their folded size. A text with a
+character that cannot get a code (no code left, or a term character outside the BMP) gets
+``None`` and the caller's slower general path; after ``RESET_AFTER_MISSES`` such texts the
+table starts again from ASCII, so it follows what a process reads instead of what it read
+first.
 """
 
 from __future__ import annotations
 
 import codecs
+import weakref
 from collections.abc import Callable
 from typing import cast
 
-__all__ = ["FoldCodes"]
+__all__ = ["RESET_AFTER_MISSES", "FoldCodes"]
+
+#: Texts the table had no room for before it starts again from ASCII.
+RESET_AFTER_MISSES = 1024
 
 #: One separator per UTF-8 size of the character it stands for: the separated text then
 #: has exactly the UTF-8 size of the folded text, so it can be cut at the same byte.
@@ -43,12 +51,28 @@ class FoldCodes:
 
     def __init__(self, pieces: Callable[[str], list[tuple[str, bool]] | None]) -> None:
         self._pieces = pieces
+        #: characters without a code -> the spaces they fold to, None if a term character
+        self._spaces: dict[str, str | None] = {}
+        self._errors = f"deuz_transcripts.fold_codes.{id(self)}"
+        replace = weakref.WeakMethod(self._replace)  # the codec registry keeps its handlers
+
+        def handler(error: UnicodeError) -> tuple[str, int]:
+            method = replace()
+            if method is None:  # pragma: no cover - a table is only freed unused
+                raise error
+            return method(error)
+
+        codecs.register_error(self._errors, handler)
+        self._start()
+
+    def _start(self) -> None:
         self._chars: list[str] = []
         #: per code: the fold with " " separators, and with separators of the same UTF-8 size
         self._plain: list[str] = []
         self._sized: list[str] = []
         self._known: set[str] = set()
         self._expanding = 0  # codes whose fold is not one character (each has a placeholder)
+        self._misses = 0
         if not self._learn("".join(_ASCII)) or self._expanding:
             raise ValueError("every ASCII character must fold to one character")
 
@@ -56,11 +80,11 @@ class FoldCodes:
         """``text`` folded, each non-term character a space; ``None`` if a character of
         it has no code and cannot get one."""
         try:
-            codes = _encode(text, "strict", self._encoding)[0]
+            codes = _encode(text, self._errors, self._encoding)[0]
         except UnicodeEncodeError:
             if not self._learn(text):
                 return None
-            codes = _encode(text, "strict", self._encoding)[0]
+            codes = _encode(text, self._errors, self._encoding)[0]
         separated: str = _decode(codes, "strict", self._plain_table)[0]
         for code, placeholder, expansion in self._plain_expansions:
             if code in codes:  # one memchr
@@ -71,11 +95,11 @@ class FoldCodes:
         """Like ``plain``, but each separator has the UTF-8 size of the character it
         replaces (a space, U+00A0 or U+3000): the result has the folded text's size."""
         try:
-            codes = _encode(text, "strict", self._encoding)[0]
+            codes = _encode(text, self._errors, self._encoding)[0]
         except UnicodeEncodeError:
             if not self._learn(text):
                 return None
-            codes = _encode(text, "strict", self._encoding)[0]
+            codes = _encode(text, self._errors, self._encoding)[0]
         separated: str = _decode(codes, "strict", self._sized_table)[0]
         for code, placeholder, expansion in self._sized_expansions:
             if code in codes:  # one memchr
@@ -86,10 +110,50 @@ class FoldCodes:
         """Characters that have a code."""
         return len(self._chars)
 
+    def _replace(self, error: UnicodeError) -> tuple[str, int]:
+        """Error handler: characters that get no code but fold to no term become spaces."""
+        if not isinstance(error, UnicodeEncodeError):
+            raise error
+        out = []
+        for char in error.object[error.start : error.end]:
+            spaces = self._codeless(char)
+            if spaces is None:
+                raise error
+            out.append(spaces)
+        return "".join(out), error.end
+
+    def _codeless(self, char: str) -> str | None:
+        """For a character that never gets a code: the spaces its fold becomes (one per
+        UTF-8 byte), or None if its fold holds a term character or it could get a code."""
+        if char in self._spaces:
+            return self._spaces[char]
+        spaces = None
+        if ord(char) > 0xFFFF or char == _UNMAPPED:
+            pieces = self._pieces(char)
+            if pieces is not None and not any(term for _, term in pieces):
+                spaces = " " * sum(len(p.encode("utf-8", "surrogatepass")) for p, _ in pieces)
+        self._spaces[char] = spaces
+        return spaces
+
     def _learn(self, text: str) -> bool:
         """Give codes to the characters of ``text`` that have none; ``False`` (and no code
         given) when they do not all fit."""
-        new = sorted(set(text).difference(self._known))
+        if not self._learn_all(text):
+            self._misses += 1
+            if self._misses >= RESET_AFTER_MISSES:
+                self._start()
+                return self._learn_all(text)
+            return False
+        return True
+
+    def _learn_all(self, text: str) -> bool:
+        new = []
+        for char in set(text).difference(self._known):
+            if ord(char) <= 0xFFFF and char != _UNMAPPED:
+                new.append(char)
+            elif self._codeless(char) is None:  # a term character that can have no code
+                return False
+        new.sort()
         if len(self._chars) + len(new) > 256:
             return False
         entries = [self._entry(char) for char in new]

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deuz_transcripts import text
+from deuz_transcripts import fold_codes, text
 from deuz_transcripts.fold_codes import FoldCodes
 from deuz_transcripts.text import (
     MAX_INDEXED_BYTES,
@@ -147,15 +147,53 @@ def test_every_code_point_through_the_codec_table():
                 assert text_terms(value) == rule(value), f"code points from U+{ord(chunk[0]):04X}"
 
 
+def test_every_code_point_without_a_code(monkeypatch):
+    """Outside the BMP (and U+FFFE) no character gets a code: one that folds to no term
+    becomes spaces of its folded size through the codec's error handler; a text with one
+    that folds to a term takes the word cache."""
+    codeless = [chr(c) for c in range(0x10000, sys.maxunicode + 1)] + ["\ufffe"]
+    termless = [c for c in codeless if not TERM.search(fold(c))]
+    with_terms = [c for c in codeless if TERM.search(fold(c))]
+    assert len(termless) > 800_000 and len(with_terms) > 80_000
+    with fresh_codes() as codes:
+        for start in range(0, len(termless), 4096):
+            chunk = termless[start : start + 4096]
+            for value in ("".join(chunk), "x".join(chunk), " ".join(f"é{c}y" for c in chunk)):
+                sized = codes.sized(value)
+                assert sized is not None and codes.plain(value) is not None
+                assert len(sized.encode()) == len(fold(value).encode())
+                assert sized.split() == TERM.findall(fold(value))
+                assert text_terms(value) == rule(value)
+        assert len(codes) == 128 + 1  # é
+        for char in with_terms[::97]:
+            assert codes.plain(f"a{char}") is None
+            assert text_terms(f"é {char}b") == rule(f"é {char}b")
+
+
 def test_characters_without_a_code_take_the_word_cache():
     with fresh_codes() as codes:
         assert len(codes) == 128
-        for value in ("\ufffe x", "emoji \U0001f600 ä", "".join(map(chr, range(0x4E00, 0x4E81)))):
+        for value in ("\U00020000 x ä", "".join(map(chr, range(0x4E00, 0x4E81)))):
             assert codes.plain(value) is None
             assert text_terms(value) == rule(value)
         assert len(codes) == 128  # nothing learnt from a text that did not fit
+        for value in ("emoji \U0001f600 ä", "\ufffe x", "tag\U000e0041s"):
+            assert codes.plain(value) is not None
+            assert text_terms(value) == rule(value)
         assert codes.plain("Ünï\ud800code") == "unicode"  # surrogates get a code: they drop
-        assert len(codes) == 128 + 3  # Ü, ï and the surrogate
+        assert len(codes) == 128 + 3 + 1  # Ü, ï, the surrogate, and ä
+
+
+def test_a_table_that_keeps_missing_starts_again(monkeypatch):
+    monkeypatch.setattr(fold_codes, "RESET_AFTER_MISSES", 3)
+    with fresh_codes() as codes:
+        assert codes.plain("".join(map(chr, range(0x4E00, 0x4E70)))) is not None  # 112 codes
+        cyrillic = "".join(map(chr, range(0x430, 0x450)))  # 32 more do not fit
+        assert codes.plain(cyrillic) is None
+        assert codes.plain(cyrillic) is None
+        assert codes.plain(cyrillic) == fold(cyrillic)  # the third miss: ASCII and these 32
+        assert len(codes) == 128 + 32
+        assert text_terms("一 " + cyrillic) == rule("一 " + cyrillic)
 
 
 def test_a_full_table_keeps_its_codes_and_the_rule():
