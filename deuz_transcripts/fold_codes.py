@@ -22,9 +22,10 @@ first.
 from __future__ import annotations
 
 import codecs
+import threading
 import weakref
 from collections.abc import Callable
-from typing import cast
+from typing import Any, NamedTuple, cast
 
 __all__ = ["RESET_AFTER_MISSES", "FoldCodes"]
 
@@ -40,6 +41,18 @@ _encode = codecs.charmap_encode
 _decode = codecs.charmap_decode
 _UNMAPPED = "\ufffe"  # what the charmap codec reads as "no character here"
 _ASCII = [chr(code) for code in range(128)]
+#: A placeholder's code (one byte), the placeholder and the fold it stands for.
+_Expansion = tuple[bytes, str, str]
+
+
+class _Table(NamedTuple):
+    """One consistent state of the codes: readers take it whole while a learner swaps it."""
+
+    encoding: Any  # the codec's encoding map (``codecs.charmap_build``)
+    plain: str
+    plain_expansions: list[_Expansion]
+    sized: str
+    sized_expansions: list[_Expansion]
 
 
 class FoldCodes:
@@ -63,6 +76,7 @@ class FoldCodes:
             return method(error)
 
         codecs.register_error(self._errors, handler)
+        self._lock = threading.Lock()  # learning only: readers take one snapshot of the table
         self._start()
 
     def _start(self) -> None:
@@ -73,35 +87,36 @@ class FoldCodes:
         self._known: set[str] = set()
         self._expanding = 0  # codes whose fold is not one character (each has a placeholder)
         self._misses = 0
-        if not self._learn("".join(_ASCII)) or self._expanding:
+        if not self._learn_all("".join(_ASCII)) or self._expanding:
             raise ValueError("every ASCII character must fold to one character")
 
     def plain(self, text: str) -> str | None:
         """``text`` folded, each non-term character a space; ``None`` if a character of
         it has no code and cannot get one."""
-        try:
-            codes = _encode(text, self._errors, self._encoding)[0]
-        except UnicodeEncodeError:
-            if not self._learn(text):
-                return None
-            codes = _encode(text, self._errors, self._encoding)[0]
-        separated: str = _decode(codes, "strict", self._plain_table)[0]
-        for code, placeholder, expansion in self._plain_expansions:
-            if code in codes:  # one memchr
-                separated = separated.replace(placeholder, expansion)
-        return separated
+        return self._separate(text, sized=False)
 
     def sized(self, text: str) -> str | None:
         """Like ``plain``, but each separator has the UTF-8 size of the character it
         replaces (a space, U+00A0 or U+3000): the result has the folded text's size."""
+        return self._separate(text, sized=True)
+
+    def _separate(self, text: str, sized: bool) -> str | None:
+        table = self._table  # one snapshot: another thread may learn meanwhile
         try:
-            codes = _encode(text, self._errors, self._encoding)[0]
+            codes = _encode(text, self._errors, table.encoding)[0]
         except UnicodeEncodeError:
-            if not self._learn(text):
+            learnt = self._learn(text)
+            if learnt is None:
                 return None
-            codes = _encode(text, self._errors, self._encoding)[0]
-        separated: str = _decode(codes, "strict", self._sized_table)[0]
-        for code, placeholder, expansion in self._sized_expansions:
+            table = learnt
+            codes = _encode(text, self._errors, table.encoding)[0]
+        if sized:
+            separated: str = _decode(codes, "strict", table.sized)[0]
+            expansions = table.sized_expansions
+        else:
+            separated = _decode(codes, "strict", table.plain)[0]
+            expansions = table.plain_expansions
+        for code, placeholder, expansion in expansions:
             if code in codes:  # one memchr
                 separated = separated.replace(placeholder, expansion)
         return separated
@@ -135,16 +150,18 @@ class FoldCodes:
         self._spaces[char] = spaces
         return spaces
 
-    def _learn(self, text: str) -> bool:
-        """Give codes to the characters of ``text`` that have none; ``False`` (and no code
-        given) when they do not all fit."""
-        if not self._learn_all(text):
-            self._misses += 1
-            if self._misses >= RESET_AFTER_MISSES:
+    def _learn(self, text: str) -> _Table | None:
+        """Give codes to the characters of ``text`` that have none: the table that has
+        them all, or ``None`` (and no code given) when they do not all fit."""
+        with self._lock:
+            if not self._learn_all(text):
+                self._misses += 1
+                if self._misses < RESET_AFTER_MISSES:
+                    return None
                 self._start()
-                return self._learn_all(text)
-            return False
-        return True
+                if not self._learn_all(text):
+                    return None
+            return self._table
 
     def _learn_all(self, text: str) -> bool:
         new = []
@@ -190,17 +207,15 @@ class FoldCodes:
 
     def _build(self) -> None:
         padding = _UNMAPPED * (256 - len(self._chars))
-        self._encoding = codecs.charmap_build("".join(self._chars) + padding)
-        self._plain_table, self._plain_expansions = self._decoding(self._plain)
-        self._sized_table, expansions = self._decoding(self._sized)
-        self._sized_expansions = expansions
+        encoding = codecs.charmap_build("".join(self._chars) + padding)
+        self._table = _Table(encoding, *self._decoding(self._plain), *self._decoding(self._sized))
 
     @staticmethod
-    def _decoding(folds: list[str]) -> tuple[str, list[tuple[bytes, str, str]]]:
+    def _decoding(folds: list[str]) -> tuple[str, list[_Expansion]]:
         """The decoding table of ``folds`` (one per code) and, for each fold that is not
         one character, its code, the placeholder that stands for it and the fold."""
         table: list[str] = []
-        expansions: list[tuple[bytes, str, str]] = []
+        expansions: list[_Expansion] = []
         for code, fold in enumerate(folds):
             if len(fold) == 1:
                 table.append(fold)

@@ -13,6 +13,7 @@ import re
 import sys
 import unicodedata
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pytest
@@ -209,6 +210,15 @@ def test_a_full_table_keeps_its_codes_and_the_rule():
         assert len(codes) == 128 + 25 + 64 + 32
         for value in (greek + armenian, latin + " " + cyrillic, armenian):
             assert text_terms(value) == rule(value)
+
+
+def test_threads_learning_at_once_keep_the_rule():
+    """Learners take a lock and swap the whole table; readers use one snapshot of it."""
+    values = [" ".join(f"{chr(c)}x" for c in range(b, b + 30)) for b in range(0xC0, 0x6C0, 30)]
+    with fresh_codes() as codes, ThreadPoolExecutor(8) as pool:
+        found = list(pool.map(text_terms, values * 4))
+        assert len(codes) == len(set(codes._chars)) <= 256
+    assert found == [rule(value) for value in values * 4]
 
 
 def test_too_many_expanding_characters_take_the_word_cache():
