@@ -24,7 +24,7 @@ from __future__ import annotations
 import codecs
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any, NamedTuple, cast
 
 __all__ = ["RESET_AFTER_MISSES", "FoldCodes"]
@@ -45,10 +45,17 @@ _ASCII = [chr(code) for code in range(128)]
 _Expansion = tuple[bytes, str, str]
 
 
+def _placeheld(sized_fold: str) -> bool:
+    """Whether a fold decodes to a placeholder: neither one character nor ASCII."""
+    return len(sized_fold) != 1 and not sized_fold.isascii()
+
+
 class _Table(NamedTuple):
     """One consistent state of the codes: readers take it whole while a learner swaps it."""
 
     encoding: Any  # the codec's encoding map (``codecs.charmap_build``)
+    #: codes whose fold is ASCII but not one character (``ß``, marks): -> the fold's codes
+    ascii_expansions: list[tuple[bytes, bytes]]
     plain: str
     plain_expansions: list[_Expansion]
     sized: str
@@ -85,7 +92,7 @@ class FoldCodes:
         self._plain: list[str] = []
         self._sized: list[str] = []
         self._known: set[str] = set()
-        self._expanding = 0  # codes whose fold is not one character (each has a placeholder)
+        self._expanding = 0  # codes whose fold decodes to a placeholder
         self._misses = 0
         if not self._learn_all("".join(_ASCII)) or self._expanding:
             raise ValueError("every ASCII character must fold to one character")
@@ -110,6 +117,9 @@ class FoldCodes:
                 return None
             table = learnt
             codes = _encode(text, self._errors, table.encoding)[0]
+        for code, replacement in table.ascii_expansions:
+            if code in codes:  # one memchr
+                codes = codes.replace(code, replacement)
         if sized:
             separated: str = _decode(codes, "strict", table.sized)[0]
             expansions = table.sized_expansions
@@ -174,7 +184,7 @@ class FoldCodes:
         if len(self._chars) + len(new) > 256:
             return False
         entries = [self._entry(char) for char in new]
-        expanding = self._expanding + sum(1 for e in entries if e is not None and len(e[0]) != 1)
+        expanding = self._expanding + sum(1 for e in entries if e is not None and _placeheld(e[1]))
         if None in entries or expanding > len(_PLACEHOLDERS):
             return False
         for char, entry in zip(new, entries, strict=True):
@@ -203,22 +213,36 @@ class FoldCodes:
         self._known.add(char)
         self._plain.append(entry[0])
         self._sized.append(entry[1])
-        self._expanding += len(entry[0]) != 1
+        self._expanding += _placeheld(entry[1])
 
     def _build(self) -> None:
         padding = _UNMAPPED * (256 - len(self._chars))
         encoding = codecs.charmap_build("".join(self._chars) + padding)
-        self._table = _Table(encoding, *self._decoding(self._plain), *self._decoding(self._sized))
+        # a sized fold in ASCII has ASCII separators: the plain fold is the same
+        ascii_expansions = {
+            code: fold.encode("ascii")
+            for code, fold in enumerate(self._sized)
+            if len(fold) != 1 and fold.isascii()
+        }
+        self._table = _Table(
+            encoding,
+            [(bytes((code,)), replacement) for code, replacement in ascii_expansions.items()],
+            *self._decoding(self._plain, ascii_expansions),
+            *self._decoding(self._sized, ascii_expansions),
+        )
 
     @staticmethod
-    def _decoding(folds: list[str]) -> tuple[str, list[_Expansion]]:
+    def _decoding(folds: list[str], in_codes: Container[int]) -> tuple[str, list[_Expansion]]:
         """The decoding table of ``folds`` (one per code) and, for each fold that is not
-        one character, its code, the placeholder that stands for it and the fold."""
+        one character nor expanded ``in_codes`` before decoding, its code, the placeholder
+        that stands for it and the fold."""
         table: list[str] = []
         expansions: list[_Expansion] = []
         for code, fold in enumerate(folds):
             if len(fold) == 1:
                 table.append(fold)
+            elif code in in_codes:
+                table.append(_UNMAPPED)  # never decoded: replaced in the codes first
             else:
                 placeholder = _PLACEHOLDERS[len(expansions)]
                 table.append(placeholder)
