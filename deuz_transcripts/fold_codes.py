@@ -6,9 +6,10 @@ code point), so folding a text is mapping each character to its fold. The charma
 does such a mapping in C: ``charmap_encode`` gives each known character a one-byte code
 (256 codes, the first 128 ASCII), ``charmap_decode`` maps each code to one character: the
 character's fold with every non-term character turned into a separator. Then one
-``split`` gives the terms. A character whose fold is not one character (``ß``, marks that
-drop, ``ﬁ``) decodes to a placeholder (a control character, which no fold table entry
-produces otherwise) that one ``replace`` expands.
+``split`` gives the terms. A character whose fold is ASCII but not one character (``ß``,
+``ﬁ``, marks that drop) is replaced in the codes before decoding (ASCII codes are ASCII);
+one whose fold is longer and not ASCII (``½``, ``ᾳ``) decodes to a placeholder (a control
+character, which no fold produces otherwise) that one ``replace`` expands.
 
 Codes are handed out on first sight of a character. Characters outside the BMP (and
 U+FFFE, which the codec reserves) get no code: an error handler turns those that fold to
