@@ -13,6 +13,8 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, cast
 
+from .fold_codes import FoldCodes
+
 __all__ = [
     "MAX_FOLD_GROWTH",
     "MAX_INDEXED_BYTES",
@@ -54,6 +56,11 @@ _ASCII_TERMS_TABLE = bytes(
     for code in bytes(range(256)).lower()
 )
 _FOLD_CHUNK_CHARS = 65_536
+#: ``fold`` makes a character's UTF-8 at most this many times longer (U+FDFA, 3 bytes,
+#: folds to 33): text of at most ``MAX_INDEXED_BYTES / 11`` bytes is never cut.
+MAX_FOLD_GROWTH = 11
+#: Text of at most this many characters (4 UTF-8 bytes each at most) is never cut.
+_NEVER_CUT_CHARS = MAX_INDEXED_BYTES // (MAX_FOLD_GROWTH * 4)
 # Private-use characters never occur in a term, so digests cannot collide with words.
 _DIGEST_PREFIX = "\ue001"
 
@@ -182,15 +189,9 @@ def fold_capped(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
     return cut_utf8("".join(pieces), limit)
 
 
-def _is_mapping(value: Any) -> bool:
-    """``isinstance(value, Mapping)``, without the ABC check for a plain dict (what a
-    decoded message is: read for every message by indexing and ``verify``)."""
-    return type(value) is dict or isinstance(value, Mapping)
-
-
 def is_system(message: Any) -> bool:
     """System (and OpenAI ``developer``) messages are never indexed or shown."""
-    return _is_mapping(message) and message.get("role") in SYSTEM_ROLES
+    return isinstance(message, Mapping) and message.get("role") in SYSTEM_ROLES
 
 
 def _tool_output_text(output: Any) -> str | None:
@@ -214,7 +215,7 @@ def _anthropic_result_text(content: Any) -> str | None:
 
 
 def _part_text(part: Any) -> str | None:
-    if not _is_mapping(part):
+    if not isinstance(part, Mapping):
         return None
     kind = part.get("type")
     if kind == "text":
@@ -244,7 +245,7 @@ def indexed_text(message: Any) -> str | None:
     Anthropic shapes). Not indexed: reasoning/thinking, tool inputs, images,
     files, structured tool results. Unknown shapes give ``""``.
     """
-    if not _is_mapping(message):
+    if not isinstance(message, Mapping):
         return ""
     if is_system(message):
         return None
@@ -262,19 +263,59 @@ def message_terms(message: Any) -> list[str] | None:
 def text_terms(text: str) -> list[str]:
     """Distinct terms of the first 256 KiB of ``fold(text)``, in order of first appearance.
 
-    Equal to ``dict.fromkeys(findall(fold_capped(text)))``, computed faster: ASCII text
-    folds by ``lower()``, so its terms are its runs of ASCII letters and digits, lowered
-    (``_ASCII_TERMS_TABLE``); other text is split on whitespace and each distinct word is
-    folded once per process (``_word_terms``): whitespace folds to separators and is a
-    starter, so folding a text equals folding its words apart. Only text whose folded
-    form may pass 256 KiB adds up its words' folded sizes (cached too), and only text
-    that really passes it is folded whole, then cut.
+    Equal to ``dict.fromkeys(findall(fold_capped(text)))``, computed faster: ``fold``
+    works on each character alone, so ``_FOLD_CODES`` folds the whole text in two codec
+    calls (each character mapped to its fold, non-term characters to separators) and one
+    ``split`` gives the terms. Text with a character the table has no room for takes
+    ``_word_cache_terms``. ASCII text folds by ``lower()``: its terms are its runs of ASCII
+    letters and digits, lowered (``_ASCII_TERMS_TABLE``).
     """
     if text.isascii():  # one byte per character: the cut is a slice
         ascii_terms = text[:MAX_INDEXED_BYTES].encode("ascii").translate(_ASCII_TERMS_TABLE).split()
         # decoded at once, then split: one str per distinct term, no decode call per term
         joined = b" ".join(dict.fromkeys(ascii_terms)).decode("ascii")
         return joined.split(" ") if joined else []
+    if len(text) <= _NEVER_CUT_CHARS:
+        separated = _FOLD_CODES.plain(text)
+        if separated is not None:
+            found = dict.fromkeys(separated.split(" "))
+            found.pop("", None)
+            if _cjk_bigrams and _BIGRAM_RUN.search(separated) is not None:
+                return _bigrams(found)
+            return list(found)
+    elif len(text) <= 2 * MAX_INDEXED_BYTES:
+        # separators of the folded UTF-8 size, so the text is cut where the folded text is
+        separated = _FOLD_CODES.sized(text)
+        if separated is not None:
+            if len(separated) * 4 > MAX_INDEXED_BYTES:
+                separated = cut_utf8(separated)
+            found = dict.fromkeys(separated.split())
+            if _cjk_bigrams and _BIGRAM_RUN.search(separated) is not None:
+                return _bigrams(found)
+            return list(found)
+    return _word_cache_terms(text)
+
+
+def _bigrams(terms: Iterable[str]) -> list[str]:
+    """The terms of the bigram rule, from the distinct terms of the seed's rule."""
+    return list(dict.fromkeys(t[a:b] for t in terms for a, b in term_ranges(t)))
+
+
+def _fold_pieces(char: str) -> list[tuple[str, bool]]:
+    """Each character of ``fold(char)`` and whether it belongs to a term."""
+    return [(piece, _TERM_RE.fullmatch(piece) is not None) for piece in fold(char)]
+
+
+_FOLD_CODES = FoldCodes(_fold_pieces)
+
+
+def _word_cache_terms(text: str) -> list[str]:
+    """``text_terms`` word by word: each distinct word is folded once per process
+    (``_word_terms``): whitespace folds to separators and is a starter, so folding a text
+    equals folding its words apart. Only text whose folded form may pass 256 KiB adds up
+    its words' folded sizes (cached too), and only text that really passes it is folded
+    whole, then cut.
+    """
     if len(text) > 2 * MAX_INDEXED_BYTES:
         # almost surely cut: fold only up to the cut (a fold never shrinks text this much
         # but by dropping marks, and then folding the prefix is the cheaper path anyway)
@@ -309,9 +350,6 @@ def _folded_size_bound(text: str, words: list[str]) -> int:
     return sum(map(_WORD_BYTES.__getitem__, words)) + _MAX_FOLDED_SPACE_BYTES * spaces
 
 
-#: ``fold`` makes a character's UTF-8 at most this many times longer (U+FDFA, 3 bytes,
-#: folds to 33): text of at most ``MAX_INDEXED_BYTES / 11`` bytes is never cut.
-MAX_FOLD_GROWTH = 11
 #: No whitespace character folds to more than 3 UTF-8 bytes (U+1680, U+2028, U+2029).
 _MAX_FOLDED_SPACE_BYTES = 3
 #: Distinct words whose terms are remembered (a Zipf vocabulary repeats its words); the

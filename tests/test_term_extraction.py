@@ -1,8 +1,10 @@
 """``text_terms`` (the fast path of every write) gives exactly the terms of the folding rule.
 
-The rule is ``dict.fromkeys(findall(fold_capped(text)))``; the fast path lowers ASCII text
-and folds other short text word by word through a cache. These tests hold it to the rule
-on every code point, at the 256 KiB cut, and on random text.
+The rule is ``dict.fromkeys(findall(fold_capped(text)))``. The fast path maps each
+character through a codec table (``fold_codes``), which is right only because folding
+works on each character alone (proven below on every code point); text with a character
+the table has no room for is folded word by word through a cache. These tests hold both
+paths to the rule on every code point, at the 256 KiB cut, and on random text.
 """
 
 from __future__ import annotations
@@ -10,19 +12,302 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deuz_transcripts import text
-from deuz_transcripts.text import MAX_INDEXED_BYTES, fold, fold_capped, text_terms
+from deuz_transcripts import fold_codes, text
+from deuz_transcripts.fold_codes import FoldCodes
+from deuz_transcripts.text import (
+    MAX_INDEXED_BYTES,
+    cut_utf8,
+    fold,
+    fold_capped,
+    text_terms,
+    use_cjk_bigrams,
+)
+from tests.test_cjk_bigrams import bigram_rule
 
 TERM = re.compile(r"[^\W_]+")
 CODE_POINTS = [chr(c) for c in range(sys.maxunicode + 1)]
 
 
+DROPPED = frozenset({"Mn", "Mc", "Me", "Cf", "Cs"})
+
+
 def rule(value: str) -> list[str]:
     return list(dict.fromkeys(TERM.findall(fold_capped(value))))
+
+
+def reference_fold(value: str) -> str:
+    """The folding rule, restated: NFKD, case folding, NFKD, marks/format/surrogates dropped."""
+    nfkd = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", value).casefold())
+    return "".join(c for c in nfkd if unicodedata.category(c) not in DROPPED)
+
+
+@contextmanager
+def fresh_codes() -> Iterator[FoldCodes]:
+    """A codec table that knows only ASCII, in place of the process's."""
+    kept = text._FOLD_CODES
+    text._FOLD_CODES = FoldCodes(text._fold_pieces)
+    try:
+        yield text._FOLD_CODES
+    finally:
+        text._FOLD_CODES = kept
+
+
+@pytest.fixture
+def codes_only(monkeypatch):
+    """Fails a test whose text leaves the codec table for the word cache."""
+
+    def no_word_cache(value: str) -> list[str]:
+        raise AssertionError(f"took the word cache: {value[:40]!r}")
+
+    monkeypatch.setattr(text, "_word_cache_terms", no_word_cache)
+
+
+def codable_chunks() -> Iterator[list[str]]:
+    """Every code point that can get a code (the BMP but U+FFFE), in chunks that fit one
+    fresh table: at most 100 characters, at most 31 whose fold is not one character."""
+    chunk: list[str] = []
+    expanding = 0
+    for code in range(0x10000):
+        char = chr(code)
+        if char == "\ufffe" or code < 128:
+            continue
+        grows = len(fold(char)) != 1
+        if len(chunk) == 100 or expanding + grows > 31:
+            yield chunk
+            chunk, expanding = [], 0
+        chunk.append(char)
+        expanding += grows
+    yield chunk
+
+
+# ---------------------------------------------------------------- folding, per character
+
+
+def test_fold_is_the_reference_rule_on_every_code_point():
+    for start in range(0, len(CODE_POINTS), 512):
+        chunk = CODE_POINTS[start : start + 512]
+        assert [fold(c) for c in chunk] == [reference_fold(c) for c in chunk]
+        assert fold("".join(chunk)) == reference_fold("".join(chunk)), f"U+{start:04X}"
+
+
+def test_fold_works_on_each_character_alone():
+    """Why the codec table is the rule: NFKD decomposes each character alone and then only
+    reorders non-starters (combining class > 0); case folding works per character. Every
+    non-starter any step produces is dropped in the end, but U+0345, whose case fold is
+    the starter "ι" (and another U+0345 folds the same): so reordering never changes what
+    is kept, and ``fold(text)`` is the concatenation of each character's fold."""
+    kept_non_starters = set()
+    for char in CODE_POINTS:
+        first = unicodedata.normalize("NFKD", char)
+        folded = first.casefold()
+        for step in (first, folded, unicodedata.normalize("NFKD", folded)):
+            for piece in step:
+                if unicodedata.combining(piece) and fold(piece):
+                    kept_non_starters.add(piece)
+    assert kept_non_starters == {"\u0345"}
+    assert fold("\u0345") == "ι" and unicodedata.combining("ι") == 0
+    for start in range(0, len(CODE_POINTS), 512):
+        chunk = CODE_POINTS[start : start + 512]
+        for value in ("".join(chunk), "\u0345".join(chunk), "a\u0301".join(chunk)):
+            assert fold(value) == "".join(map(fold, value)), f"U+{start:04X}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.text(), st.sampled_from(["\u0345", "\u0301", "\u0323", "ᾳ", "e"])), max_size=40
+    )
+)
+def test_fold_of_random_text_is_each_characters_fold(pieces):
+    value = "".join(pieces)
+    assert fold(value) == "".join(map(fold, value)) == reference_fold(value)
+
+
+# ---------------------------------------------------------------- the codec table
+
+
+@pytest.mark.usefixtures("codes_only")
+def test_every_code_point_through_the_codec_table():
+    for chunk in codable_chunks():
+        with fresh_codes():
+            for value in (
+                "".join(chunk),
+                " ".join(chunk),
+                " ".join(f"a{c}b" for c in chunk),
+                " ".join(f"{c}x {c}" for c in chunk),
+                "ä".join(chunk),
+            ):
+                assert text_terms(value) == rule(value), f"code points from U+{ord(chunk[0]):04X}"
+
+
+def test_every_code_point_without_a_code(monkeypatch):
+    """Outside the BMP (and U+FFFE) no character gets a code: one that folds to no term
+    becomes spaces of its folded size through the codec's error handler; a text with one
+    that folds to a term takes the word cache."""
+    codeless = [chr(c) for c in range(0x10000, sys.maxunicode + 1)] + ["\ufffe"]
+    termless = [c for c in codeless if not TERM.search(fold(c))]
+    with_terms = [c for c in codeless if TERM.search(fold(c))]
+    assert len(termless) > 800_000 and len(with_terms) > 80_000
+    with fresh_codes() as codes:
+        for start in range(0, len(termless), 4096):
+            chunk = termless[start : start + 4096]
+            for value in ("".join(chunk), "x".join(chunk), " ".join(f"é{c}y" for c in chunk)):
+                sized = codes.sized(value)
+                assert sized is not None and codes.plain(value) is not None
+                assert len(sized.encode()) == len(fold(value).encode())
+                assert sized.split() == TERM.findall(fold(value))
+                assert text_terms(value) == rule(value)
+        assert len(codes) == 128 + 1  # é
+        for char in with_terms[::97]:
+            assert codes.plain(f"a{char}") is None
+            assert text_terms(f"é {char}b") == rule(f"é {char}b")
+
+
+def test_characters_without_a_code_take_the_word_cache():
+    with fresh_codes() as codes:
+        assert len(codes) == 128
+        for value in ("\U00020000 x ä", "".join(map(chr, range(0x4E00, 0x4E81)))):
+            assert codes.plain(value) is None
+            assert text_terms(value) == rule(value)
+        assert len(codes) == 128  # nothing learnt from a text that did not fit
+        for value in ("emoji \U0001f600 ä", "\ufffe x", "tag\U000e0041s"):
+            assert codes.plain(value) is not None
+            assert text_terms(value) == rule(value)
+        assert codes.plain("Ünï\ud800code") == "unicode"  # surrogates get a code: they drop
+        assert len(codes) == 128 + 3 + 1  # Ü, ï, the surrogate, and ä
+
+
+def test_a_table_that_keeps_missing_starts_again(monkeypatch):
+    monkeypatch.setattr(fold_codes, "RESET_AFTER_MISSES", 3)
+    with fresh_codes() as codes:
+        assert codes.plain("".join(map(chr, range(0x4E00, 0x4E70)))) is not None  # 112 codes
+        cyrillic = "".join(map(chr, range(0x430, 0x450)))  # 32 more do not fit
+        assert codes.plain(cyrillic) is None
+        assert codes.plain(cyrillic) is None
+        assert codes.plain(cyrillic) == fold(cyrillic)  # the third miss: ASCII and these 32
+        assert len(codes) == 128 + 32
+        assert text_terms("一 " + cyrillic) == rule("一 " + cyrillic)
+
+
+def test_a_full_table_keeps_its_codes_and_the_rule():
+    with fresh_codes() as codes:
+        greek = "".join(map(chr, range(0x3B1, 0x3CA)))  # 25 letters
+        latin = "".join(map(chr, range(0xC0, 0x100)))  # 64, ß and others expand
+        cyrillic = "".join(map(chr, range(0x430, 0x450)))  # 32
+        for value in (greek, latin, cyrillic):
+            assert codes.plain(value) is not None
+        assert len(codes) == 128 + 25 + 64 + 32
+        armenian = "".join(map(chr, range(0x561, 0x587)))  # 38 more do not fit
+        assert codes.plain(armenian) is None
+        assert len(codes) == 128 + 25 + 64 + 32
+        for value in (greek + armenian, latin + " " + cyrillic, armenian):
+            assert text_terms(value) == rule(value)
+
+
+def test_threads_learning_at_once_keep_the_rule():
+    """Learners take a lock and swap the whole table; readers use one snapshot of it."""
+    values = [" ".join(f"{chr(c)}x" for c in range(b, b + 30)) for b in range(0xC0, 0x6C0, 30)]
+    with fresh_codes() as codes, ThreadPoolExecutor(8) as pool:
+        found = list(pool.map(text_terms, values * 4))
+        assert len(codes) == len(set(codes._chars)) <= 256
+    assert found == [rule(value) for value in values * 4]
+
+
+def test_too_many_expanding_characters_take_the_word_cache():
+    """31 placeholders: a fold of several characters, not all ASCII, takes one each;
+    ASCII folds (``ß``, marks that drop) are expanded in the codes and need none."""
+    with fresh_codes() as codes:
+        marks = "".join(map(chr, range(0x300, 0x330)))  # 48 marks, each folds to nothing
+        value = "".join(f"e{m}" for m in marks) + " ß ﬁ"
+        assert codes.plain(value) == "e" * 48 + " ss fi"
+        grown = [c for c in map(chr, range(0x370, 0x2000)) if len(fold(c)) > 1][:60]
+        grown = [c for c in grown if not fold(c).isascii()][:40]
+        assert len(grown) == 40
+        value = " ".join(grown)
+        assert codes.plain(value) is None
+        assert text_terms(value) == rule(value)
+        assert codes.plain(value[:61]) is not None  # 31 of them fit
+
+
+def test_sized_separators_keep_the_folded_size():
+    with fresh_codes() as codes:
+        value = "a—b\u00a0c\u3000½ ﷺ e\u0301 ß\x00\u2028"
+        sized = codes.sized(value)
+        assert sized is not None
+        assert len(sized.encode()) == len(fold(value).encode())
+        assert sized.split() == TERM.findall(fold(value))
+
+
+CUT_CHARS = ["é", "€", "ﷺ", "\u0301", "\u3000", "—", "½", "ß", "\U0001f600", "한", "ä\u0308"]
+
+
+@pytest.mark.parametrize("char", CUT_CHARS)
+def test_the_cut_falls_inside_every_kind_of_character(char):
+    """Folded text over 256 KiB is cut at a byte: through a term, a separator, an expansion."""
+    for extra in range(0, 12):
+        value = "x" * (MAX_INDEXED_BYTES - 40 + extra) + (char + "y") * 20
+        assert text_terms(value) == rule(value), (char, extra)
+        wide = "é" * ((MAX_INDEXED_BYTES - 60) // 2) + "z" * extra + (char + "y") * 40
+        assert text_terms(wide) == rule(wide), (char, extra)
+
+
+MIXED = st.lists(
+    st.one_of(
+        st.text(),
+        st.sampled_from(
+            [
+                *(" ", "\u3000", "\u200b", "'", "é", "e\u0301\u0323", "\u0345", "İ", "ß"),
+                *("\ufdfa", "\ud800", "\udfff", "東京都", "ｶﾀｶﾅ", "ภาษา", "한국어", "\U0001f600"),
+                *("½", "ﬁ"),
+            ]
+        ),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(MIXED, st.booleans())
+def test_random_text_follows_the_rule_with_a_fresh_or_a_used_table(pieces, fresh):
+    value = "".join(pieces)
+    if fresh:
+        with fresh_codes():
+            assert text_terms(value) == rule(value)
+    else:
+        assert text_terms(value) == rule(value)
+    assert text._word_cache_terms(value) == rule(value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(MIXED)
+def test_random_text_follows_the_bigram_rule(pieces):
+    value = "".join(pieces)
+    use_cjk_bigrams(True)
+    try:
+        with fresh_codes():
+            assert text_terms(value) == bigram_rule(value)
+        assert text._word_cache_terms(value) == bigram_rule(value)
+    finally:
+        use_cjk_bigrams(False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(MIXED, st.integers(min_value=0, max_value=600), st.sampled_from(["x", "é", "€", "ﷺ"]))
+def test_random_text_at_the_cut_follows_the_rule(pieces, slack, filler):
+    """Text over the never-cut size (sized separators), its fold ending near 256 KiB."""
+    tail = "".join(pieces)
+    size = len(fold(filler).encode())
+    value = filler * ((MAX_INDEXED_BYTES - slack) // size) + tail
+    assert text_terms(value) == rule(value)
+    assert cut_utf8(fold(value)) == fold_capped(value)
 
 
 def test_every_code_point_alone_in_words_and_between_words():
@@ -86,13 +371,14 @@ def test_text_near_the_cut_whatever_its_whitespace():
 def test_the_word_cache_stays_bounded_and_correct(monkeypatch):
     monkeypatch.setattr(text, "_WORD_CACHE_SIZE", 8)
     value = " ".join(f"wörd{n} don't x{n}" for n in range(100))
-    assert text_terms(value) == rule(value)
+    words = text._word_cache_terms
+    assert words(value) == rule(value)
     # emptied before a text once full, never while a text is read
     assert len(text._WORD_TERMS) <= 8 + len(set(value.split()))
-    assert text_terms("ünïcode") == ["unicode"]
+    assert words("ünïcode") == ["unicode"]
     assert len(text._WORD_TERMS) == 1
     assert len(text._WORD_BYTES) == 1
-    assert text_terms(value) == rule(value)
+    assert words(value) == rule(value)
 
 
 @settings(max_examples=300, deadline=None)
