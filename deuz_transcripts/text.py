@@ -10,10 +10,11 @@ import hashlib
 import re
 import sys
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
 from .fold_codes import FoldCodes
+from .message_text import SYSTEM_ROLES, indexed_text, is_system
 
 __all__ = [
     "MAX_FOLD_GROWTH",
@@ -43,8 +44,6 @@ MAX_INDEXED_BYTES = 262_144
 MAX_QUERY_TERMS = 32
 #: Longer terms are stored as a digest (PostgreSQL lexemes stop at 2,047 bytes).
 MAX_STORED_TERM_BYTES = 255
-#: Roles whose messages are never indexed, returned in ``around`` or resolved.
-SYSTEM_ROLES = frozenset({"system", "developer"})
 
 _DROPPED_CATEGORIES = frozenset({"Mn", "Mc", "Me", "Cf", "Cs"})
 _TERM_RE = re.compile(r"[^\W_]+")
@@ -187,69 +186,6 @@ def fold_capped(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
         if size >= limit:
             break
     return cut_utf8("".join(pieces), limit)
-
-
-def is_system(message: Any) -> bool:
-    """System (and OpenAI ``developer``) messages are never indexed or shown."""
-    return isinstance(message, Mapping) and message.get("role") in SYSTEM_ROLES
-
-
-def _tool_output_text(output: Any) -> str | None:
-    """A tool result's string output (SDK ``output``), never structured JSON."""
-    if isinstance(output, str):
-        return output
-    if isinstance(output, Mapping) and output.get("type") in ("text", "error-text"):
-        value = output.get("value")
-        return value if isinstance(value, str) else None
-    return None
-
-
-def _anthropic_result_text(content: Any) -> str | None:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [_part_text(block) for block in content]
-        joined = [t for t in texts if t]
-        return "\n".join(joined) if joined else None
-    return None
-
-
-def _part_text(part: Any) -> str | None:
-    if not isinstance(part, Mapping):
-        return None
-    kind = part.get("type")
-    if kind == "text":
-        text = part.get("text")
-        return text if isinstance(text, str) else None
-    if kind == "tool-result":
-        return _tool_output_text(part.get("output"))
-    if kind == "tool_result":
-        return _anthropic_result_text(part.get("content"))
-    return None
-
-
-def _content_texts(content: Any) -> Iterable[str]:
-    if isinstance(content, str):
-        yield content
-    elif isinstance(content, list):
-        for part in content:
-            text = _part_text(part)
-            if text:
-                yield text
-
-
-def indexed_text(message: Any) -> str | None:
-    """The searchable text of a message, ``None`` for a system message.
-
-    Indexed: string content, text parts, string tool results (SDK, OpenAI and
-    Anthropic shapes). Not indexed: reasoning/thinking, tool inputs, images,
-    files, structured tool results. Unknown shapes give ``""``.
-    """
-    if not isinstance(message, Mapping):
-        return ""
-    if is_system(message):
-        return None
-    return "\n".join(_content_texts(message.get("content")))
 
 
 def message_terms(message: Any) -> list[str] | None:
