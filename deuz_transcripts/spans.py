@@ -1,11 +1,10 @@
 """Why a message matched: the spans of the query's terms in its indexed text, and snippets.
 
-The rule is ``highlight_spans`` (the one every surface uses: hits, the admin, the
-chat page); this module only decides where it must run. Words never cross whitespace
-(every whitespace character folds to a separator), so the rule is applied to the few
-whitespace-separated tokens whose folded form holds a query term, and only inside the
-message's indexed prefix (its first 256 KiB of folded text). A 10 MB tool log costs
-what its indexed part costs, and usually much less.
+The rule is ``highlight_spans`` (``span_rule``: the one every surface uses: hits, the
+admin, the chat page); ``match_spans`` (``span_match``) finds its spans inside the
+message's indexed prefix (its first 256 KiB of folded text), running it only on the few
+pieces of text that may hold a query term. A 10 MB tool log costs what its indexed part
+costs, and usually much less.
 
 Pure Python, no Django: the memory index and every SQL backend attach the same spans.
 """
@@ -13,21 +12,13 @@ Pure Python, no Django: the memory index and every SQL backend attach the same s
 from __future__ import annotations
 
 import dataclasses
-import functools
-import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from .records import TranscriptHit
-from .text import (
-    MAX_FOLD_GROWTH,
-    MAX_INDEXED_BYTES,
-    fold,
-    indexed_text,
-    is_term_char,
-    query_terms,
-    term_ranges,
-)
+from .span_match import indexed_prefix, match_spans
+from .span_rule import Span, highlight_spans
+from .text import indexed_text
 
 __all__ = [
     "Span",
@@ -42,162 +33,9 @@ __all__ = [
     "with_spans",
 ]
 
-#: ``(start, end)`` character offsets into a message's indexed text.
-Span = tuple[int, int]
-
-_TOKEN_RE = re.compile(r"\S+")
 _SPACE_RE = re.compile(r"\s+")
 # Lone surrogates (U+D800-U+DFFF) cannot be encoded: snippets show U+FFFD instead.
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
-_PREFIX_CHUNK = 4_096
-
-
-def highlight_spans(
-    text: str, query: str | Iterable[str], *, substring: bool = False
-) -> list[tuple[int, int]]:
-    """Character spans ``(start, end)`` of ``text``'s words that match the query: the one
-    rule every surface marks with (the reference ``match_spans`` is held to).
-
-    Spans index the ORIGINAL text, so a UI can wrap them untouched (after escaping).
-    With ``substring=True`` a word matches when it contains a query term, as the
-    SQLite LIKE fallback matches. Under ``CJK_BIGRAMS`` a word's terms are its pieces
-    and bigrams: each matching one is a span (overlapping ones merged).
-    """
-    wanted = set(query_terms(query) if isinstance(query, str) else query)
-    if not wanted or not isinstance(text, str):
-        return []
-    spans: list[tuple[int, int]] = []
-    word: list[str] = []
-    # the original position of each folded character of the word, and where it ends
-    # (a mark or zero-width character after it belongs to it)
-    starts: list[int] = []
-    ends: list[int] = []
-    for position, char in enumerate(text):
-        folded = fold(char)
-        if not folded:
-            if word:  # a mark or zero-width character inside a word
-                ends[-1] = position + 1
-            continue
-        # Folding is per character, so the words are those of the concatenated folded
-        # text: e.g. "3½" folds to "31⁄2", whose first word "31" ends inside the "½".
-        for folded_char in folded:
-            if is_term_char(folded_char):
-                word.append(folded_char)
-                starts.append(position)
-                ends.append(position + 1)
-            elif word:
-                _add_spans(spans, "".join(word), starts, ends, wanted, substring)
-                word, starts, ends = [], [], []
-    if word:
-        _add_spans(spans, "".join(word), starts, ends, wanted, substring)
-    return spans
-
-
-def _add_spans(
-    spans: list[tuple[int, int]],
-    word: str,
-    starts: list[int],
-    ends: list[int],
-    wanted: set[str],
-    substring: bool,
-) -> None:
-    """The spans of one word's matching terms; overlapping bigrams make one span."""
-    found: list[tuple[int, int]] = []
-    for first, last in term_ranges(word):
-        term = word[first:last]
-        if term in wanted or (substring and any(query in term for query in wanted)):
-            span = (starts[first], ends[last - 1])
-            if found and span[0] < found[-1][1]:
-                found[-1] = (found[-1][0], max(found[-1][1], span[1]))
-            else:
-                found.append(span)
-    spans.extend(found)
-
-
-def _folded_size(text: str) -> int:
-    return len(fold(text).encode("utf-8"))
-
-
-def indexed_prefix(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
-    """The longest prefix of ``text`` whose folded UTF-8 fits in ``limit`` bytes.
-
-    Folding works on each character alone, so this is the original text of the
-    indexed part; a character whose folded form crosses the limit is left out.
-    """
-    if len(text) * 4 * MAX_FOLD_GROWTH <= limit:
-        return text
-    head = text[:limit]
-    if head.isascii():
-        return head
-    size = 0
-    for start in range(0, len(text), _PREFIX_CHUNK):
-        chunk = text[start : start + _PREFIX_CHUNK]
-        grown = _folded_size(chunk)
-        if size + grown <= limit:
-            size += grown
-            continue
-        low, high = 0, len(chunk)  # fold is per character: size grows with the prefix
-        while low < high:
-            middle = (low + high + 1) // 2
-            if size + _folded_size(chunk[:middle]) <= limit:
-                low = middle
-            else:
-                high = middle - 1
-        return text[: start + low]
-    return text
-
-
-@functools.lru_cache(maxsize=256)
-def _ascii_word_pattern(terms: tuple[str, ...], substring: bool) -> re.Pattern[str]:
-    """Finds, in lowered ASCII text, the words the rule marks: ASCII folds by ``lower()``
-    one character for one, so its words are runs of ``[^\\W_]`` (``text``'s term rule)."""
-    alternatives = "|".join(re.escape(term) for term in sorted(terms, key=len, reverse=True))
-    if substring:
-        return re.compile(rf"(?<![^\W_])[^\W_]*?(?:{alternatives})[^\W_]*")
-    return re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])")
-
-
-def _token_spans(
-    token: str, terms: tuple[str, ...], substring: bool, pattern: re.Pattern[str]
-) -> tuple[Span, ...]:
-    """The rule on one whitespace-free token, skipped when its fold holds no term."""
-    if token.isascii():
-        return tuple(found.span() for found in pattern.finditer(token.lower()))
-    folded = fold(token)
-    if not any(term in folded for term in terms):
-        return ()
-    return tuple(highlight_spans(token, terms, substring=substring))
-
-
-def match_spans(
-    text: str, terms: Sequence[str], *, substring: bool = False, enough: int = 0
-) -> tuple[Span, ...]:
-    """Spans of the words of ``text``'s indexed prefix that match ``terms`` (query terms).
-
-    Equal to ``highlight_spans(indexed_prefix(text), terms, substring=substring)``;
-    ``enough`` > 0 stops after that many spans (an excerpt needs only the first few).
-    """
-    if not terms or not isinstance(text, str) or not text:
-        return ()
-    wanted = tuple(dict.fromkeys(terms))
-    pattern = _ascii_word_pattern(wanted, substring)
-    prefix = indexed_prefix(text)
-    if prefix.isascii():
-        found = (match.span() for match in pattern.finditer(prefix.lower()))
-        return tuple(itertools.islice(found, enough) if enough > 0 else found)
-    spans: list[Span] = []
-    seen: dict[str, tuple[Span, ...]] = {}
-    for token in _TOKEN_RE.finditer(prefix):
-        word = token.group()
-        inside = seen.get(word)
-        if inside is None:
-            inside = seen[word] = _token_spans(word, wanted, substring, pattern)
-        if inside:
-            start = token.start()
-            spans.extend((start + a, start + b) for a, b in inside)
-            if 0 < enough <= len(spans):
-                return tuple(spans[:enough])
-    return tuple(spans)
 
 
 def hit_spans(

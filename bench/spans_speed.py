@@ -1,0 +1,89 @@
+"""Micro-benchmark: ``match_spans`` over a page of 20 log-dump hits, old against new.
+
+The old implementation is read from a git revision (``--old``, default ``3fc06b4``, the
+last one before ``span_match``) and loaded beside the current package, so both run in the
+same process, interleaved, on the same texts (the corpus's own 30-300 KiB dumps). Run:
+
+    .venv/bin/python -m bench.spans_speed [--old REV] [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+from deuz_transcripts import spans
+from deuz_transcripts.text import query_terms
+
+from .corpus import Corpus
+
+
+def _old_spans(revision: str) -> ModuleType:
+    """``deuz_transcripts/spans.py`` at ``revision``, as a module of the current package
+    (its relative imports resolve to today's ``text`` and ``records``)."""
+    source = subprocess.run(
+        ["git", "show", f"{revision}:deuz_transcripts/spans.py"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    name = "deuz_transcripts._old_spans"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "deuz_transcripts"
+    sys.modules[name] = module
+    exec(compile(source, f"{revision}:spans.py", "exec"), module.__dict__)
+    return module
+
+
+def _page_ms(
+    match: Callable[..., object], texts: Sequence[str], terms: list[str], sub: bool
+) -> float:
+    started = time.process_time()
+    for text in texts:
+        match(text, terms, substring=sub)
+    return (time.process_time() - started) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--old", default="3fc06b4")
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    old = _old_spans(args.old)
+    corpus = Corpus(messages=2000, users=10, seed=1)
+    rng = random.Random(5)
+    dumps = [corpus._dump(rng, "u0000") for _ in range(20)]
+    accented = [word for word in corpus.vocabulary[:200] if not word.isascii()]
+    queries = [f"error {accented[0]}", accented[3], f"timeout {accented[2]}", "kubelet"]
+    print(f"20 dumps, {sum(map(len, dumps)):,} characters; load average {os.getloadavg()}")
+    print("query | mode | old ms/20 hits best/median | new best/median | speed-up (median)")
+    for query in queries:
+        terms = query_terms(query)
+        for sub in (False, True):
+            expected = [old.match_spans(text, terms, substring=sub) for text in dumps]
+            assert [spans.match_spans(text, terms, substring=sub) for text in dumps] == expected
+            times: dict[str, list[float]] = {"old": [], "new": []}
+            for _ in range(args.repeat):
+                times["old"].append(_page_ms(old.match_spans, dumps, terms, sub))
+                times["new"].append(_page_ms(spans.match_spans, dumps, terms, sub))
+            o, n = times["old"], times["new"]
+            print(
+                f"{query!r} | {'substring' if sub else 'exact'} | "
+                f"{min(o):.0f}/{statistics.median(o):.0f} | {min(n):.1f}/{statistics.median(n):.1f}"
+                f" | {statistics.median(o) / statistics.median(n):.1f}x"
+            )
+    print(f"load average at the end {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,335 @@
+"""Where the highlight rule must run: ``match_spans`` on a message's indexed prefix.
+
+The rule (``span_rule.highlight_spans``) folds and classifies each character one by one;
+a hit's indexed prefix holds up to 256 KiB, mostly words that hold no query term. So
+the prefix is cut into *segments* at whitespace and at ASCII characters that are no
+letter or digit: each folds to one character that is no term character, so no word
+crosses it and the rule on a segment alone gives that segment's spans. Only segments
+that may hold a term occurrence (in their fold) are looked at:
+
+* one within an ASCII run: ASCII folds by ``lower()``, one character for one, so a
+  ``find`` of each ASCII term in the lowered prefix meets it (a term that is a whole
+  segment between ASCII separators is its own span, found by one regex in C);
+* one involving a non-ASCII character: the first such character in it folds to nothing
+  or to several characters (it is then looked at wherever it occurs), or to the term's
+  ``j``-th character, after the term's first ``j`` characters in ASCII and before ASCII
+  characters that go on with the term up to the next non-ASCII one. A character whose
+  fold shares no character with a term is never part of an occurrence.
+
+Folds and folded sizes are remembered per character, the rule's result per distinct
+segment (across the hits of a page), and the indexed prefix is cut from the sizes of
+the non-ASCII characters alone. The result is the rule's, span for span
+(tests/test_span_match.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from .span_rule import Span, highlight_spans
+from .text import MAX_FOLD_GROWTH, MAX_INDEXED_BYTES, cjk_bigrams_enabled, fold
+
+__all__ = ["indexed_prefix", "match_spans"]
+
+# Letters, digits and every non-ASCII character but whitespace.
+_SEGMENT_CHAR = r"[^\s\x00-/:-@\[-`{-\x7f]"
+_SEGMENT_REST = re.compile(_SEGMENT_CHAR + "*")
+_SEGMENT = re.compile(_SEGMENT_CHAR + "+")
+_TERM_RUN = re.compile(r"[^\W_]+")
+_LOWER_ASCII_RUN = re.compile("[a-z0-9]*")
+_ASCII_BYTES = bytes(range(128))
+_PREFIX_CHUNK = 16_384
+#: non-ASCII character -> its fold (emptied when it grows past the cap).
+_CHAR_FOLDS: dict[str, str] = {}
+_CHAR_FOLDS_CAP = 65_536
+#: non-ASCII character -> the UTF-8 size of its fold.
+_CHAR_FOLDED_BYTES: dict[str, int] = {}
+
+
+def _segment_end(text: str, at: int) -> int:
+    """Where the run of segment characters from ``at`` ends."""
+    found = _SEGMENT_REST.match(text, at)
+    return found.end() if found is not None else at
+
+
+def _non_ascii(text: str) -> str:
+    """The non-ASCII characters of ``text``, in order (lone surrogates included)."""
+    # dropping the ASCII bytes leaves whole UTF-8 sequences
+    return (
+        text.encode("utf-8", "surrogatepass")
+        .translate(None, _ASCII_BYTES)
+        .decode("utf-8", "surrogatepass")
+    )
+
+
+def _char_fold(char: str) -> str:
+    """``fold(char)``, remembered (a text repeats few distinct non-ASCII characters)."""
+    folded = _CHAR_FOLDS.get(char)
+    if folded is None:
+        if len(_CHAR_FOLDS) > _CHAR_FOLDS_CAP:
+            _CHAR_FOLDS.clear()
+        folded = _CHAR_FOLDS[char] = fold(char)
+    return folded
+
+
+def _char_folded_bytes(char: str) -> int:
+    size = _CHAR_FOLDED_BYTES.get(char)
+    if size is None:
+        if len(_CHAR_FOLDED_BYTES) > _CHAR_FOLDS_CAP:
+            _CHAR_FOLDED_BYTES.clear()
+        size = _CHAR_FOLDED_BYTES[char] = len(_char_fold(char).encode("utf-8"))
+    return size
+
+
+def _folded_size(text: str, others: str | None = None) -> int:
+    """``len(fold(text).encode())``, from counts of the non-ASCII characters only (``others``
+    when known): fold works on each character alone and lowers an ASCII one to one byte."""
+    if text.isascii():
+        return len(text)
+    if others is None:
+        others = _non_ascii(text)
+    total = len(text) - len(others)
+    distinct = set(others)
+    # a few distinct characters (most texts): one C count each beats a Counter
+    counts = (
+        Counter(others).items() if len(distinct) > 64 else ((c, others.count(c)) for c in distinct)
+    )
+    for char, count in counts:
+        total += _char_folded_bytes(char) * count
+    return total
+
+
+def indexed_prefix(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
+    """The longest prefix of ``text`` whose folded UTF-8 fits in ``limit`` bytes.
+
+    Folding works on each character alone, so this is the original text of the
+    indexed part; a character whose folded form crosses the limit is left out.
+    """
+    return _indexed(text, limit)[0]
+
+
+def _indexed(text: str, limit: int = MAX_INDEXED_BYTES) -> tuple[str, str | None]:
+    """``indexed_prefix(text)`` and its non-ASCII characters when they were needed."""
+    if len(text) * 4 * MAX_FOLD_GROWTH <= limit:
+        return text, None
+    head = text[:limit]
+    if head.isascii():
+        if len(text) <= limit or _char_folded_bytes(text[limit]):
+            return head, ""
+        # characters folding to nothing (marks) right after the full head still fit
+        return text[: limit + _fitting_length(text[limit:], limit, limit, _PREFIX_CHUNK)], None
+    if len(text) <= 2 * limit:
+        others = _non_ascii(text)
+        if _folded_size(text, others) <= limit:
+            return text, others
+    return text[: _fitting_length(text, 0, limit, _PREFIX_CHUNK)], None
+
+
+def _fitting_length(text: str, size: int, limit: int, chunk: int) -> int:
+    """How many characters of ``text`` fit with ``size`` bytes already used: whole chunks
+    while they fit, then the chunk that does not, in chunks 16 times smaller, then by
+    bisection (fold is per character: the size grows with the prefix)."""
+    for start in range(0, len(text), chunk):
+        piece = text[start : start + chunk]
+        grown = _folded_size(piece)
+        if size + grown <= limit:
+            size += grown
+            continue
+        if chunk > 256:
+            return start + _fitting_length(piece, size, limit, chunk // 16)
+        low, high = 0, len(piece)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if size + _folded_size(piece[:middle]) <= limit:
+                low = middle
+            else:
+                high = middle - 1
+        return start + low
+    return len(text)
+
+
+class _SegmentRule:
+    """The rule on one segment, remembered per distinct segment of a text."""
+
+    def __init__(self, terms: tuple[str, ...], substring: bool) -> None:
+        self.terms = terms
+        self.wanted = set(terms)
+        self.substring = substring
+        self.known: dict[str, tuple[Span, ...]] = {}
+
+    def __call__(self, segment: str) -> tuple[Span, ...]:
+        spans = self.known.get(segment)
+        if spans is None:
+            spans = self.known[segment] = self._spans(segment)
+        return spans
+
+    def _spans(self, segment: str) -> tuple[Span, ...]:
+        if segment.isascii():  # letters and digits only: one word, folded by lower()
+            word = segment.lower()
+            if self.substring:
+                hit = any(term in word for term in self.terms)
+            else:
+                hit = word in self.wanted
+            return ((0, len(segment)),) if hit else ()
+        folded = fold(segment)
+        if not any(term in folded for term in self.terms):
+            return ()
+        return tuple(highlight_spans(segment, self.wanted, substring=self.substring))
+
+
+#: The rule of the last query (a page's hits share it), with the segments it has seen.
+_LAST_RULE: list[tuple[tuple[tuple[str, ...], bool, bool], _SegmentRule]] = []
+_KNOWN_SEGMENTS_CAP = 65_536
+
+
+def _rule(terms: tuple[str, ...], substring: bool) -> _SegmentRule:
+    """The segment rule for ``terms``, kept from the previous text when it was the same."""
+    key = (terms, substring, cjk_bigrams_enabled())
+    last = _LAST_RULE[-1] if _LAST_RULE else None
+    if last is not None and last[0] == key and len(last[1].known) < _KNOWN_SEGMENTS_CAP:
+        return last[1]
+    rule = _SegmentRule(terms, substring)
+    _LAST_RULE[:] = [(key, rule)]
+    return rule
+
+
+def _occurrence_starts(
+    prefix: str, lowered: bytes, others: str, terms: tuple[str, ...]
+) -> list[int]:
+    """Offsets of the non-ASCII characters that may be the first non-ASCII character of a
+    term occurrence (in fold) that no ASCII run holds.
+
+    A character folding to nothing (a mark inside a word) or to several characters sharing
+    one with a term always may. One folding to a single character may only where that
+    character is the term's ``j``-th, the ``j`` characters before it are the term's first
+    ones in ASCII (lowered), and the ASCII characters after it, up to the next non-ASCII
+    one, go on with the term. Any other character cannot be part of an occurrence.
+    """
+    term_chars = set("".join(terms))
+    starts: list[int] = []
+    for char in set(others):
+        folded = _char_fold(char)
+        if folded and term_chars.isdisjoint(folded):
+            continue
+        if len(folded) != 1:
+            at = prefix.find(char)
+            while at >= 0:
+                starts.append(at)
+                at = prefix.find(char, at + 1)
+            continue
+        # (the ASCII term letters before it, the rest of the term with ? for non-ASCII)
+        fits = [
+            (term[:j].encode("ascii"), term[j + 1 :].encode("ascii", "replace"))
+            for term in terms
+            for j in range(_LOWER_ASCII_RUN.match(term).end() + 1)  # type: ignore[union-attr]
+            if j < len(term) and term[j] == folded
+        ]
+        if not fits:
+            continue
+        at = prefix.find(char)
+        while at >= 0:
+            for before, rest in fits:
+                if len(before) > at or lowered[at - len(before) : at] != before:
+                    continue
+                after = lowered[at + 1 : at + 1 + len(rest)]
+                other = after.find(b"?")  # the next non-ASCII character (or a real "?")
+                if (after == rest) if other < 0 else (after[:other] == rest[:other]):
+                    starts.append(at)
+                    break
+            at = prefix.find(char, at + 1)
+    return starts
+
+
+@functools.lru_cache(maxsize=256)
+def _whole_ascii_word(term: str) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+    """Find ``term`` in lowered ASCII bytes (``?`` for any other character): as a whole word
+    between ASCII separators, and as a whole ASCII run beside a ``?``. Each pattern opens
+    with the term itself, so ``re`` scans for it as fast as ``find``."""
+    word = re.escape(term.encode("ascii"))
+    whole = word + rb"(?<![a-z0-9?]" + word + rb")(?![a-z0-9?])"
+    beside = word + rb"(?<![a-z0-9]" + word + rb")(?![a-z0-9])(?:(?<=\?" + word + rb")|(?=\?))"
+    return re.compile(whole), re.compile(beside)
+
+
+def _segment_spans(prefix: str, others: str, terms: tuple[str, ...], substring: bool) -> list[Span]:
+    """The rule's spans on ``prefix``, looking only at the segments that may hold a term."""
+    size = len(prefix)
+    backwards = prefix[::-1]
+    rule = _rule(terms, substring)
+    visited: dict[int, tuple[Span, ...]] = {}  # segment start -> its spans in ``prefix``
+
+    def visit(at: int) -> int:
+        """Runs the rule on the segment around ``at``; returns where the segment ends."""
+        end = _segment_end(prefix, at)
+        start = size - _segment_end(backwards, size - at)
+        if start not in visited:
+            inside = rule(prefix[start:end])
+            if inside:
+                inside = tuple((start + low, start + high) for low, high in inside)
+            visited[start] = inside
+        return end
+
+    # ASCII letters and digits lowered, anything else "?": offsets stay those of ``prefix``
+    lowered = prefix.encode("ascii", "replace").lower()
+    for term in terms:
+        if not term.isascii():
+            continue
+        if not substring:
+            # the term as a whole segment (between ASCII separators): its own span
+            whole, beside_other = _whole_ascii_word(term)
+            visited.update({found.start(): (found.span(),) for found in whole.finditer(lowered)})
+            # beside a non-ASCII character, which may fold to a mark or a letter
+            for found in beside_other.finditer(lowered):
+                visit(found.start())
+            continue
+        needle = term.encode("ascii")
+        at = lowered.find(needle)
+        while at >= 0:
+            at = lowered.find(needle, visit(at))
+
+    for at in _occurrence_starts(prefix, lowered, others, terms):
+        visit(at)
+
+    return list(itertools.chain.from_iterable(visited[start] for start in sorted(visited)))
+
+
+def _every_segment_spans(prefix: str, terms: tuple[str, ...], substring: bool) -> list[Span]:
+    """The rule's spans on ``prefix`` segment by segment (the empty term is in every word)."""
+    rule = _rule(terms, substring)
+    spans: list[Span] = []
+    for segment in _SEGMENT.finditer(prefix):
+        start = segment.start()
+        spans.extend((start + low, start + high) for low, high in rule(segment.group()))
+    return spans
+
+
+def match_spans(
+    text: str, terms: Sequence[str], *, substring: bool = False, enough: int = 0
+) -> tuple[Span, ...]:
+    """Spans of the words of ``text``'s indexed prefix that match ``terms`` (query terms).
+
+    Equal to ``highlight_spans(indexed_prefix(text), terms, substring=substring)``;
+    ``enough`` > 0 stops after that many spans (an excerpt needs only the first few).
+    """
+    if not terms or not isinstance(text, str) or not text:
+        return ()
+    # a term holding anything but letters and digits equals no word and is in none
+    useful = tuple(
+        term
+        for term in dict.fromkeys(terms)
+        if _TERM_RUN.fullmatch(term) or (substring and term == "")
+    )
+    if not useful:
+        return ()
+    prefix, others = _indexed(text)
+    if "" in useful:
+        spans = _every_segment_spans(prefix, useful, substring)
+    else:
+        if others is None:
+            others = _non_ascii(prefix)
+        spans = _segment_spans(prefix, others, useful, substring)
+    return tuple(spans[:enough] if enough > 0 else spans)
