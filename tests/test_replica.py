@@ -32,6 +32,12 @@ from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscript
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "replica"])
 
 SCOPE = {"userId": "ada"}
+#: Searches read the standby only (no fall-back), waiting as long as a test needs.
+STANDBY_ONLY = {
+    "SEARCH_DATABASE": "replica",
+    "REPLICA_FALLBACK": "error",
+    "REPLICA_WAIT_MS": 10_000,
+}
 
 
 def _standby_problem() -> str | None:
@@ -166,13 +172,7 @@ def test_searches_read_the_standby_and_writes_go_to_the_primary():
     assert found(store.transcript, "porto") == ["c2"]
 
 
-@override_settings(
-    DEUZ_TRANSCRIPTS={
-        "SEARCH_DATABASE": "replica",
-        "REPLICA_FALLBACK": "error",
-        "REPLICA_WAIT_MS": 10_000,
-    }
-)
+@override_settings(DEUZ_TRANSCRIPTS=STANDBY_ONLY)
 def test_a_caller_reads_its_own_write_on_the_standby_once_replayed():
     store = DjangoConditionalChatStore()
     with replay_paused():
@@ -210,13 +210,7 @@ def test_a_standby_behind_the_callers_write_fails_or_falls_back_by_setting():
         assert found(store.transcript, "lisbon") == []
 
 
-@override_settings(
-    DEUZ_TRANSCRIPTS={
-        "SEARCH_DATABASE": "replica",
-        "REPLICA_FALLBACK": "error",
-        "REPLICA_WAIT_MS": 10_000,
-    }
-)
+@override_settings(DEUZ_TRANSCRIPTS=STANDBY_ONLY)
 def test_async_twins_carry_the_callers_write_position():
     store = DjangoConditionalChatStore()
 
