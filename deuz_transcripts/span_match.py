@@ -210,6 +210,15 @@ def _occurrence_starts(
     one, go on with the term. Any other character cannot be part of an occurrence.
     """
     term_chars = set("".join(terms))
+    # for each character a term may hold at ``j`` with only ASCII before it: the term's
+    # first ``j`` characters and the rest of it (``?`` for non-ASCII), in term order
+    fits_by_char: dict[str, list[tuple[bytes, bytes]]] = {}
+    for term in terms:
+        head = _LOWER_ASCII_RUN.match(term).end()  # type: ignore[union-attr]
+        for j in range(min(head + 1, len(term))):
+            fits_by_char.setdefault(term[j], []).append(
+                (term[:j].encode("ascii"), term[j + 1 :].encode("ascii", "replace"))
+            )
     starts: list[int] = []
     for char in set(others):
         folded = _char_fold(char)
@@ -221,13 +230,7 @@ def _occurrence_starts(
                 starts.append(at)
                 at = prefix.find(char, at + 1)
             continue
-        # (the ASCII term letters before it, the rest of the term with ? for non-ASCII)
-        fits = [
-            (term[:j].encode("ascii"), term[j + 1 :].encode("ascii", "replace"))
-            for term in terms
-            for j in range(_LOWER_ASCII_RUN.match(term).end() + 1)  # type: ignore[union-attr]
-            if j < len(term) and term[j] == folded
-        ]
+        fits = fits_by_char.get(folded)
         if not fits:
             continue
         at = prefix.find(char)
