@@ -553,3 +553,33 @@ def test_each_terms_count_is_exact_after_deletes_and_rewrites(secure):
             scoped = matcher.term_counts(cursor, ChatFilter(ADA, role_tokens=role_tokens), terms)
     expected = [raw_matches(term) for term in terms]
     assert unfiltered == scoped == expected == [8, 6, 4, 2, 2, 0, 0, 0]
+
+
+def test_postgresql_counts_raise_work_mem_inside_and_put_it_back():
+    """GIN counts run with an exact bitmap (``BITMAP_WORK_MEM``) and leave the session's
+    settings as they were, in a transaction or not."""
+    from django.db import transaction
+
+    from deuz_transcripts.backends.postgresql import BITMAP_WORK_MEM, _bitmap_scans
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's planner settings")
+    store = DjangoConditionalChatStore()
+    store.write_chat(record("c1", "alpha beta"), expected_revision=0)
+    with connection.cursor() as cursor:
+        cursor.execute("SET work_mem = '2MB'")
+        with _bitmap_scans("default", cursor):
+            cursor.execute("SELECT current_setting('work_mem'), current_setting('enable_seqscan')")
+            assert cursor.fetchone() == (BITMAP_WORK_MEM, "off")
+        store.transcript.search(ADA, "alpha beta gamma delta epsilon")  # every plan's counts
+        with transaction.atomic():
+            store.transcript.search(ADA, "alpha")
+            cursor.execute("SELECT current_setting('work_mem'), current_setting('enable_seqscan')")
+            assert cursor.fetchone() == ("2MB", "on")
+        cursor.execute("SELECT current_setting('work_mem'), current_setting('enable_seqscan')")
+        assert cursor.fetchone() == ("2MB", "on")
+        cursor.execute("SET work_mem = '1GB'")  # never lowered
+        with _bitmap_scans("default", cursor):
+            cursor.execute("SELECT current_setting('work_mem')")
+            assert cursor.fetchone() == ("1GB",)
+        cursor.execute("RESET work_mem")

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 __all__ = ["PostgresBackend"]
 
 _LOCK_NAMESPACE = 733_120  # the advisory-lock key space of this app
+#: ``work_mem`` of the GIN counts and bitmap reads (``_bitmap_scans``): an exact bitmap of
+#: 1,000,000 rows fits in a few MB, so counts of common words need no recheck of each row.
+BITMAP_WORK_MEM = "64MB"
 
 
 def tsquery_literal(term: str) -> str:
@@ -341,15 +344,26 @@ def _bitmap_scans(alias: str, cursor: CursorWrapper) -> Iterator[None]:
     prefers reading the table for its count; that tests the tsquery on every vector
     (32 ms at 20,000 messages) where the GIN bitmap counts the posting list's rows without
     a test (5 ms). A count of GIN-found rows never gains from a sequential scan.
+
+    ``work_mem`` is raised to ``BITMAP_WORK_MEM`` inside (never lowered): with the default
+    4 MB the bitmap of a very common word turns lossy and every row of its pages is read
+    and tested again (1M messages: 1.35 s for a word in 638,000 rows, 0.54 s exact).
     """
     with transaction.atomic(using=alias):
         cursor.execute(
-            "SELECT current_setting('enable_seqscan'), set_config('enable_seqscan', 'off', true)"
+            "SELECT current_setting('enable_seqscan'), current_setting('work_mem'), "
+            "set_config('enable_seqscan', 'off', true), set_config('work_mem', CASE WHEN "
+            "pg_size_bytes(current_setting('work_mem')) < pg_size_bytes(%s) THEN %s "
+            "ELSE current_setting('work_mem') END, true)",
+            [BITMAP_WORK_MEM, BITMAP_WORK_MEM],
         )
         row = cursor.fetchone()
         yield
         if row is not None:
-            cursor.execute("SELECT set_config('enable_seqscan', %s, true)", [row[0]])
+            cursor.execute(
+                "SELECT set_config('enable_seqscan', %s, true), set_config('work_mem', %s, true)",
+                [row[0], row[1]],
+            )
 
 
 @contextmanager
