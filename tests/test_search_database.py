@@ -125,7 +125,8 @@ def test_an_unreachable_search_database_fails_clearly_or_falls_back(two_database
 
 
 @pytest.mark.django_db(transaction=True, databases=["default", "other"])
-def test_without_a_wal_position_a_write_never_waits(unreachable):
+@override_settings(DEUZ_TRANSCRIPTS={"REPLICA_FALLBACK": "error", "REPLICA_WAIT_MS": 200})
+def test_without_a_wal_position_a_write_never_waits():
     """SQLite has no WAL position; PostgreSQL remembers one only for a search database
     elsewhere, after the commit."""
     replica.forget_writes()
@@ -136,8 +137,31 @@ def test_without_a_wal_position_a_write_never_waits(unreachable):
     store.write_chat(chat("c3", "words"), expected_revision=0)
     remembered = replica.written_position("default")
     assert (remembered is not None) == (connections["default"].vendor == "postgresql")
-    # "other" is no standby (PostgreSQL: no replay position): read at once, then forgotten
+    assert remembered != replica.UNKNOWN_POSITION
+    # "other" is no standby (not in recovery): read at once, then forgotten
     assert found(store.transcript, "words") == []
+    assert replica.written_position("default") is None
+
+
+def _static_replay_position(execute: Any, sql: str, *args: Any) -> Any:
+    """The replay position a server keeps after its last recovery ended, far behind."""
+    return execute(sql.replace("pg_last_wal_replay_lsn()", "'0/1'::pg_lsn"), *args)
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "other"])
+@override_settings(DEUZ_TRANSCRIPTS={"REPLICA_FALLBACK": "error", "REPLICA_WAIT_MS": 200})
+def test_a_search_database_out_of_recovery_is_read_at_once():
+    """A primary that went through crash recovery at start, or a standby promoted after a
+    failover, still reports where that recovery ended: a position no write reaches. Not
+    being in recovery is what says it is no standby; the read must not wait on it."""
+    if connections["default"].vendor != "postgresql":
+        pytest.skip("a WAL replay position is PostgreSQL's")
+    replica.forget_writes()
+    store = DjangoConditionalChatStore("default", search_using="other")
+    store.write_chat(chat("c3", "words"), expected_revision=0)
+    assert replica.written_position("default") is not None
+    with connections["other"].execute_wrapper(_static_replay_position):
+        assert found(store.transcript, "words") == []  # read on "other", no wait, no error
     assert replica.written_position("default") is None
 
 

@@ -170,11 +170,14 @@ def _wait_for_replay(using: str, search_using: str) -> None:
     pause = 0.002
     with connections[search_using].cursor() as cursor:
         while True:
-            cursor.execute("SELECT pg_last_wal_replay_lsn()::text")
+            cursor.execute("SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()::text")
             row = cursor.fetchone()
-            replayed = None if row is None else row[0]
-            # NULL: not a standby (a promoted one, or a primary named as search database)
-            if replayed is None or parse_lsn(replayed) >= target:
+            in_recovery, replayed = (False, None) if row is None else row
+            # Not in recovery: no standby (a primary named as search database, a promoted
+            # standby). Such a server may still report a replay position, the static end
+            # of the recovery it once ran (a crash recovery at start, the WAL replayed
+            # before promotion), which no new write ever reaches: never wait on that.
+            if not in_recovery or replayed is None or parse_lsn(replayed) >= target:
                 _forget(using, target)
                 return
             left = deadline - time.monotonic()
