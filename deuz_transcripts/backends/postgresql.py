@@ -285,20 +285,24 @@ class PostgresMatcher(SearchMatcher):
         skipped: Collection[int],
     ) -> list[Candidate]:
         """GIN finds the rows (``scope & wanted & !(skipped | ...)``); each row's mask is
-        tested on its vector."""
+        tested on its vector, for the terms the query admits (a ``skipped`` bit is 0)."""
         query = tsquery_literal(terms[wanted])
         if skipped:
             query += " & !(" + " | ".join(tsquery_literal(terms[p]) for p in sorted(skipped)) + ")"
+        tested = [position for position in range(len(terms)) if position not in skipped]
         more, more_params = chats.token_sql()
         with _bitmap_scans(self.alias, cursor):
             cursor.execute(
-                "SELECT m.id, "
-                + mask_sql([f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms])
-                + ", m.chat_id, c.chat_id, c.updated_at, m.position, m.visible_position "
+                "SELECT m.id, ("
+                + " + ".join(
+                    f"(CASE WHEN m.{VECTOR_COLUMN} @@ %s::tsquery THEN {1 << p} ELSE 0 END)"
+                    for p in tested
+                )
+                + "), m.chat_id, c.chat_id, c.updated_at, m.position, m.visible_position "
                 f"FROM {table(Message)} m JOIN {table(Chat)} c ON c.id = m.chat_id "
                 f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more}",
                 [
-                    *(tsquery_literal(term) for term in terms),
+                    *(tsquery_literal(terms[p]) for p in tested),
                     filtered_tsquery(chats, query),
                     *more_params,
                 ],
