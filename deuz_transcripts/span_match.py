@@ -161,6 +161,28 @@ class _SegmentRule:
         self.substring = substring
         self.known: dict[str, tuple[Span, ...]] = {}
 
+    @functools.cached_property
+    def term_chars(self) -> frozenset[str]:
+        return frozenset("".join(self.terms))
+
+    @functools.cached_property
+    def fits_by_char(self) -> dict[str, tuple[list[int], dict[bytes, list[bytes]]]]:
+        """For each character a term may hold at ``j`` with only ASCII before it: those
+        ``j``, and the term's first ``j`` characters -> the rests of the terms after it
+        (``?`` for non-ASCII). Built once per query, not per hit; a character is then
+        checked once per ``j``, not once per term."""
+        rests_by_char: dict[str, dict[bytes, list[bytes]]] = {}
+        for term in self.terms:
+            head = _LOWER_ASCII_RUN.match(term).end()  # type: ignore[union-attr]
+            for j in range(min(head + 1, len(term))):
+                rests_by_char.setdefault(term[j], {}).setdefault(
+                    term[:j].encode("ascii"), []
+                ).append(term[j + 1 :].encode("ascii", "replace"))
+        return {
+            char: (sorted({len(before) for before in rests}), rests)
+            for char, rests in rests_by_char.items()
+        }
+
     def __call__(self, segment: str) -> tuple[Span, ...]:
         spans = self.known.get(segment)
         if spans is None:
@@ -197,9 +219,7 @@ def _rule(terms: tuple[str, ...], substring: bool) -> _SegmentRule:
     return rule
 
 
-def _occurrence_starts(
-    prefix: str, lowered: bytes, others: str, terms: tuple[str, ...]
-) -> list[int]:
+def _occurrence_starts(prefix: str, lowered: bytes, others: str, rule: _SegmentRule) -> list[int]:
     """Offsets of the non-ASCII characters that may be the first non-ASCII character of a
     term occurrence (in fold) that no ASCII run holds.
 
@@ -209,16 +229,8 @@ def _occurrence_starts(
     ones in ASCII (lowered), and the ASCII characters after it, up to the next non-ASCII
     one, go on with the term. Any other character cannot be part of an occurrence.
     """
-    term_chars = set("".join(terms))
-    # for each character a term may hold at ``j`` with only ASCII before it: the term's
-    # first ``j`` characters and the rest of it (``?`` for non-ASCII), in term order
-    fits_by_char: dict[str, list[tuple[bytes, bytes]]] = {}
-    for term in terms:
-        head = _LOWER_ASCII_RUN.match(term).end()  # type: ignore[union-attr]
-        for j in range(min(head + 1, len(term))):
-            fits_by_char.setdefault(term[j], []).append(
-                (term[:j].encode("ascii"), term[j + 1 :].encode("ascii", "replace"))
-            )
+    term_chars = rule.term_chars
+    fits_by_char = rule.fits_by_char
     starts: list[int] = []
     for char in set(others):
         folded = _char_fold(char)
@@ -231,20 +243,31 @@ def _occurrence_starts(
                 at = prefix.find(char, at + 1)
             continue
         fits = fits_by_char.get(folded)
-        if not fits:
+        if fits is None:
             continue
+        lengths, rests_after = fits
         at = prefix.find(char)
         while at >= 0:
-            for before, rest in fits:
-                if len(before) > at or lowered[at - len(before) : at] != before:
-                    continue
-                after = lowered[at + 1 : at + 1 + len(rest)]
-                other = after.find(b"?")  # the next non-ASCII character (or a real "?")
-                if (after == rest) if other < 0 else (after[:other] == rest[:other]):
+            for length in lengths:  # the term's first characters, just before ``at``
+                if length > at:
+                    break
+                rests = rests_after.get(lowered[at - length : at])
+                if rests is not None and _goes_on(lowered, at + 1, rests):
                     starts.append(at)
                     break
             at = prefix.find(char, at + 1)
     return starts
+
+
+def _goes_on(lowered: bytes, at: int, rests: list[bytes]) -> bool:
+    """Whether the ASCII characters from ``at``, up to the next non-ASCII one, go on with
+    one of ``rests`` (``?`` in both stands for a non-ASCII character)."""
+    for rest in rests:
+        after = lowered[at : at + len(rest)]
+        other = after.find(b"?")  # the next non-ASCII character (or a real "?")
+        if (after == rest) if other < 0 else (after[:other] == rest[:other]):
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=256)
@@ -294,7 +317,7 @@ def _segment_spans(prefix: str, others: str, terms: tuple[str, ...], substring: 
         while at >= 0:
             at = lowered.find(needle, visit(at))
 
-    for at in _occurrence_starts(prefix, lowered, others, terms):
+    for at in _occurrence_starts(prefix, lowered, others, rule):
         visit(at)
 
     return list(itertools.chain.from_iterable(visited[start] for start in sorted(visited)))
