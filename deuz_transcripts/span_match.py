@@ -18,8 +18,10 @@ that may hold a term occurrence (in their fold) are looked at:
 
 Folds and folded sizes are remembered per character, the rule's result per distinct
 segment (across the hits of a page), and the indexed prefix is cut from the sizes of
-the non-ASCII characters alone. The result is the rule's, span for span
-(tests/test_span_match.py).
+the non-ASCII characters alone. A short prefix (a chat message, for a query of several
+terms) is looked at segment by segment instead: finding where each term may be costs
+more there than the rule on every (remembered) segment. The result is the rule's, span
+for span, either way (tests/test_span_match.py).
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ _TERM_RUN = re.compile(r"[^\W_]+")
 _LOWER_ASCII_RUN = re.compile("[a-z0-9]*")
 _ASCII_BYTES = bytes(range(128))
 _PREFIX_CHUNK = 16_384
+# A prefix of at most min(_SHORT_CAP, k * k * _SHORT_CHARS_PER_TERM_SQUARED) characters,
+# for k terms, is looked at segment by segment. Measured crossovers on mixed Latin, accented
+# and Greek prose: ~150 characters for 2 terms, ~500 for 5, ~1,500 for 10, ~7,000 for 20,
+# past 24,000 for 32 (each term costs its searches in every hit, and each non-ASCII
+# character folding to one of the terms' letters a check of what is around it).
+_SHORT_CHARS_PER_TERM_SQUARED = 16
+_SHORT_CAP = 16_384
 #: non-ASCII character -> its fold (emptied when it grows past the cap).
 _CHAR_FOLDS: dict[str, str] = {}
 _CHAR_FOLDS_CAP = 65_536
@@ -161,6 +170,28 @@ class _SegmentRule:
         self.substring = substring
         self.known: dict[str, tuple[Span, ...]] = {}
 
+    @functools.cached_property
+    def term_chars(self) -> frozenset[str]:
+        return frozenset("".join(self.terms))
+
+    @functools.cached_property
+    def fits_by_char(self) -> dict[str, tuple[list[int], dict[bytes, list[bytes]]]]:
+        """For each character a term may hold at ``j`` with only ASCII before it: those
+        ``j``, and the term's first ``j`` characters -> the rests of the terms after it
+        (``?`` for non-ASCII). Built once per query, not per hit; a character is then
+        checked once per ``j``, not once per term."""
+        rests_by_char: dict[str, dict[bytes, list[bytes]]] = {}
+        for term in self.terms:
+            head = _LOWER_ASCII_RUN.match(term).end()  # type: ignore[union-attr]
+            for j in range(min(head + 1, len(term))):
+                rests_by_char.setdefault(term[j], {}).setdefault(
+                    term[:j].encode("ascii"), []
+                ).append(term[j + 1 :].encode("ascii", "replace"))
+        return {
+            char: (sorted({len(before) for before in rests}), rests)
+            for char, rests in rests_by_char.items()
+        }
+
     def __call__(self, segment: str) -> tuple[Span, ...]:
         spans = self.known.get(segment)
         if spans is None:
@@ -197,9 +228,7 @@ def _rule(terms: tuple[str, ...], substring: bool) -> _SegmentRule:
     return rule
 
 
-def _occurrence_starts(
-    prefix: str, lowered: bytes, others: str, terms: tuple[str, ...]
-) -> list[int]:
+def _occurrence_starts(prefix: str, lowered: bytes, others: str, rule: _SegmentRule) -> list[int]:
     """Offsets of the non-ASCII characters that may be the first non-ASCII character of a
     term occurrence (in fold) that no ASCII run holds.
 
@@ -209,16 +238,8 @@ def _occurrence_starts(
     ones in ASCII (lowered), and the ASCII characters after it, up to the next non-ASCII
     one, go on with the term. Any other character cannot be part of an occurrence.
     """
-    term_chars = set("".join(terms))
-    # for each character a term may hold at ``j`` with only ASCII before it: the term's
-    # first ``j`` characters and the rest of it (``?`` for non-ASCII), in term order
-    fits_by_char: dict[str, list[tuple[bytes, bytes]]] = {}
-    for term in terms:
-        head = _LOWER_ASCII_RUN.match(term).end()  # type: ignore[union-attr]
-        for j in range(min(head + 1, len(term))):
-            fits_by_char.setdefault(term[j], []).append(
-                (term[:j].encode("ascii"), term[j + 1 :].encode("ascii", "replace"))
-            )
+    term_chars = rule.term_chars
+    fits_by_char = rule.fits_by_char
     starts: list[int] = []
     for char in set(others):
         folded = _char_fold(char)
@@ -231,20 +252,31 @@ def _occurrence_starts(
                 at = prefix.find(char, at + 1)
             continue
         fits = fits_by_char.get(folded)
-        if not fits:
+        if fits is None:
             continue
+        lengths, rests_after = fits
         at = prefix.find(char)
         while at >= 0:
-            for before, rest in fits:
-                if len(before) > at or lowered[at - len(before) : at] != before:
-                    continue
-                after = lowered[at + 1 : at + 1 + len(rest)]
-                other = after.find(b"?")  # the next non-ASCII character (or a real "?")
-                if (after == rest) if other < 0 else (after[:other] == rest[:other]):
+            for length in lengths:  # the term's first characters, just before ``at``
+                if length > at:
+                    break
+                rests = rests_after.get(lowered[at - length : at])
+                if rests is not None and _goes_on(lowered, at + 1, rests):
                     starts.append(at)
                     break
             at = prefix.find(char, at + 1)
     return starts
+
+
+def _goes_on(lowered: bytes, at: int, rests: list[bytes]) -> bool:
+    """Whether the ASCII characters from ``at``, up to the next non-ASCII one, go on with
+    one of ``rests`` (``?`` in both stands for a non-ASCII character)."""
+    for rest in rests:
+        after = lowered[at : at + len(rest)]
+        other = after.find(b"?")  # the next non-ASCII character (or a real "?")
+        if (after == rest) if other < 0 else (after[:other] == rest[:other]):
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=256)
@@ -294,19 +326,26 @@ def _segment_spans(prefix: str, others: str, terms: tuple[str, ...], substring: 
         while at >= 0:
             at = lowered.find(needle, visit(at))
 
-    for at in _occurrence_starts(prefix, lowered, others, terms):
+    for at in _occurrence_starts(prefix, lowered, others, rule):
         visit(at)
 
     return list(itertools.chain.from_iterable(visited[start] for start in sorted(visited)))
 
 
 def _every_segment_spans(prefix: str, terms: tuple[str, ...], substring: bool) -> list[Span]:
-    """The rule's spans on ``prefix`` segment by segment (the empty term is in every word)."""
+    """The rule's spans on ``prefix`` segment by segment: for a short prefix, and for the
+    empty term (which is in every word)."""
     rule = _rule(terms, substring)
+    known = rule.known
     spans: list[Span] = []
-    for segment in _SEGMENT.finditer(prefix):
-        start = segment.start()
-        spans.extend((start + low, start + high) for low, high in rule(segment.group()))
+    for found in _SEGMENT.finditer(prefix):
+        segment = found.group()
+        inside = known.get(segment)
+        if inside is None:
+            inside = rule(segment)
+        if inside:
+            start = found.start()
+            spans.extend((start + low, start + high) for low, high in inside)
     return spans
 
 
@@ -329,7 +368,8 @@ def match_spans(
     if not useful:
         return ()
     prefix, others = _indexed(text)
-    if "" in useful:
+    short = min(_SHORT_CAP, _SHORT_CHARS_PER_TERM_SQUARED * len(useful) ** 2)
+    if len(prefix) <= short or "" in useful:
         spans = _every_segment_spans(prefix, useful, substring)
     else:
         if others is None:

@@ -6,12 +6,15 @@ never silently turn into a SQLite run or a wall of per-test connection errors.
 
 Also the fixtures of the modules that log users in: ``fast_passwords`` (used through
 ``pytest.mark.usefixtures``), and ``support``/``support_client``, a staff user holding only
-the app's search permission.
+the app's search permission; and ``span_match_path``, which runs a ``match_spans`` test
+once through each of its two ways of finding spans (which one a text takes depends on its
+length and the number of terms).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -91,3 +94,20 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
     monkeypatch.setattr("deuz_transcripts.stores.time.sleep", sleep)
     return recorded
+
+
+# span_match settings that send every text down one of match_spans's two paths
+_SPAN_MATCH_PATHS = {
+    "every-segment": {"_SHORT_CAP": sys.maxsize, "_SHORT_CHARS_PER_TERM_SQUARED": sys.maxsize},
+    "where-a-term-may-be": {"_SHORT_CAP": -1},
+}
+
+
+@pytest.fixture(params=sorted(_SPAN_MATCH_PATHS))
+def span_match_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    from deuz_transcripts import span_match
+
+    for name, value in _SPAN_MATCH_PATHS[request.param].items():
+        assert hasattr(span_match, name), name
+        monkeypatch.setattr(span_match, name, value)
+    return str(request.param)

@@ -7,7 +7,7 @@ import os
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deuz_transcripts import snippet
@@ -32,9 +32,9 @@ spaced_text = st.lists(
 ).map("".join)
 
 
-@TEXT_FUZZ
+@settings(TEXT_FUZZ, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spaced_text, st.lists(st.one_of(tricky_words, unicode_text), max_size=4), st.booleans())
-def test_match_spans_equal_the_highlight_rule_on_any_text(text, words, substring):
+def test_match_spans_equal_the_highlight_rule_on_any_text(span_match_path, text, words, substring):
     terms = query_terms(" ".join([*words, "deploy"]))
     expected = tuple(highlight_spans(text, terms, substring=substring))
     assert match_spans(text, terms, substring=substring) == expected
