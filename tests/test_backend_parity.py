@@ -283,6 +283,14 @@ ROUTES = {
         "LEXEME_SCOPE_MIN": 0,
         "ESSENTIAL_MIN_TERMS": 1,
     },
+    # ... the terms of at most 8 rows in all read first, in one statement (SQLite FTS5)
+    "essential+rare": {
+        "WALK_MIN_ROWS": 10**9,
+        "SINGLE_STATEMENT_MAX": 0,
+        "LEXEME_SCOPE_MIN": 0,
+        "ESSENTIAL_MIN_TERMS": 1,
+        "ESSENTIAL_RARE_ROWS": 8,
+    },
     # ... giving up for the mask plans after a few rows
     "essential+fallback": {
         "WALK_MIN_ROWS": 10**9,
@@ -307,6 +315,7 @@ def route(name: str) -> Iterator[None]:
                 lexeme_scope_min=values.get("LEXEME_SCOPE_MIN", 10_000),
                 essential_min_terms=values.get("ESSENTIAL_MIN_TERMS", 5),
                 essential_max_rows=values.get("ESSENTIAL_MAX_ROWS", 20_000),
+                essential_rare_rows=values.get("ESSENTIAL_RARE_ROWS", 0),
             ),
         ),
         override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}),

@@ -496,12 +496,15 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
     monkeypatch.setattr(matcher_class, "rows_with_terms", spy)
     query = "common alpha mid rare1 rare2 rare3"
 
-    def search(max_rows: int, limit: int, walk_min_rows: int = 2_048) -> list[tuple]:
+    def search(
+        max_rows: int, limit: int, walk_min_rows: int = 2_048, rare_rows: int = 0
+    ) -> list[tuple]:
         read.clear()
         forced = PlanPolicy(
             single_statement_max=0,
             lexeme_scope_min=0,
             essential_max_rows=max_rows,
+            essential_rare_rows=rare_rows,
             walk_min_rows=walk_min_rows,
         )
         monkeypatch.setattr(policy, "DEFAULT_POLICY", forced)
@@ -525,6 +528,19 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
     assert read == ["rare3", "rare2", "rare1", "mid", "alpha"]
     assert search(45, 40, walk_min_rows=1) == everything[:40]
     assert search(40, 40) == everything[:40] and read == ["rare3", "rare2", "rare1", "mid"]
+    if not store.transcript.backend.matcher.reads_any_terms():
+        return
+    # FTS5: the terms of at most 3 rows in the whole index (rare3: 1, rare2: 2) are read
+    # first in one statement; then term by term, rarest first
+    assert search(10_000, 3, rare_rows=3) == expected and read == ["rare1"]
+    assert search(10_000, 3, rare_rows=6) == expected and read == []
+    assert [(chat_id, score) for chat_id, _, score in search(10_000, 40, rare_rows=6)] == deep
+    # rare in the whole index, counted in the scope: another user's rows are not ADA's
+    store.write_chat(
+        record("bob-1", "rare3 rare2 rare1", scope={"userId": "bob"}), expected_revision=0
+    )
+    assert search(10_000, 3, rare_rows=3) == expected and read == ["rare2", "rare1"]
+    assert search(10_000, 3, rare_rows=6) == expected and read == ["rare1"]
 
 
 @pytest.mark.parametrize("secure", [True, False])

@@ -301,6 +301,28 @@ class SearchMatcher(ABC):
         ``terms``), each with its mask over every term."""
         raise NotImplementedError(f"{type(self).__name__} does not count terms")
 
+    def reads_any_terms(self) -> bool:
+        """Whether ``capped_term_counts`` and ``rows_with_any_terms`` are cheap here (the
+        essential-terms plan then reads every rare term's rows in one statement)."""
+        return False
+
+    def capped_term_counts(
+        self, cursor: CursorWrapper, terms: Sequence[str], cap: int
+    ) -> list[int]:
+        """Each term's rows in the whole index, unfiltered, counted up to ``cap``."""
+        raise NotImplementedError(f"{type(self).__name__} does not read rare terms at once")
+
+    def rows_with_any_terms(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        wanted: Collection[int],
+    ) -> list[Candidate]:
+        """Rows of the filter holding any term of ``wanted`` (positions in ``terms``),
+        each with its mask over every term."""
+        raise NotImplementedError(f"{type(self).__name__} does not read rare terms at once")
+
     # the newest-first walk (see ``deuz_transcripts.sql.planner``)
 
     def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:

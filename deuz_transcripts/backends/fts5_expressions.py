@@ -19,12 +19,14 @@ __all__ = [
     "CHAT_TOKEN_PREFIX",
     "chat_token",
     "fts_body",
+    "held_mask",
     "holding_expression",
     "mask_expression",
     "match_expression",
     "phrase",
     "role_token",
     "scope_tokens",
+    "term_bits",
     "token_expression",
 ]
 
@@ -111,3 +113,22 @@ def holding_expression(chats: ChatFilter, wanted: str, skipped: Sequence[str]) -
     if skipped:
         expression = f"({expression} NOT {_any(stored_term(term) for term in skipped)})"
     return _scoped(chats, expression)
+
+
+def term_bits(terms: Sequence[str]) -> dict[str, int]:
+    """``{term: its bits}`` for ``held_mask`` (a term twice in a query has two bits)."""
+    bits: dict[str, int] = {}
+    for bit, term in enumerate(terms):
+        bits[term] = bits.get(term, 0) | 1 << bit
+    return bits
+
+
+def held_mask(search_text: str | None, bits: Mapping[str, int]) -> int:
+    """Which query terms a row's ``search_text`` holds (``bits``: ``term_bits``): the
+    test of ``word_condition`` (`` term `` in `` search_text ``; the text is the row's
+    terms, one space apart), done in Python. SQLite's ``instr`` steps a ``memcmp`` per
+    character: 32 terms cost ~90 us a row in SQL, ~8 here."""
+    mask = 0
+    for term in bits.keys() & (search_text or "").split(" "):
+        mask |= bits[term]
+    return mask

@@ -41,6 +41,11 @@ class PlanPolicy:
     #: ... which gives up (for the mask plans) before reading a term of more rows than
     #: this, summed over the terms it read: then ranking every match costs no more.
     essential_max_rows: int = 20_000
+    #: ... and first reads, in one statement, the rows of every term holding at most this
+    #: many rows in the whole index (summed), where the backend can (SQLite FTS5: each
+    #: count is capped there, and the scope's doclist is read once, not once per term).
+    #: 0: term by term.
+    essential_rare_rows: int = 2_000
     #: SQLite FTS5: scopes of at most this many indexed messages scan their own rows
     #: (``DEUZ_TRANSCRIPTS["SQLITE_SCAN_SCOPE_MAX"]``).
     scan_scope_max: int = 2_000

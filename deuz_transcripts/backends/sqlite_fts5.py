@@ -22,9 +22,12 @@ from .chat_filter import ChatFilter, table
 from .fts5_expressions import (
     chat_token,
     fts_body,
+    held_mask,
     holding_expression,
     mask_expression,
     match_expression,
+    phrase,
+    term_bits,
     token_expression,
 )
 from .sqlite import (
@@ -323,35 +326,63 @@ class Fts5Matcher(SearchMatcher):
         wanted: int,
         skipped: Collection[int],
     ) -> list[Candidate]:
-        """FTS5 finds the rows of ``wanted``; each row's mask is read from its own terms,
-        and rows holding a ``skipped`` term are dropped.
+        """FTS5 finds the rows of ``wanted``; each row's mask is read from its own terms
+        (``held_mask``), and rows holding a ``skipped`` term are dropped there: a
+        ``NOT (s1 OR s2 ...)`` in the ``MATCH`` loads every skipped term's doclist to
+        drop a few rows (~8 ms of a 32-term query's 22 reads, to drop 3 rows of 3,017)."""
+        dropped = sum(1 << position for position in skipped)
+        rows = self._rows_holding(cursor, chats, holding_expression(chats, terms[wanted], []))
+        bits = term_bits(terms)
+        masks = [(row, held_mask(row[1], bits)) for row in rows]
+        return [Candidate(row[0], mask, *row[2:]) for row, mask in masks if not mask & dropped]
 
-        Both are ``word_condition``'s test, done in Python on the row's ``search_text``:
-        SQLite's ``instr`` steps a ``memcmp`` per character (32 terms: ~90 us a row in
-        SQL, ~15 in Python), and a ``NOT (s1 OR s2 ...)`` in the ``MATCH`` loads every
-        skipped term's doclist to drop the few rows that hold one (~8 ms of a 32-term
-        query's 22 reads, to drop 3 rows of 3,017).
-        """
+    def reads_any_terms(self) -> bool:
+        return True
+
+    def capped_term_counts(
+        self, cursor: CursorWrapper, terms: Sequence[str], cap: int
+    ) -> list[int]:
+        """Each term's rows in the whole index, counted up to ``cap`` (FTS5 stops there):
+        a rare term costs its few rowids, a common one ``cap`` of them."""
+        cursor.execute(
+            " UNION ALL ".join(
+                f"SELECT {position}, (SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} "
+                f"WHERE {FTS_TABLE} MATCH %s LIMIT %s))"
+                for position in range(len(terms))
+            ),
+            [param for term in terms for param in (phrase(stored_term(term)), cap)],
+        )
+        counts = dict(cursor.fetchall())
+        return [int(counts[position]) for position in range(len(terms))]
+
+    def rows_with_any_terms(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        wanted: Collection[int],
+    ) -> list[Candidate]:
+        """One ``MATCH`` of ``scope AND (w1 OR w2 ...)``: the scope's doclist is read once,
+        not once per term."""
+        expression = match_expression(chats, [terms[position] for position in sorted(wanted)])
+        rows = self._rows_holding(cursor, chats, expression)
+        bits = term_bits(terms)
+        return [Candidate(row[0], held_mask(row[1], bits), *row[2:]) for row in rows]
+
+    def _rows_holding(
+        self, cursor: CursorWrapper, chats: ChatFilter, expression: str
+    ) -> list[tuple[Any, ...]]:
+        """``(id, search_text, chat pk, chat id, updated_at, position, visible_position)``
+        of the rows FTS5 finds for ``expression`` that the filter admits."""
         more, more_params = chats.token_sql()
         cursor.execute(
             f"SELECT m.id, m.search_text, m.chat_id, c.chat_id, "
             f"c.updated_at, m.position, m.visible_position FROM {FTS_TABLE} f "
             f"JOIN {table(Message)} m ON m.id = f.rowid JOIN {table(Chat)} c ON c.id = m.chat_id "
             f"WHERE {FTS_TABLE} MATCH %s{more}",
-            [holding_expression(chats, terms[wanted], []), *more_params],
+            [expression, *more_params],
         )
-        probes = [(f" {term} ", 1 << position) for position, term in enumerate(terms)]
-        dropped = sum(1 << position for position in skipped)
-        candidates = []
-        for pk, search_text, *rest in cursor.fetchall():
-            padded = f" {search_text or ''} "
-            mask = 0
-            for probe, bit in probes:
-                if probe in padded:
-                    mask |= bit
-            if not mask & dropped:
-                candidates.append(Candidate(pk, mask, *rest))
-        return candidates
+        return list(cursor.fetchall())
 
     def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
         """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once."""

@@ -209,8 +209,9 @@ class SearchPlanner:
     ) -> EssentialPage | None:
         """The page from the rows of the rarest terms alone, when that is exact.
 
-        Every term's n_t is counted first (the index counts; no row is read), which
-        fixes every idf. Terms are then read rarest first, each row with its full mask,
+        Every term's n_t is counted first (the index counts; the rarest terms' rows are
+        read at once where the backend can: ``_rare_terms_rows``), which fixes every
+        idf. Terms are then read rarest first, each row with its full mask,
         until at least a page of rows is read and the raw score of the page's last row
         beats every row holding none of the terms read (the sum of the other terms'
         idfs, in ``mask_raw``'s order: a row of a subset of them never sums higher).
@@ -219,21 +220,29 @@ class SearchPlanner:
         read (``essential_max_rows``, or enough to walk: ``walk_min_rows``), its rows that
         hold no other term are one mask whose count is known (n_t minus the rows read
         holding it): the histogram is complete, and that mask's page rows are walked
-        newest chat first if it reaches the page. ``None``: too many rows to read with two or more terms left; ranking
-        every match is the cheaper plan.
+        newest chat first if it reaches the page. ``None``: too many rows to read with
+        two or more terms left; ranking every match is the cheaper plan.
         """
         matcher = self.matcher
         depth = request.offset + request.limit
-        counts = matcher.term_counts(cursor, chats, terms)
+        rows, counts, rare = self._rare_terms_rows(cursor, chats, terms)
         idfs = [ranking.idf(max(total, *counts), count) for count in counts]
         rarest_first = sorted(
-            (position for position, count in enumerate(counts) if count),
+            (position for position, count in enumerate(counts) if count and position not in rare),
             key=lambda position: (counts[position], position),
         )
         raw_of = functools.cache(lambda mask: ranking.mask_raw(mask, idfs))
-        rows: list[Candidate] = []
+
+        def page_is_read(unread: Sequence[int]) -> bool:
+            if len(rows) < depth:
+                return False
+            raws = sorted((raw_of(row.mask) for row in rows), reverse=True)
+            return raw_of(sum(1 << other for other in unread)) < raws[depth - 1]
+
         last: int | None = None  # the one term left unread
-        budget = self.policy.essential_max_rows
+        budget = self.policy.essential_max_rows - len(rows)
+        if rare and page_is_read(rarest_first):
+            rarest_first = []
         for step, position in enumerate(rarest_first):
             budget -= counts[position]
             if step == len(rarest_first) - 1 and (
@@ -243,14 +252,10 @@ class SearchPlanner:
                 break
             if budget < 0:
                 return None
-            rows.extend(
-                matcher.rows_with_terms(cursor, chats, terms, position, rarest_first[:step])
-            )
-            if len(rows) >= depth:
-                rest = sum(1 << other for other in rarest_first[step + 1 :])
-                raws = sorted((raw_of(row.mask) for row in rows), reverse=True)
-                if raw_of(rest) < raws[depth - 1]:
-                    break
+            skipped = [*rare, *rarest_first[:step]]
+            rows.extend(matcher.rows_with_terms(cursor, chats, terms, position, skipped))
+            if page_is_read(rarest_first[step + 1 :]):
+                break
         histogram: dict[int, int] = {}
         for row in rows:
             histogram[row.mask] = histogram.get(row.mask, 0) + 1
@@ -265,6 +270,38 @@ class SearchPlanner:
         best = max(histogram, key=lambda mask: ranking.mask_raw(mask, idfs), default=0)
         pinned = PinnedRanking(max(total, *counts), tuple(counts), best) if best else None
         return EssentialPage(page, plan, pinned)
+
+    def _rare_terms_rows(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> tuple[list[Candidate], list[int], frozenset[int]]:
+        """The rows of the rare terms, every term's n_t, and which terms were read.
+
+        Where the backend can, each term's rows in the whole index are counted up to
+        ``essential_rare_rows`` first; the rarest ones, up to that many rows in all, are
+        read in one statement with their masks, which also counts them in the filter.
+        The other terms are counted in the index (``term_counts``).
+        """
+        matcher, cap = self.matcher, self.policy.essential_rare_rows
+        rare: list[int] = []
+        if cap and matcher.reads_any_terms():
+            overall = matcher.capped_term_counts(cursor, terms, cap + 1)
+            room = cap
+            for position in sorted(range(len(terms)), key=lambda p: (overall[p], p)):
+                if overall[position] > room:
+                    break
+                room -= overall[position]
+                rare.append(position)
+        rows = matcher.rows_with_any_terms(cursor, chats, terms, rare) if rare else []
+        counts = [0] * len(terms)
+        for row in rows:
+            for position in rare:
+                counts[position] += row.mask >> position & 1
+        others = [position for position in range(len(terms)) if position not in rare]
+        if others:
+            found = matcher.term_counts(cursor, chats, [terms[position] for position in others])
+            for position, count in zip(others, found, strict=True):
+                counts[position] = count
+        return rows, counts, frozenset(rare)
 
     def _newest_page(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
