@@ -231,6 +231,18 @@ def test_fts5_index_route_matches_the_oracle(records, searches):
         check_corpus(records, searches, substring=False)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=corpora(), searches=st.lists(SEARCHES, min_size=1, max_size=4))
+def test_fts5_scan_with_masks_in_python_matches_the_oracle(records, searches):
+    """Small scopes scan their rows; every query, however short, finds each row's mask
+    in Python (by default only queries of ``scan_python_min_terms`` terms do)."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the scan route is SQLite FTS5's")
+    with mock.patch.object(policy, "DEFAULT_POLICY", PlanPolicy(scan_python_min_terms=1)):
+        assert DjangoTranscriptIndex().backend_name == "sqlite-fts5"
+        check_corpus(records, searches, substring=False)
+
+
 # Few words, many shared: most queries have enough rows holding all their terms to walk.
 DENSE_WORDS = st.sampled_from(["alpha", "beta", "gamma", "Alpha", "delta"])
 

@@ -599,3 +599,40 @@ def test_postgresql_counts_raise_work_mem_inside_and_put_it_back():
             cursor.execute("SELECT current_setting('work_mem')")
             assert cursor.fetchone() == ("1GB",)
         cursor.execute("RESET work_mem")
+
+
+def test_a_small_scope_finds_a_long_querys_masks_in_python(monkeypatch):
+    """A scanned scope and a query of ``scan_python_min_terms`` terms or more: each row's
+    mask comes from its ``search_text`` in Python, and each mask keeps its first rows in
+    tie order (newer chat, chat id by code point, lower index); same page as the memory
+    index at every offset."""
+    from deuz_transcripts.backends import scope_scan
+
+    if DjangoTranscriptIndex().backend_name != "sqlite-fts5":
+        pytest.skip("the scan of small scopes is SQLite FTS5's")
+    store = DjangoConditionalChatStore()
+    memory = InMemoryConditionalChatStore(InMemoryTranscriptIndex())
+    for n, chat_id in enumerate(["b", "a", "é", "c-10", "c-9", "Z"]):
+        chat = record(chat_id, "alpha beta", "beta alpha gamma", "alpha", f"beta word{n}")
+        chat.updated_at = datetime(2025, 1, 1 + n % 3, tzinfo=UTC)  # ties on updated_at
+        store.write_chat(chat, expected_revision=0)
+        memory.write_chat(chat, expected_revision=0)
+    store.write_chat(record("other", "alpha beta", scope={"userId": "bob"}), expected_revision=0)
+    scanned: list[int] = []
+    original = scope_scan.scanned_candidates
+
+    def spy(cursor, chats, terms, depth):
+        histogram, found = original(cursor, chats, terms, depth)
+        scanned.append(sum(histogram.values()))
+        return histogram, found
+
+    monkeypatch.setattr("deuz_transcripts.backends.sqlite_fts5.scanned_candidates", spy)
+    query = "alpha beta gamma " + " ".join(f"absent{k}" for k in range(8))
+    for offset in range(24):  # each page cut falls inside ties and between them
+        for limit in (1, 3):
+            got = store.transcript.search(ADA, query, limit=limit, offset=offset)
+            want = memory.transcript.search(ADA, query, limit=limit, offset=offset)
+            assert [(h.chat_id, h.message_id, h.score) for h in got] == [
+                (h.chat_id, h.message_id, h.score) for h in want
+            ]
+    assert scanned == [24] * 48  # every scoped message holds a query term

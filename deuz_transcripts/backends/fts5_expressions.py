@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..text import stored_term, stored_terms_text
 from .chat_filter import ChatFilter
@@ -28,6 +29,7 @@ __all__ = [
     "scope_tokens",
     "term_bits",
     "token_expression",
+    "word_condition",
 ]
 
 _SCOPE_PREFIX = "\ue000"
@@ -132,3 +134,12 @@ def held_mask(search_text: str | None, bits: Mapping[str, int]) -> int:
     for term in bits.keys() & (search_text or "").split(" "):
         mask |= bits[term]
     return mask
+
+
+def word_condition(alias: str, term: str) -> tuple[str, list[Any]]:
+    """True when ``term`` is one of the row's stored terms (whole words of ``search_text``).
+
+    ``search_text`` is the message's distinct terms separated by spaces, so a term
+    matches exactly when `` term `` occurs in `` search_text ``: the words FTS5 matches.
+    """
+    return f"instr(' ' || {alias}.search_text || ' ', %s) > 0", [f" {term} "]

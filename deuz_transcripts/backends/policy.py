@@ -49,6 +49,9 @@ class PlanPolicy:
     #: SQLite FTS5: scopes of at most this many indexed messages scan their own rows
     #: (``DEUZ_TRANSCRIPTS["SQLITE_SCAN_SCOPE_MAX"]``).
     scan_scope_max: int = 2_000
+    #: ... and find each row's mask in Python for queries of at least this many terms
+    #: (SQL ``instr`` costs per term, the Python word test per row: ``scope_scan``).
+    scan_python_min_terms: int = 8
 
 
 DEFAULT_POLICY = PlanPolicy()

@@ -29,7 +29,9 @@ from .fts5_expressions import (
     phrase,
     term_bits,
     token_expression,
+    word_condition,
 )
+from .scope_scan import scan_matches_sql, scanned_candidates
 from .sqlite import (
     FTS_TABLE,
     SQLiteBackend,
@@ -105,28 +107,6 @@ class Fts5Rows(SQLiteRows):
             cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
 
 
-def word_condition(alias: str, term: str) -> tuple[str, list[Any]]:
-    """True when ``term`` is one of the row's stored terms (whole words of ``search_text``).
-
-    ``search_text`` is the message's distinct terms separated by spaces, so a term
-    matches exactly when `` term `` occurs in `` search_text ``: the words FTS5 matches.
-    """
-    return f"instr(' ' || {alias}.search_text || ' ', %s) > 0", [f" {term} "]
-
-
-def scan_matches_sql(chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
-    """Matches found by reading the scope's own rows, not FTS5."""
-    pks_sql, pks_params = chats.chat_pks_sql()
-    more, more_params = chats.message_sql()
-    parts = [word_condition("m", term) for term in terms]
-    return (
-        f"SELECT * FROM (SELECT m.id, {mask_sql([sql for sql, _ in parts])} AS mask, "
-        f"m.chat_id AS chat_pk, m.position, m.visible_position FROM {table(Message)} m "
-        f"WHERE m.chat_id IN ({pks_sql}) AND m.has_terms{more}) WHERE mask > 0",
-        [*(param for _, params in parts for param in params), *pks_params, *more_params],
-    )
-
-
 class Fts5Matcher(SearchMatcher):
     """Matches and counts inside FTS5 (scope tokens in the MATCH), small scopes by scan."""
 
@@ -146,16 +126,25 @@ class Fts5Matcher(SearchMatcher):
         )
         return fetch_int(cursor)
 
-    def candidate_matches_sql(
-        self, chats: ChatFilter, terms: Sequence[str], total: int
-    ) -> tuple[str, list[Any]]:
+    def candidates(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int, total: int
+    ) -> tuple[dict[int, int], list[Candidate]]:
         """FTS5, or a scan of the scope's rows when it holds few messages.
 
         FTS5 reads a term's whole doclist (every scope's matches) before the scope
         token narrows it, so a common word costs in proportion to the corpus. A scope
         of at most ``SQLITE_SCAN_SCOPE_MAX`` indexed messages is cheaper to read
-        row by row through the chat btree: its cost follows the scope alone.
+        row by row through the chat btree: its cost follows the scope alone. A long
+        query finds each row's mask in Python (``scope_scan``), a short one in SQL.
         """
+        if self._scans(chats, total) and len(terms) >= self.policy.scan_python_min_terms:
+            return scanned_candidates(cursor, chats, terms, depth)
+        return super().candidates(cursor, chats, terms, depth, total)
+
+    def candidate_matches_sql(
+        self, chats: ChatFilter, terms: Sequence[str], total: int
+    ) -> tuple[str, list[Any]]:
+        """A scanned scope with a short query: each row's mask by SQL ``instr``."""
         if self._scans(chats, total):
             return scan_matches_sql(chats, terms)
         return self.matches_sql(chats, terms)
