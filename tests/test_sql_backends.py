@@ -636,3 +636,29 @@ def test_a_small_scope_finds_a_long_querys_masks_in_python(monkeypatch):
                 (h.chat_id, h.message_id, h.score) for h in want
             ]
     assert scanned == [24] * 48  # every scoped message holds a query term
+
+
+def test_one_term_over_every_chat_does_not_count_n():
+    """Every hit of a one-term query scores 1.0 whatever N (raw score / best), so a search
+    of every chat for a word in fewer rows than a walk needs never reads N, which is a pass
+    over every chat; same page as the memory index."""
+    if not DjangoTranscriptIndex().backend.matcher.walks_newest_first:
+        pytest.skip("the LIKE fallback ranks every match in one statement")
+    store = DjangoConditionalChatStore()
+    memory = InMemoryConditionalChatStore(InMemoryTranscriptIndex())
+    for n in range(6):
+        chat = record(f"c{n}", "rare word" if n % 2 else "other words", "more words")
+        chat.scope = {"userId": "ada" if n < 3 else "bob"}
+        chat.updated_at = datetime(2025, 1, 1 + n, tzinfo=UTC)
+        store.write_chat(chat, expected_revision=0)
+        memory.write_chat(chat, expected_revision=0)
+    for offset in range(4):
+        with CaptureQueriesContext(connection) as queries:
+            got = store.transcript.search({}, "rare", limit=2, offset=offset)
+        want = memory.transcript.search({}, "rare", limit=2, offset=offset)
+        assert [(h.chat_id, h.message_id, h.score) for h in got] == [
+            (h.chat_id, h.message_id, h.score) for h in want
+        ]
+        assert all(h.score == 1.0 for h in got)
+        assert not any("indexed_count" in q["sql"] for q in queries.captured_queries)
+    assert len(store.transcript.search({}, "rare words", limit=5)) == 5  # two terms read N

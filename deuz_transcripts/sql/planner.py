@@ -74,6 +74,15 @@ class SearchPlanner:
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
             full = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
             return newest[request.offset :], full
+        if len(terms) == 1 and chats.size is None and matcher.walks_newest_first:
+            # One term: every hit scores 1.0 whatever N (raw / best), and the probe found
+            # fewer rows holding it than a walk needs: one statement ranks them, N unread
+            # (on the whole table, N is a pass over every chat).
+            histogram, found = matcher.candidates(cursor, chats, terms, depth, 0)
+            ranked = ranking.plan_page(histogram, 1, 0, request.offset, request.limit)
+            if ranked is None:
+                return None
+            return order_page(found, ranked)[request.offset : depth], ranked
         total = matcher.total(cursor, chats) if chats.size is None else chats.size
         if not total:
             return None
