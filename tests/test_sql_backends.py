@@ -528,7 +528,7 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
     assert read == ["rare3", "rare2", "rare1", "mid", "alpha"]
     assert search(45, 40, walk_min_rows=1) == everything[:40]
     assert search(40, 40) == everything[:40] and read == ["rare3", "rare2", "rare1", "mid"]
-    if not store.transcript.backend.matcher.reads_any_terms():
+    if not store.transcript.backend.matcher.reads_any_terms:
         return
     # FTS5: the terms of at most 3 rows in the whole index (rare3: 1, rare2: 2) are read
     # first in one statement; then term by term, rarest first

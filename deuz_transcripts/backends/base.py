@@ -37,6 +37,7 @@ __all__ = [
     "StoredMessage",
     "StoredRow",
     "mask_sql",
+    "sort_in_tie_order",
 ]
 
 
@@ -69,6 +70,14 @@ class Candidate:
     updated_at: datetime | str  # datetime on PostgreSQL, Django's sortable text on SQLite
     position: int
     visible_position: int
+
+
+def sort_in_tie_order(candidates: list[Candidate]) -> None:
+    """Sort in place by the tie rules (newer chat, chat id by code point, lower index):
+    two stable sorts, because ``updated_at`` may be Django's sortable SQLite text, which
+    cannot be negated."""
+    candidates.sort(key=lambda c: (c.chat_id, c.position))
+    candidates.sort(key=lambda c: c.updated_at, reverse=True)
 
 
 def mask_sql(conditions: Sequence[str]) -> str:
@@ -151,6 +160,9 @@ class SearchMatcher(ABC):
     chat_id_order: ClassVar[str] = "c.chat_id"
     #: Whether walking newest chats first pays off (not for LIKE: its probe is a scan).
     walks_newest_first: ClassVar[bool] = True
+    #: Whether ``capped_term_counts`` and ``rows_with_any_terms`` are cheap here (the
+    #: essential-terms plan then reads every rare term's rows in one statement).
+    reads_any_terms: ClassVar[bool] = False
     #: Joins ``c`` (chats) to ``m`` (messages) so rows come out newest chat first.
     walk_join: ClassVar[str] = "JOIN"
     #: Whether the search data holds a role token per row (``ChatFilter.role_tokens``).
@@ -300,11 +312,6 @@ class SearchMatcher(ABC):
         """Rows of the filter holding term ``wanted`` and none of ``skipped`` (positions in
         ``terms``), each with its mask over every term."""
         raise NotImplementedError(f"{type(self).__name__} does not count terms")
-
-    def reads_any_terms(self) -> bool:
-        """Whether ``capped_term_counts`` and ``rows_with_any_terms`` are cheap here (the
-        essential-terms plan then reads every rare term's rows in one statement)."""
-        return False
 
     def capped_term_counts(
         self, cursor: CursorWrapper, terms: Sequence[str], cap: int

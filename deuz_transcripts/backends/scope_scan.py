@@ -17,7 +17,7 @@ from typing import Any
 from django.db.backends.utils import CursorWrapper
 
 from ..models import Chat, Message
-from .base import Candidate, mask_sql
+from .base import Candidate, mask_sql, sort_in_tie_order
 from .chat_filter import ChatFilter, table
 from .fts5_expressions import held_mask, term_bits, word_condition
 
@@ -47,9 +47,8 @@ def scanned_candidates(
     histogram = {mask: len(rows) for mask, rows in by_mask.items()}
     found: list[Candidate] = []
     for rows in by_mask.values():
-        if len(rows) > depth:  # the planner's order_page: stable sorts, tie keys last first
-            rows.sort(key=lambda c: (c.chat_id, c.position))
-            rows.sort(key=lambda c: c.updated_at, reverse=True)
+        if len(rows) > depth:
+            sort_in_tie_order(rows)
         found.extend(rows[:depth])
     return histogram, found
 

@@ -110,6 +110,8 @@ class Fts5Rows(SQLiteRows):
 class Fts5Matcher(SearchMatcher):
     """Matches and counts inside FTS5 (scope tokens in the MATCH), small scopes by scan."""
 
+    reads_any_terms = True
+
     # Without the hint SQLite sorts every row of the scope before the LIMIT; with it, it
     # walks chats newest first (sorting only ties) and stops at the LIMIT.
     walk_join = "INDEXED BY deuz_chat_updated CROSS JOIN"
@@ -324,9 +326,6 @@ class Fts5Matcher(SearchMatcher):
         bits = term_bits(terms)
         masks = [(row, held_mask(row[1], bits)) for row in rows]
         return [Candidate(row[0], mask, *row[2:]) for row, mask in masks if not mask & dropped]
-
-    def reads_any_terms(self) -> bool:
-        return True
 
     def capped_term_counts(
         self, cursor: CursorWrapper, terms: Sequence[str], cap: int

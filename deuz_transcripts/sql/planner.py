@@ -16,7 +16,7 @@ from typing import NamedTuple
 from django.db.backends.utils import CursorWrapper
 
 from .. import ranking
-from ..backends.base import Candidate, SearchMatcher
+from ..backends.base import Candidate, SearchMatcher, sort_in_tie_order
 from ..backends.chat_filter import ChatFilter
 from ..paging import PageAfter, PinnedRanking
 from ..search_request import SearchRequest
@@ -43,12 +43,10 @@ CountedPage = tuple[list[Candidate], ranking.RankPlan, PinnedRanking, int]
 def order_page(candidates: Sequence[Candidate], plan: ranking.RankPlan) -> list[Candidate]:
     """Candidates of the plan's masks, best first with the shared tie rules.
 
-    Three stable sorts (chat id and index, then newer chat, then raw score) because
-    ``updated_at`` may be Django's sortable SQLite text, which cannot be negated.
+    Stable sorts: the tie rules, then raw score.
     """
     found = [c for c in candidates if c.mask in plan.page_masks]
-    found.sort(key=lambda c: (c.chat_id, c.position))
-    found.sort(key=lambda c: c.updated_at, reverse=True)
+    sort_in_tie_order(found)
     found.sort(key=lambda c: plan.raws[c.mask], reverse=True)
     return found
 
@@ -292,7 +290,7 @@ class SearchPlanner:
         """
         matcher, cap = self.matcher, self.policy.essential_rare_rows
         rare: list[int] = []
-        if cap and matcher.reads_any_terms():
+        if cap and matcher.reads_any_terms:
             overall = matcher.capped_term_counts(cursor, terms, cap + 1)
             room = cap
             for position in sorted(range(len(terms)), key=lambda p: (overall[p], p)):
