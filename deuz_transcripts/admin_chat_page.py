@@ -24,6 +24,7 @@ from .models import Chat, Message
 from .records import decode_message
 from .spans import Span, match_spans
 from .sql import DjangoTranscriptIndex
+from .sql.writer import chat_messages
 from .text import indexed_text, is_system, query_terms
 
 __all__ = ["MESSAGES_PER_PAGE", "MessageRow", "message_page", "search_context"]
@@ -118,7 +119,7 @@ def message_page(
     request: HttpRequest, chat: Chat, database: str, terms: Sequence[str] = ()
 ) -> tuple[Page[Message], list[MessageRow]]:
     """One page (``?messages=N``) of the chat's messages in order, ``terms`` marked."""
-    rows = Message.objects.using(database).filter(chat=chat).order_by("position")
+    rows = chat_messages(database, chat).order_by("position")
     paginator = Paginator(rows, MESSAGES_PER_PAGE)
     page = paginator.get_page(request.GET.get("messages"))
     substring = DjangoTranscriptIndex(database).backend.substring_matching if terms else False

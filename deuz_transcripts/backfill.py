@@ -23,11 +23,12 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 
-from .models import Chat, LegacyChat, Message
+from .models import Chat, LegacyChat
 from .prepared import PreparedChat
 from .signals import chat_indexed, send_after_commit
 from .sql import ChatWriter, LockedChat
 from .sql.stored import prepared_from_rows
+from .sql.writer import chat_messages
 from .stores import DjangoChatStore
 
 __all__ = ["SOURCES", "Backfill", "BackfillStats", "Outcome", "pk_batches"]
@@ -249,7 +250,7 @@ class Backfill:
                 return Outcome.TOMBSTONED
             if not row.is_indexed:
                 return Outcome.SKIPPED  # taken out of search on purpose: stays out
-            rows = list(Message.objects.using(self.using).filter(chat=row).order_by("position"))
+            rows = list(chat_messages(self.using, row).order_by("position"))
             chat = prepared_from_rows(row, rows)
             if self.writer.is_current(locked, chat):
                 return Outcome.UNCHANGED

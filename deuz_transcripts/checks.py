@@ -1,4 +1,5 @@
-"""System checks: what ``conf`` finds wrong with the settings, and SQLite without FTS5."""
+"""System checks: what ``conf`` finds wrong with the settings, SQLite without FTS5, and
+stored rows written under other settings (``CJK_BIGRAMS``, ``TENANT_KEY``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections, router
+from django.db.models import F
 
 from .conf import conf
 
@@ -15,6 +17,7 @@ __all__ = [
     "check_search_database",
     "check_settings",
     "check_sqlite_transaction_mode",
+    "check_tenant_columns",
     "check_text_rules",
 ]
 
@@ -182,6 +185,44 @@ def check_text_rules(databases: Any = None, **kwargs: Any) -> list[CheckMessage]
                     hint="Run `manage.py backfill_transcripts` (it re-indexes every stored "
                     "chat under the current rule).",
                     id="deuz_transcripts.W004",
+                )
+            )
+    return messages
+
+
+#: Newest chats (and their messages) whose tenant columns are compared with ``TENANT_KEY``.
+TENANT_SAMPLE = 50
+
+
+@register(Tags.database)
+def check_tenant_columns(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warns when the newest chats' tenant columns were written under another
+    ``TENANT_KEY``: searches whose scope sets the key then test a stale column and miss
+    those chats' messages on PostgreSQL until ``backfill_transcripts`` rewrites them."""
+    from django.db import DatabaseError
+
+    from .models import Chat, Message
+
+    messages: list[CheckMessage] = []
+    for alias in databases or ():
+        if connections[alias].vendor not in ("sqlite", "postgresql"):
+            continue
+        try:
+            chats = list(Chat.objects.using(alias).order_by("-pk")[:TENANT_SAMPLE])
+            stale = {chat.pk for chat in chats if chat.tenant != conf.tenant_of(chat.scope)}
+            rows = Message.objects.using(alias).filter(chat__in=chats)
+            stale.update(rows.exclude(tenant=F("chat__tenant")).values_list("chat_id", flat=True))
+        except DatabaseError:  # not migrated yet: nothing stored to compare
+            continue
+        if stale:
+            messages.append(
+                Warning(
+                    f"Database {alias!r}: {len(stale)} of its {len(chats)} newest chats have "
+                    f"tenant columns that TENANT_KEY={conf.TENANT_KEY!r} would not write: "
+                    "searches whose scope sets that key miss their messages on PostgreSQL.",
+                    hint="Run `manage.py backfill_transcripts` (it rewrites every chat whose "
+                    "tenant differs).",
+                    id="deuz_transcripts.W005",
                 )
             )
     return messages

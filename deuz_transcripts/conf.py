@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "SEARCH_DATABASE": None,
     "REPLICA_WAIT_MS": 1_000,
     "REPLICA_FALLBACK": "primary",
+    "TENANT_KEY": None,
 }
 
 #: ``API_MAX_LIMIT`` is at most this: a page of the JSON endpoint stays small.
@@ -65,6 +66,18 @@ def _import_callable(value: Any) -> Callable[..., Any] | None:
 
 def _is_int(value: Any, minimum: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _is_tenant_key(value: Any) -> bool:
+    """``None`` or a scope key: a non-empty string without control characters."""
+    from .records import MAX_ID_LENGTH
+
+    return value is None or (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_ID_LENGTH
+        and value.isprintable()
+        and value.strip() == value
+    )
 
 
 def _is_alias(value: Any) -> bool:
@@ -162,6 +175,13 @@ _RULES: dict[str, _Rule] = {
         "ReplicaUnavailable.",
         "deuz_transcripts.E015",
     ),
+    "TENANT_KEY": _Rule(
+        _is_tenant_key,
+        "must be None or a scope key (a non-empty printable string)",
+        "For example 'userId': message rows then carry that scope field's value in their "
+        "tenant column, the key a partitioned or distributed schema splits the data by.",
+        "deuz_transcripts.E017",
+    ),
 }
 
 
@@ -254,6 +274,18 @@ class TranscriptSettings:
         if self.problem("REPLICA_FALLBACK") is not None:
             return "error"
         return cast(Literal["primary", "error"], self._raw["REPLICA_FALLBACK"])
+
+    @property
+    def TENANT_KEY(self) -> str | None:
+        """The scope key whose value fills the tenant columns (``None``: every row's tenant
+        is ``""``); an invalid setting is ``None`` (its check fails)."""
+        value = self._raw["TENANT_KEY"]
+        return value if self.problem("TENANT_KEY") is None else None
+
+    def tenant_of(self, scope: Mapping[str, str]) -> str:
+        """The tenant column's value for a chat of ``scope``."""
+        key = self.TENANT_KEY
+        return "" if key is None else scope.get(key, "")
 
     def unknown_keys(self) -> list[str]:
         given = self._given

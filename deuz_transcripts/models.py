@@ -25,6 +25,11 @@ class Chat(models.Model):
     is_indexed = models.BooleanField(_("searchable"), default=True)
     indexed_count = models.PositiveIntegerField(_("indexed messages"), default=0)
     message_count = models.PositiveIntegerField(_("messages"), default=0)
+    #: The value of the ``TENANT_KEY`` scope field ("" without one): what a partitioned or
+    #: distributed schema splits the data by (docs/scaling.md).
+    tenant = models.CharField(
+        _("tenant"), max_length=MAX_ID_LENGTH, default="", db_default="", blank=True
+    )
 
     class Meta:
         verbose_name = _("chat")
@@ -68,12 +73,19 @@ class Message(models.Model):
     # The message's distinct terms, space separated (SQLite: LIKE haystack, FTS5 delete key).
     search_text = models.TextField(null=True)  # noqa: DJ001  NULL: not kept (PostgreSQL)
     has_terms = models.BooleanField(default=False)
+    #: Its chat's tenant: the partition key, so every unique key holds it (a partitioned
+    #: table, like a distributed one, enforces uniqueness only within a partition).
+    tenant = models.CharField(max_length=MAX_ID_LENGTH, default="", db_default="", blank=True)
 
     class Meta:
         verbose_name = _("message")
         constraints = [
-            models.UniqueConstraint(fields=["chat", "position"], name="deuz_message_position"),
-            models.UniqueConstraint(fields=["chat", "message_id"], name="deuz_message_id"),
+            models.UniqueConstraint(
+                fields=["tenant", "chat", "position"], name="deuz_message_position"
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "chat", "message_id"], name="deuz_message_id"
+            ),
         ]
         indexes = [models.Index(fields=["chat", "visible_position"], name="deuz_message_visible")]
 

@@ -12,7 +12,7 @@ from django.db.models import Prefetch
 from django.db.models.expressions import RawSQL
 
 from .backends import get_backend
-from .backends.chat_filter import ChatFilter
+from .backends.chat_filter import ChatFilter, tenant_of_scope
 from .base import BaseChatStore, BaseConditionalChatStore, check_chat_id
 from .conf import conf
 from .errors import ChatDeleted, InvalidRecord, RevisionConflict, TranscriptError
@@ -24,6 +24,7 @@ from .sql import ChatWriter, DjangoTranscriptIndex, LockedChat, database_errors
 from .sql.errors import WorkerThreadRunner, is_lock_conflict
 from .sql.replica import note_write, read_from
 from .sql.stored import from_db_datetime, record_from_rows, to_db_datetime
+from .sql.writer import chat_messages
 
 __all__ = [
     "DjangoChatStore",
@@ -103,7 +104,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
             chat = Chat.objects.using(self.using).filter(chat_id=chat_id, revision__gt=0).first()
             if chat is None:
                 return None
-            messages = list(chat.messages.using(self.using).order_by("position"))
+            messages = list(chat_messages(self.using, chat).order_by("position"))
         return record_from_rows(chat, messages), chat.revision
 
     def list_chats(self, scope: Mapping[str, str]) -> list[ChatRecord]:
@@ -117,6 +118,9 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
                 pk__in=RawSQL(*ChatFilter(scope, searchable_only=False).chat_pks_sql())
             )
         ordered = Message.objects.using(alias).order_by("position")
+        tenant = tenant_of_scope(scope)
+        if tenant is not None and get_backend(alias).matcher.tenant_column:  # one partition
+            ordered = ordered.filter(tenant=tenant)
         with database_errors(alias):
             found = chats.order_by("-updated_at", "chat_id").prefetch_related(
                 Prefetch("messages", queryset=ordered, to_attr="ordered_messages")

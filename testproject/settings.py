@@ -130,6 +130,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DEUZ_TRANSCRIPTS = {
     "SQLITE_BACKEND": env("DEUZ_SQLITE_BACKEND", default="auto"),
     "SEARCH_SCOPE": "testproject.scopes.user_scope",
+    # The scope key whose value fills the tenant columns (.ci/run's partitioned leg sets
+    # DEUZ_TENANT_KEY=userId with DEUZ_TEST_PARTITIONS).
+    "TENANT_KEY": env("DEUZ_TENANT_KEY", default=None),
 }
 
 LOGGING = {

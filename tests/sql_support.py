@@ -252,3 +252,17 @@ def other_connection() -> Any:
         dbname=settings["NAME"],
         autocommit=True,
     )
+
+
+def vectors_holding_lexemes(prefix: str, using: str = "default") -> int:
+    """PostgreSQL: how many message vectors hold a lexeme starting with ``prefix`` (the
+    private-use prefixes of scope, chat and role lexemes). Raw SQL, so it answers while the
+    schema is migrated back to a state the current models do not describe."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM deuz_transcripts_message m WHERE EXISTS (SELECT 1 FROM "
+            "unnest(tsvector_to_array(m.search_vector)) AS l WHERE left(l, 1) = %s)",
+            [prefix],
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from unittest import mock
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connection, transaction
 from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
@@ -330,7 +331,9 @@ def route(name: str) -> Iterator[None]:
                 essential_rare_rows=values.get("ESSENTIAL_RARE_ROWS", 0),
             ),
         ),
-        override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}),
+        override_settings(
+            DEUZ_TRANSCRIPTS={**django_settings.DEUZ_TRANSCRIPTS, "SQLITE_SCAN_SCOPE_MAX": 0}
+        ),
     ):
         yield
 

@@ -13,6 +13,7 @@ from unittest import mock
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import connection, connections
 from django.test import override_settings
 
@@ -69,7 +70,9 @@ class TestPrunedPlanContract(SqlContract):
                 "DEFAULT_POLICY",
                 PlanPolicy(walk_min_rows=1, single_statement_max=0, lexeme_scope_min=0),
             ),
-            override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}),
+            override_settings(
+                DEUZ_TRANSCRIPTS={**settings.DEUZ_TRANSCRIPTS, "SQLITE_SCAN_SCOPE_MAX": 0}
+            ),
         ):
             yield
 

@@ -20,6 +20,7 @@ from deuz_transcripts.models import Message
 from deuz_transcripts.search_request import SearchRequest
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from deuz_transcripts.verify import Verifier
+from tests.sql_support import vectors_holding_lexemes
 
 MESSAGES = Message._meta.db_table
 ROLES = ("user", "assistant", 'to\'ol \\ "x"')  # quotes and backslashes stay data
@@ -109,7 +110,9 @@ def test_migration_0003_adds_role_tokens_to_stored_rows_and_takes_them_back(stor
     assert [str(problem) for problem in Verifier().problems()] == []
     try:
         call_command("migrate", "deuz_transcripts", "0002", verbosity=0)
-        assert {problem.kind for problem in Verifier().problems()} == {"stale"}
+        # no Verifier here: the models have columns 0004 adds
+        if connection.vendor == "postgresql":
+            assert vectors_holding_lexemes("\ue003") == 0
         assert found(store, {}, ["user"]) == set()  # the tokens are gone
     finally:
         call_command("migrate", "deuz_transcripts", verbosity=0)

@@ -167,6 +167,9 @@ class SearchMatcher(ABC):
     walk_join: ClassVar[str] = "JOIN"
     #: Whether the search data holds a role token per row (``ChatFilter.role_tokens``).
     role_tokens: ClassVar[bool] = False
+    #: Whether statements test message rows' tenant column when the scope sets the tenant
+    #: (PostgreSQL: partitions and shards are pruned by it).
+    tenant_column: ClassVar[bool] = False
 
     def __init__(self, alias: str, policy: PlanPolicy) -> None:
         self.alias = alias

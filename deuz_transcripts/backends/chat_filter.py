@@ -7,7 +7,7 @@ once for SQL, as ``records.scope_matches`` writes it once for Python.
 
 Paths that find rows by scope and chat tokens alone (PostgreSQL's lexemes, FTS5's
 MATCH) add ``token_sql()``; paths that read rows of ``chat_pks_sql()`` add
-``message_sql()``. Both are empty unless a role, window or cursor filter is set.
+``message_sql()``. Both are empty unless a tenant, role, window or cursor filter is set.
 With ``role_tokens`` (FTS5 and PostgreSQL: every row's search data holds a token of
 its role, migration 0003) the roles are tokens too, so ``token_sql()`` leaves them out.
 """
@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import connections, models
 
+from ..conf import conf
 from ..models import Chat, ChatScope, Message
 from ..paging import HitKey, from_micros
 
 if TYPE_CHECKING:
     from ..search_request import SearchRequest
 
-__all__ = ["JOINED_SCOPE_FIELDS", "RARITY_CAP", "ChatFilter", "table"]
+__all__ = ["JOINED_SCOPE_FIELDS", "RARITY_CAP", "ChatFilter", "table", "tenant_of_scope"]
 
 #: A scope of at most this many fields is joined field by field (the planner orders so
 #: few exhaustively and fast); a wider one is driven by its rarest field
@@ -40,6 +41,13 @@ RARITY_CAP = 1_000
 
 def table(model: type[models.Model]) -> str:
     return model._meta.db_table
+
+
+def tenant_of_scope(scope: Mapping[str, str]) -> str | None:
+    """The tenant every chat of ``scope`` has, or ``None`` when the scope does not set the
+    ``TENANT_KEY`` field (its chats may have any tenant)."""
+    key = conf.TENANT_KEY
+    return None if key is None else scope.get(key)
 
 
 def db_datetime(value: datetime | None, alias: str) -> Any:
@@ -74,10 +82,22 @@ class ChatFilter:
     #: Whether token searches take ``roles`` from role tokens (the backend's search data
     #: holds one per row) rather than from the rows' ``role`` column.
     role_tokens: bool = False
+    #: The tenant column's value every admitted row has (the scope's ``TENANT_KEY`` field),
+    #: tested by every statement so a partitioned or distributed schema reads one
+    #: partition (shard); ``None``: not tested.
+    tenant: str | None = None
 
     @classmethod
-    def of(cls, request: SearchRequest, alias: str, *, role_tokens: bool = False) -> ChatFilter:
-        """The filter of a search's scope, chat ids, roles and window."""
+    def of(
+        cls,
+        request: SearchRequest,
+        alias: str,
+        *,
+        role_tokens: bool = False,
+        tenant_column: bool = False,
+    ) -> ChatFilter:
+        """The filter of a search's scope, chat ids, roles and window (``tenant_column``:
+        statements test the tenant column too)."""
         return cls(
             request.scope,
             request.chat_ids,
@@ -85,6 +105,7 @@ class ChatFilter:
             updated_after=db_datetime(request.updated_after, alias),
             updated_before=db_datetime(request.updated_before, alias),
             role_tokens=role_tokens,
+            tenant=tenant_of_scope(request.scope) if tenant_column else None,
         )
 
     def after_key(self, key: HitKey, alias: str, chat_id_sql: str) -> ChatFilter:
@@ -129,6 +150,9 @@ class ChatFilter:
         hit); ``""`` without such a filter."""
         conditions: list[str] = []
         params: list[Any] = []
+        if self.tenant is not None:
+            conditions.append(f"{alias}.tenant = %s")
+            params.append(self.tenant)
         if self.roles is not None and with_roles:
             roles = sorted(self.roles)
             conditions.append(f"{alias}.role IN ({', '.join(['%s'] * len(roles))})")
@@ -141,6 +165,13 @@ class ChatFilter:
             )
             params.extend([position, chat_id, moment])
         return "".join(f" AND {condition}" for condition in conditions), params
+
+    def tenant_sql(self, alias: str = "m") -> tuple[str, list[Any]]:
+        """``" AND m.tenant = %s"`` when the filter tests the tenant, else ``""``: for the
+        statements that take no other ``message_sql`` (GIN counts of tokens alone)."""
+        if self.tenant is None:
+            return "", []
+        return f" AND {alias}.tenant = %s", [self.tenant]
 
     def token_sql(self, alias: str = "m") -> tuple[str, list[Any]]:
         """``message_sql`` plus the chat conditions tokens cannot say (the ``updated_at``
@@ -230,6 +261,9 @@ class ChatFilter:
         """What chat row ``c`` itself must satisfy: searchable, and one of ``chat_ids``."""
         conditions = ["c.is_indexed"] if self.searchable_only else []
         params: list[Any] = []
+        if self.tenant is not None:
+            conditions.append("c.tenant = %s")
+            params.append(self.tenant)
         window, window_params = self._window()
         conditions.extend(window)
         params.extend(window_params)

@@ -131,15 +131,16 @@ class PostgresRows(SearchRows):
         if not pairs:
             return
         cursor.execute(
-            f"INSERT INTO {table(Message)} (chat_id, position, message_id, role, payload, digest, "
-            f"visible_position, has_terms, {VECTOR_COLUMN}) "
-            "SELECT v.chat_id, v.position, v.message_id, v.role, v.payload, v.digest, "
+            f"INSERT INTO {table(Message)} (tenant, chat_id, position, message_id, role, payload, "
+            f"digest, visible_position, has_terms, {VECTOR_COLUMN}) "
+            "SELECT v.tenant, v.chat_id, v.position, v.message_id, v.role, v.payload, v.digest, "
             "v.visible_position, v.has_terms, CASE WHEN v.terms = '' THEN NULL "
             "ELSE array_to_tsvector(string_to_array(v.terms, ' ')) END "
-            "FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::text[], "
-            "%s::text[], %s::int[], %s::bool[], %s::text[]) AS v(chat_id, position, message_id, "
-            "role, payload, digest, visible_position, has_terms, terms)",
+            "FROM unnest(%s::text[], %s::bigint[], %s::int[], %s::text[], %s::text[], %s::text[], "
+            "%s::text[], %s::int[], %s::bool[], %s::text[]) AS v(tenant, chat_id, position, "
+            "message_id, role, payload, digest, visible_position, has_terms, terms)",
             [
+                [m.tenant for _, m, _ in pairs],
                 [chat_pk for chat_pk, _, _ in pairs],
                 [m.position for _, m, _ in pairs],
                 [m.message_id for _, m, _ in pairs],
@@ -155,12 +156,14 @@ class PostgresRows(SearchRows):
     def clear(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
         """The vector lives on the row: NULL it, so nothing searchable stays behind."""
         cursor.execute(
-            f"UPDATE {table(Message)} SET {VECTOR_COLUMN} = NULL WHERE chat_id = %s", [chat.pk]
+            f"UPDATE {table(Message)} SET {VECTOR_COLUMN} = NULL WHERE tenant = %s AND chat_id = %s",
+            [chat.tenant, chat.pk],
         )
 
 
 class PostgresMatcher(SearchMatcher):
     chat_id_order = 'c.chat_id COLLATE "C"'
+    tenant_column = True  # a partitioned table reads one partition (docs/scaling.md)
     role_tokens = True  # every vector holds its message's role lexeme (migration 0003)
 
     def reads_scope_rows(self, size: int) -> bool:
@@ -168,10 +171,12 @@ class PostgresMatcher(SearchMatcher):
 
     def token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """The vectors holding the scope, chat and role lexemes: one GIN count."""
+        tenant, tenant_params = chats.tenant_sql()
         with _bitmap_scans(self.alias, cursor):
             cursor.execute(
-                f"SELECT count(*) FROM {table(Message)} m WHERE m.{VECTOR_COLUMN} @@ %s::tsquery",
-                [" & ".join(_filter_parts(chats))],
+                f"SELECT count(*) FROM {table(Message)} m "
+                f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{tenant}",
+                [" & ".join(_filter_parts(chats)), *tenant_params],
             )
             return fetch_int(cursor)
 
@@ -251,15 +256,20 @@ class PostgresMatcher(SearchMatcher):
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> list[int]:
         """Each term's rows in the filter: one GIN count per term (no vector is read)."""
+        tenant, tenant_params = chats.tenant_sql()
         with _bitmap_scans(self.alias, cursor):
             cursor.execute(
                 "SELECT "
                 + ", ".join(
                     f"(SELECT count(*) FROM {table(Message)} m "
-                    f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery)"
+                    f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{tenant})"
                     for _ in terms
                 ),
-                [filtered_tsquery(chats, tsquery_literal(term)) for term in terms],
+                [
+                    param
+                    for term in terms
+                    for param in [filtered_tsquery(chats, tsquery_literal(term)), *tenant_params]
+                ],
             )
             row = cursor.fetchone() or ()
         return [int(count) for count in row]
@@ -269,10 +279,12 @@ class PostgresMatcher(SearchMatcher):
         if not (chats.tokens_suffice and self.uses_lexemes(chats)):
             return super().count_matches(cursor, chats, terms)
         query = " | ".join(tsquery_literal(term) for term in terms)
+        tenant, tenant_params = chats.tenant_sql()
         with _bitmap_scans(self.alias, cursor):
             cursor.execute(
-                f"SELECT count(*) FROM {table(Message)} m WHERE m.{VECTOR_COLUMN} @@ %s::tsquery",
-                [filtered_tsquery(chats, query)],
+                f"SELECT count(*) FROM {table(Message)} m "
+                f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{tenant}",
+                [filtered_tsquery(chats, query), *tenant_params],
             )
             return fetch_int(cursor)
 

@@ -47,10 +47,17 @@ def around_windows(page: Sequence[Candidate], around: int | None) -> tuple[str, 
 
 
 def read_hits(
-    cursor: CursorWrapper, page: Sequence[Candidate], plan: RankPlan, around: int | None
+    cursor: CursorWrapper,
+    page: Sequence[Candidate],
+    plan: RankPlan,
+    around: int | None,
+    tenant: str | None = None,
 ) -> list[TranscriptHit]:
-    """The page's hits in page order; a row deleted since it was planned is left out."""
+    """The page's hits in page order; a row deleted since it was planned is left out.
+    ``tenant``: every row of the page has it (the search filtered on it)."""
     where, params = around_windows(page, around)
+    if tenant is not None:
+        where, params = f"m.tenant = %s AND ({where})", [tenant, *params]
     cursor.execute(
         "SELECT m.id, m.chat_id, m.position, m.message_id, m.payload, m.visible_position "
         f"FROM {table(Message)} m WHERE {where}",

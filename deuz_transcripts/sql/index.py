@@ -16,6 +16,7 @@ from django.db import connections, transaction
 
 from ..backends import SearchBackend, get_backend
 from ..backends.base import Candidate
+from ..backends.chat_filter import tenant_of_scope
 from ..base import BaseTranscriptIndex, check_chat_id
 from ..conf import conf
 from ..models import Message
@@ -143,11 +144,13 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             backend.time_limit(conf.SEARCH_TIMEOUT_MS),
             connections[alias].cursor() as cursor,
         ):
-            planned = SearchPlanner(backend.matcher).page(cursor, request)
+            planner = SearchPlanner(backend.matcher)
+            planned = planner.page(cursor, request)
             if planned is None:
                 return []
             page, plan = planned
-            hits = read_hits(cursor, page, plan, request.around)
+            tenant = planner.chat_filter(request).tenant
+            hits = read_hits(cursor, page, plan, request.around, tenant)
         return with_spans(hits, request.terms, substring=backend.substring_matching)
 
     def _search_page(self, request: SearchRequest, after: PageAfter | None) -> CountedHits:
@@ -162,11 +165,13 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             backend.time_limit(conf.SEARCH_TIMEOUT_MS),
             connections[alias].cursor() as cursor,
         ):
-            counted = SearchPlanner(backend.matcher).counted_page(cursor, request, after)
+            planner = SearchPlanner(backend.matcher)
+            counted = planner.counted_page(cursor, request, after)
             if counted is None:
                 return CountedHits([], [], 0, None)
             page, plan, pinned, total = counted
-            hits = read_hits(cursor, page, plan, request.around) if page else []
+            tenant = planner.chat_filter(request).tenant
+            hits = read_hits(cursor, page, plan, request.around, tenant) if page else []
         hits = with_spans(hits, request.terms, substring=backend.substring_matching)
         # read_hits leaves out a row deleted since it was planned: keep the keys in step
         keys = {(c.chat_id, c.position): hit_key(c) for c in page}
@@ -178,10 +183,13 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
     def _resolve_on(
         self, alias: str, scope: dict[str, str], ref: MemorySourceRef
     ) -> TranscriptMessage | None:
+        rows = Message.objects.using(alias)
+        tenant = tenant_of_scope(scope)
+        if tenant is not None and get_backend(alias).matcher.tenant_column:
+            rows = rows.filter(tenant=tenant)  # one partition (shard) of a split schema
         with database_errors(alias):
             row = (
-                Message.objects.using(alias)
-                .select_related("chat")
+                rows.select_related("chat")
                 .filter(
                     chat__chat_id=ref.chat_id,
                     message_id=ref.message_id,

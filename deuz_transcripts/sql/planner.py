@@ -58,10 +58,20 @@ class SearchPlanner:
         self.matcher = matcher
         self.policy = matcher.policy
 
+    def chat_filter(self, request: SearchRequest) -> ChatFilter:
+        """The SQL filter of the request's scope, chat ids, roles, window (and tenant)."""
+        matcher = self.matcher
+        return ChatFilter.of(
+            request,
+            matcher.alias,
+            role_tokens=matcher.role_tokens,
+            tenant_column=matcher.tenant_column,
+        )
+
     def page(self, cursor: CursorWrapper, request: SearchRequest) -> PlannedPage | None:
         """The page's candidates (offset applied) and the plan that scores them."""
         matcher = self.matcher
-        chats = ChatFilter.of(request, matcher.alias, role_tokens=matcher.role_tokens)
+        chats = self.chat_filter(request)
         depth = request.offset + request.limit
         terms = request.terms
         if chats.narrowed:  # N first: its size picks how the backend finds the scope's rows
@@ -108,7 +118,7 @@ class SearchPlanner:
         ranking needs anyway) and the ranking to pin in a cursor; with ``after``, the
         rows after the cursor's hit ranked by its pinned ranking. ``None``: no match."""
         matcher = self.matcher
-        chats = ChatFilter.of(request, matcher.alias, role_tokens=matcher.role_tokens)
+        chats = self.chat_filter(request)
         depth = request.offset + request.limit
         terms = request.terms
         total = matcher.total(cursor, chats)

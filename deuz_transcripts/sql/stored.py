@@ -36,13 +36,14 @@ class MessageRow(NamedTuple):
     digest: str
     visible_position: int | None
     search_text: str | None
+    tenant: str
     has_terms: bool
 
 
 #: ``Message`` columns in ``MessageRow`` order.
 _MESSAGE_ROW_COLUMNS = (
     "id, chat_id, position, message_id, role, payload, digest, visible_position, "
-    "search_text, has_terms"
+    "search_text, tenant, has_terms"
 )
 
 

@@ -14,15 +14,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import connections
+from django.db.models import QuerySet
 
 from ..backends import SearchBackend, get_backend
 from ..backends.base import NewRows, SearchRows, StoredMessage, StoredRow
 from ..backends.chat_filter import table
+from ..conf import conf
 from ..models import Chat, ChatScope, Message, Tombstone
 from ..prepared import PreparedChat, PreparedMessage
 from .stored import from_db_datetime, to_db_datetime
 
-__all__ = ["ChatWriter", "LockedChat", "stored_differences"]
+__all__ = ["ChatWriter", "LockedChat", "chat_messages", "stored_differences"]
+
+
+def chat_messages(using: str, chat: Chat) -> QuerySet[Message]:
+    """A chat's message rows, found by tenant and chat: on a partitioned (or distributed)
+    schema the tenant names the one partition (shard) that holds them."""
+    return Message.objects.using(using).filter(tenant=chat.tenant, chat=chat)
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,9 @@ def stored_differences(
     reasons = []
     if chat.scope != dict(prepared.scope):
         reasons.append("scope differs")
+    tenant = conf.tenant_of(prepared.scope)
+    if chat.tenant != tenant or any(row.tenant != tenant for row in rows):
+        reasons.append("tenant differs (TENANT_KEY)")
     if from_db_datetime(chat.updated_at) != prepared.updated_at:
         reasons.append("updated_at differs")
     if [row.position for row in rows] != list(range(len(rows))):
@@ -87,6 +98,7 @@ def _new_rows(chat: Chat, messages: Sequence[PreparedMessage], keeps_search_text
         [
             Message(
                 chat=chat,
+                tenant=chat.tenant,
                 position=message.index,
                 message_id=message.message_id,
                 role=message.role,
@@ -179,12 +191,14 @@ class ChatWriter:
             "is_indexed": True,
             "indexed_count": sum(unchanged.values()) + sum(1 for m in fresh if m.terms),
             "message_count": len(chat.prepared),
+            "tenant": conf.tenant_of(chat.scope),
         }
         if row is None:
             row = Chat.objects.using(db).create(chat_id=chat.chat_id, **fields)
             self._write_scope(row)
         else:
             scope_changed = row.scope != fields["scope"]
+            # a new tenant rewrote every message row (``_drop_changed_rows``)
             for name, value in fields.items():
                 setattr(row, name, value)
             row.save(using=db, update_fields=list(fields))
@@ -208,6 +222,7 @@ class ChatWriter:
                 is_indexed=True,
                 indexed_count=chat.indexed_count,
                 message_count=len(chat.prepared),
+                tenant=conf.tenant_of(chat.scope),
             )
             for chat in chats
         )
@@ -241,11 +256,16 @@ class ChatWriter:
     ) -> dict[int, bool]:
         """Delete rows whose message changed; return the positions kept as they are,
         each with its ``has_terms`` (the digest covers everything the terms come from)."""
-        rewrite_all = rewrite_all or row.scope != dict(chat.scope) or not row.is_indexed
+        rewrite_all = (
+            rewrite_all
+            or row.scope != dict(chat.scope)
+            or row.tenant != conf.tenant_of(chat.scope)
+            or not row.is_indexed
+        )
         digests = [message.digest for message in chat.prepared]
         unchanged: dict[int, bool] = {}
         stale: list[StoredRow] = []
-        rows = Message.objects.using(self.using).filter(chat=row)
+        rows = chat_messages(self.using, row)
         for pk, position, digest, search_text, has_terms, role in rows.values_list(
             "pk", "position", "digest", "search_text", "has_terms", "role"
         ):
@@ -259,7 +279,7 @@ class ChatWriter:
                     search_rows.delete(
                         cursor, row, [stale_row for stale_row in stale if stale_row.search_text]
                     )
-            Message.objects.using(self.using).filter(
+            chat_messages(self.using, row).filter(
                 pk__in=[stale_row.pk for stale_row in stale]
             ).delete()
         return unchanged
@@ -273,7 +293,7 @@ class ChatWriter:
         keep = keep_content and row.revision > 0
         if row.is_indexed:
             search_rows = self.backend.rows
-            texts = Message.objects.using(self.using).filter(chat=row, has_terms=True)
+            texts = chat_messages(self.using, row).filter(has_terms=True)
             rows = [
                 StoredRow(pk, text, role)
                 for pk, text, role in texts.values_list("pk", "search_text", "role")
@@ -285,6 +305,7 @@ class ChatWriter:
             row.indexed_count = 0
             row.save(using=self.using, update_fields=["is_indexed", "indexed_count"])
         else:
+            chat_messages(self.using, row).delete()  # by tenant: one partition, one shard
             row.delete(using=self.using)
 
     # reading back
@@ -305,7 +326,7 @@ class ChatWriter:
         if keeps_search_text is None:
             keeps_search_text = self.backend.rows.keeps_search_text
         if rows is None:
-            rows = list(Message.objects.using(self.using).filter(chat=row).order_by("position"))
+            rows = list(chat_messages(self.using, row).order_by("position"))
         if scope_rows is None:
             scope_rows = dict(
                 ChatScope.objects.using(self.using).filter(chat=row).values_list("key", "value")
