@@ -17,7 +17,7 @@ POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 # run when it answers; with DEUZ_REQUIRE_REPLICA=1 they fail when it does not).
 REPLICA_URL ?= postgres://postgres@127.0.0.1:5433/test
 
-.PHONY: venv test test-postgres test-sqlite-new pg-replica run lint bench dist clean FORCE
+.PHONY: venv test test-postgres test-postgres-partitioned test-sqlite-new pg-replica run lint bench dist clean FORCE
 
 venv: $(VENV)/.installed
 
@@ -46,6 +46,19 @@ test: venv
 
 test-postgres: venv
 	DATABASE_URL=$(POSTGRES_URL) REPLICA_DATABASE_URL=$(REPLICA_URL) DEUZ_REQUIRE_POSTGRES=1 $(BIN)/pytest $(PYTEST_ARGS)
+
+# The contract suite (and the tests of the SQL paths) on PostgreSQL with the message table
+# hash-partitioned by tenant (TENANT_KEY userId; partition_transcripts, docs/scaling.md).
+# Test databases of their own, so this run never drops another run's.
+PARTITIONED_TESTS ?= tests/test_contract_sql.py tests/test_backend_parity.py tests/test_tenant.py \
+	tests/test_sql_backends.py tests/test_scope_isolation.py tests/test_paging.py \
+	tests/test_search_api.py tests/test_deletes.py tests/test_backfill.py tests/test_commands.py
+
+test-postgres-partitioned: venv
+	DATABASE_URL=$(POSTGRES_URL) DEUZ_REQUIRE_POSTGRES=1 DEUZ_TEST_PARTITIONS=8 \
+		DEUZ_TENANT_KEY=userId TEST_DATABASE_NAME=test_deuz_transcripts_partitioned \
+		OTHER_TEST_DATABASE_NAME=test_deuz_transcripts_partitioned_other \
+		$(BIN)/pytest $(PYTEST_ARGS) $(PARTITIONED_TESTS)
 
 # A PostgreSQL 15 hot standby of the local cluster on 127.0.0.1:5433 (root; idempotent).
 pg-replica:

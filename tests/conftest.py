@@ -26,6 +26,23 @@ import pytest
 pytest.register_assert_rewrite("tests.sql_support")
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """With ``DEUZ_TEST_PARTITIONS=N`` (.ci/run's partitioned leg, PostgreSQL), the test
+    database's message table is hash-partitioned by tenant before any test runs."""
+    partitions = os.environ.get("DEUZ_TEST_PARTITIONS")
+    if not partitions:
+        return
+    from django.db import connection
+
+    from deuz_transcripts.backends.postgresql_partitions import partition_messages
+
+    if connection.vendor != "postgresql":
+        pytest.exit("DEUZ_TEST_PARTITIONS needs PostgreSQL (DATABASE_URL)", returncode=1)
+    with django_db_blocker.unblock():
+        partition_messages("default", int(partitions))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _require_postgres(django_db_blocker):
     if os.environ.get("DEUZ_REQUIRE_POSTGRES") != "1":
