@@ -86,6 +86,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"measures to run after the load, a comma list of {','.join(PHASES)} (default all)",
     )
     parser.add_argument(
+        "--tenant-key",
+        default=None,
+        help="TENANT_KEY of the run (e.g. userId: the measured searches then test the tenant "
+        "column); part of the corpus a --reuse-db run must match",
+    )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=0,
+        help="PostgreSQL: hash-partition the message table by tenant into this many partitions "
+        "after the load (or before a --reuse-db run measures, unless it is partitioned already)",
+    )
+    parser.add_argument(
         "--reuse-db",
         action="store_true",
         help="measure the database an earlier run of the same --db/--messages/--users/--seed/"
@@ -94,6 +107,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.phases == ["cjk"] and args.cjk_share == 0:
         parser.error("the cjk phase needs --cjk-share > 0")
+    if args.partitions and args.db != "postgres":
+        parser.error("--partitions is PostgreSQL's")
     if args.reuse_db and "writes" in args.phases:
         if args.phases == list(PHASES):  # the default: drop what a reused database cannot do
             args.phases.remove("writes")
@@ -147,6 +162,7 @@ def setup_django(args: argparse.Namespace) -> dict[str, str]:
     os.environ["BENCH_DB"] = prepare_database(args)
     os.environ["BENCH_PEERS"] = ",".join(peers)
     os.environ["BENCH_CJK_BIGRAMS"] = "1" if args.cjk_share > 0 else ""
+    os.environ["BENCH_TENANT_KEY"] = args.tenant_key or ""
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     import django
     from django.core.management import call_command

@@ -31,6 +31,7 @@ def corpus_identity(args: argparse.Namespace) -> dict[str, Any]:
         "users": args.users,
         "seed": args.seed,
         "cjk_share": args.cjk_share,
+        "tenant_key": args.tenant_key,
     }
 
 

@@ -18,7 +18,7 @@ from deuz_transcripts.records import ChatRecord
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from deuz_transcripts.text import MAX_INDEXED_BYTES, cut_utf8
 
-from . import filters, marker, measures, peers, writes
+from . import filters, marker, measures, partitions, peers, writes
 from .corpus import BIG_USER, SMALL_USER, Corpus
 from .models import PeerDoc
 
@@ -65,6 +65,8 @@ class Run:
             self.results["size"] = writes.size(self.results["load"]["indexed_bytes"])
             self.build_peers()
             self.write_marker()
+        if self.args.partitions:
+            self.results["partitions"] = partitions.partition(self.args.partitions)
         self.save()
         if "search" in self.phases or "cjk" in self.phases:
             log("search measures")

@@ -2,7 +2,7 @@
 
 Read from environment variables set by ``bench.__main__`` before ``django.setup()``:
 ``BENCH_DB`` (``sqlite:PATH`` or ``postgres:NAME``), ``BENCH_PEERS`` (comma list) and
-``BENCH_CJK_BIGRAMS`` (non-empty: ``CJK_BIGRAMS`` on).
+``BENCH_CJK_BIGRAMS`` (non-empty: ``CJK_BIGRAMS`` on) and ``BENCH_TENANT_KEY`` (``TENANT_KEY``).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ DEUZ_TRANSCRIPTS = {
     "SQLITE_BACKEND": "auto",
     "SEARCH_TIMEOUT_MS": 10_000,
     "CJK_BIGRAMS": bool(os.environ.get("BENCH_CJK_BIGRAMS")),
+    "TENANT_KEY": os.environ.get("BENCH_TENANT_KEY") or None,
 }
 LOGGING = {
     "version": 1,

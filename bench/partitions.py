@@ -1,0 +1,34 @@
+"""``--partitions N``: the message table hash-partitioned by tenant before the measures."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.db import connection
+
+__all__ = ["partition"]
+
+
+def partition(count: int) -> dict[str, Any]:
+    """Partition by tenant (``partition_transcripts``), timed; a table an earlier run
+    partitioned is measured as it is. ``ANALYZE`` after, as after a load."""
+    from deuz_transcripts.backends.postgresql_partitions import (
+        partition_info,
+        partition_messages,
+    )
+
+    from .run import log
+
+    info = partition_info("default")
+    start = time.perf_counter()
+    if info is None:
+        log(f"partitioning the message table into {count}")
+        info = partition_messages("default", count)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+    return {
+        "key": info.key,
+        "count": info.partitions,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
