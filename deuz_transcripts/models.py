@@ -74,17 +74,19 @@ class Message(models.Model):
     search_text = models.TextField(null=True)  # noqa: DJ001  NULL: not kept (PostgreSQL)
     has_terms = models.BooleanField(default=False)
     #: Its chat's tenant: the partition key, so every unique key holds it (a partitioned
-    #: table, like a distributed one, enforces uniqueness only within a partition).
+    #: table, like a distributed one, enforces uniqueness only within a partition). Last
+    #: in each key: led by the tenant, the key's btree would be ANDed into a tenant's GIN
+    #: searches (reading every row id of the tenant) though the scope lexeme filters it.
     tenant = models.CharField(max_length=MAX_ID_LENGTH, default="", db_default="", blank=True)
 
     class Meta:
         verbose_name = _("message")
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "chat", "position"], name="deuz_message_position"
+                fields=["chat", "position", "tenant"], name="deuz_message_position"
             ),
             models.UniqueConstraint(
-                fields=["tenant", "chat", "message_id"], name="deuz_message_id"
+                fields=["chat", "message_id", "tenant"], name="deuz_message_id"
             ),
         ]
         indexes = [models.Index(fields=["chat", "visible_position"], name="deuz_message_visible")]

@@ -55,13 +55,13 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name="message",
             constraint=models.UniqueConstraint(
-                fields=("tenant", "chat", "position"), name="deuz_message_position"
+                fields=("chat", "position", "tenant"), name="deuz_message_position"
             ),
         ),
         migrations.AddConstraint(
             model_name="message",
             constraint=models.UniqueConstraint(
-                fields=("tenant", "chat", "message_id"), name="deuz_message_id"
+                fields=("chat", "message_id", "tenant"), name="deuz_message_id"
             ),
         ),
         migrations.RunPython(fill_tenants, migrations.RunPython.noop, elidable=True),
