@@ -95,6 +95,17 @@ def test_a_changed_tenant_key_is_reported_and_fixed_by_the_backfill(store):
         assert len(store.transcript.search({"userId": "ada"}, "alpha")) == 1
 
 
+def test_a_message_row_of_another_tenant_is_found_and_replaced_by_the_fix(store):
+    with tenant_key("userId"):
+        write(store, "c1", {"userId": "ada"})
+        Message.objects.filter(chat__chat_id="c1", position=0).update(tenant="zz")
+        assert any("tenant differs" in str(problem) for problem in Verifier().problems())
+        call_command("backfill_transcripts", "--fix", stdout=io.StringIO(), stderr=io.StringIO())
+        assert tenants("c1") == ("ada", {"ada"})
+        assert Message.objects.filter(chat__chat_id="c1").count() == 2
+        assert list(Verifier().problems()) == []
+
+
 def test_an_invalid_tenant_key_is_a_settings_error():
     for bad in ("", " userId", 7, "a\nb"):
         with tenant_key(bad):  # type: ignore[arg-type]

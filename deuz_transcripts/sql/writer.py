@@ -197,8 +197,7 @@ class ChatWriter:
             row = Chat.objects.using(db).create(chat_id=chat.chat_id, **fields)
             self._write_scope(row)
         else:
-            scope_changed = row.scope != fields["scope"]
-            # a new tenant rewrote every message row (``_drop_changed_rows``)
+            scope_changed = row.scope != fields["scope"]  # a new tenant rewrote every row
             for name, value in fields.items():
                 setattr(row, name, value)
             row.save(using=db, update_fields=list(fields))
@@ -265,7 +264,13 @@ class ChatWriter:
         digests = [message.digest for message in chat.prepared]
         unchanged: dict[int, bool] = {}
         stale: list[StoredRow] = []
-        rows = chat_messages(self.using, row)
+        # a rewrite reads the chat's rows whatever their tenant (rows another TENANT_KEY
+        # wrote are replaced too); otherwise the tenant finds them in one partition
+        rows = (
+            Message.objects.using(self.using).filter(chat=row)
+            if rewrite_all
+            else chat_messages(self.using, row)
+        )
         for pk, position, digest, search_text, has_terms, role in rows.values_list(
             "pk", "position", "digest", "search_text", "has_terms", "role"
         ):
@@ -279,9 +284,7 @@ class ChatWriter:
                     search_rows.delete(
                         cursor, row, [stale_row for stale_row in stale if stale_row.search_text]
                     )
-            chat_messages(self.using, row).filter(
-                pk__in=[stale_row.pk for stale_row in stale]
-            ).delete()
+            rows.filter(pk__in=[stale_row.pk for stale_row in stale]).delete()
         return unchanged
 
     def purge(self, locked: LockedChat, *, keep_content: bool = False) -> None:
