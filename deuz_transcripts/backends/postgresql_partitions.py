@@ -10,7 +10,8 @@ tests ``m.tenant`` in every statement, so the planner reads one partition.
 
 The conversion runs in one transaction holding an ``ACCESS EXCLUSIVE`` lock on the
 message table: the rows are copied into the new table, then its keys and indexes are
-built (the same names and definitions as before), and the old table is dropped.
+built (the same names and definitions as before), and the old table is dropped. Outside
+a transaction of the caller's, a ``VACUUM (ANALYZE)`` follows.
 """
 
 from __future__ import annotations
@@ -126,6 +127,11 @@ def partition_messages(using: str, partitions: int) -> PartitionInfo:
         for index in indexes:
             cursor.execute(index)
         cursor.execute(f"ANALYZE {name}")
+    if not connections[using].in_atomic_block:
+        # The copied rows have no hint bits and no visibility map yet: the first searches
+        # would set them (writing every page they read) unless a vacuum does it now.
+        with connections[using].cursor() as cursor:
+            cursor.execute(f"VACUUM (ANALYZE) {name}")
     info = partition_info(using)
     assert info is not None
     return info
