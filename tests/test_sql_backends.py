@@ -576,7 +576,8 @@ def test_postgresql_counts_raise_work_mem_inside_and_put_it_back():
     settings as they were, in a transaction or not."""
     from django.db import transaction
 
-    from deuz_transcripts.backends.postgresql import BITMAP_WORK_MEM, _bitmap_scans
+    from deuz_transcripts.backends.postgresql_session import BITMAP_WORK_MEM
+    from deuz_transcripts.backends.postgresql_session import bitmap_scans as _bitmap_scans
 
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's planner settings")

@@ -13,18 +13,15 @@ lexeme; terms are letters and digits only, so no input can reach tsquery syntax.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from django.db import OperationalError, connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 
 from .. import ranking
-from ..errors import SearchTimeout
 from ..models import Chat, Message
-from ..sql.errors import sqlstate
 from ..text import stored_term, stored_terms_text
 from .base import (
     Candidate,
@@ -38,6 +35,8 @@ from .base import (
 )
 from .chat_filter import ChatFilter, table
 from .postgresql_checks import PostgresChecks
+from .postgresql_session import bitmap_scans as _bitmap_scans
+from .postgresql_session import statement_timeout as _statement_timeout
 from .postgresql_storage import (
     VECTOR_COLUMN,
     chat_lexeme,
@@ -52,9 +51,6 @@ if TYPE_CHECKING:
 __all__ = ["PostgresBackend"]
 
 _LOCK_NAMESPACE = 733_120  # the advisory-lock key space of this app
-#: ``work_mem`` of the GIN counts and bitmap reads (``_bitmap_scans``): an exact bitmap of
-#: 1,000,000 rows fits in a few MB, so counts of common words need no recheck of each row.
-BITMAP_WORK_MEM = "64MB"
 
 
 def tsquery_literal(term: str) -> str:
@@ -255,24 +251,25 @@ class PostgresMatcher(SearchMatcher):
     def term_counts(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> list[int]:
-        """Each term's rows in the filter: one GIN count per term (no vector is read)."""
+        """Each term's rows in the filter: one GIN count per term (no vector is read).
+
+        One statement per term, not one holding a subquery per term: a statement keeps
+        every bitmap it built until it ends, and 30 counts of common words in one
+        statement took 6.0 s at 1M messages (36 s on 16 partitions) where the same counts
+        one by one take 2.6-3.5 s (bench/RESULTS.md, partitions by tenant)."""
         tenant, tenant_params = chats.tenant_sql()
+        sql = (
+            f"SELECT count(*) FROM {table(Message)} m "
+            f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{tenant}"
+        )
+        counts = []
         with _bitmap_scans(self.alias, cursor):
-            cursor.execute(
-                "SELECT "
-                + ", ".join(
-                    f"(SELECT count(*) FROM {table(Message)} m "
-                    f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{tenant})"
-                    for _ in terms
-                ),
-                [
-                    param
-                    for term in terms
-                    for param in [filtered_tsquery(chats, tsquery_literal(term)), *tenant_params]
-                ],
-            )
-            row = cursor.fetchone() or ()
-        return [int(count) for count in row]
+            for term in terms:
+                cursor.execute(
+                    sql, [filtered_tsquery(chats, tsquery_literal(term)), *tenant_params]
+                )
+                counts.append(fetch_int(cursor))
+        return counts
 
     def count_matches(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> int:
         """One GIN count when GIN filters the scope and tokens say which rows are admitted."""
@@ -349,63 +346,3 @@ class PostgresBackend(SearchBackend):
 
     def time_limit(self, timeout_ms: int) -> AbstractContextManager[None]:
         return _statement_timeout(self.alias, timeout_ms) if timeout_ms else super().time_limit(0)
-
-
-@contextmanager
-def _bitmap_scans(alias: str, cursor: CursorWrapper) -> Iterator[None]:
-    """No sequential scan for the statements inside (in a transaction or savepoint, the
-    setting put back after).
-
-    A role lexeme is held by a large share of the rows (``user``: ~40%), so the planner
-    prefers reading the table for its count; that tests the tsquery on every vector
-    (32 ms at 20,000 messages) where the GIN bitmap counts the posting list's rows without
-    a test (5 ms). A count of GIN-found rows never gains from a sequential scan.
-
-    ``work_mem`` is raised to ``BITMAP_WORK_MEM`` inside (never lowered): with the default
-    4 MB the bitmap of a very common word turns lossy and every row of its pages is read
-    and tested again (1M messages: 1.35 s for a word in 638,000 rows, 0.54 s exact).
-    """
-    with transaction.atomic(using=alias):
-        cursor.execute(
-            "SELECT current_setting('enable_seqscan'), current_setting('work_mem'), "
-            "set_config('enable_seqscan', 'off', true), set_config('work_mem', CASE WHEN "
-            "pg_size_bytes(current_setting('work_mem')) < pg_size_bytes(%s) THEN %s "
-            "ELSE current_setting('work_mem') END, true)",
-            [BITMAP_WORK_MEM, BITMAP_WORK_MEM],
-        )
-        row = cursor.fetchone()
-        yield
-        if row is not None:
-            cursor.execute(
-                "SELECT set_config('enable_seqscan', %s, true), set_config('work_mem', %s, true)",
-                [row[0], row[1]],
-            )
-
-
-@contextmanager
-def _statement_timeout(alias: str, timeout_ms: int) -> Iterator[None]:
-    """``statement_timeout`` for the statements inside, in a transaction (a savepoint in
-    the caller's): a cancelled search rolls back to it, leaving the caller's transaction
-    usable, and the session's own value is put back afterwards."""
-    connection = connections[alias]
-    nested = connection.in_atomic_block
-    try:
-        with transaction.atomic(using=alias):
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT current_setting('statement_timeout'), "
-                    "set_config('statement_timeout', %s, true)",
-                    [f"{timeout_ms}ms"],
-                )
-                row = cursor.fetchone()
-            yield
-            if nested and row is not None:  # released savepoint: the setting would stay
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [row[0]])
-    except OperationalError as exc:
-        if sqlstate(exc) == _QUERY_CANCELED:
-            raise SearchTimeout(timeout_ms) from exc
-        raise
-
-
-_QUERY_CANCELED = "57014"

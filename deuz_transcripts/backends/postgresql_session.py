@@ -1,0 +1,79 @@
+"""PostgreSQL session settings a search sets for a while and puts back: no sequential scan
+and an exact bitmap for GIN counts, and the search's ``statement_timeout``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import OperationalError, connections, transaction
+from django.db.backends.utils import CursorWrapper
+
+from ..errors import SearchTimeout
+from ..sql.errors import sqlstate
+
+__all__ = ["BITMAP_WORK_MEM", "bitmap_scans", "statement_timeout"]
+
+#: ``work_mem`` of the GIN counts and bitmap reads (``bitmap_scans``): an exact bitmap of
+#: 1,000,000 rows fits in a few MB, so counts of common words need no recheck of each row.
+BITMAP_WORK_MEM = "64MB"
+
+
+@contextmanager
+def bitmap_scans(alias: str, cursor: CursorWrapper) -> Iterator[None]:
+    """No sequential scan for the statements inside (in a transaction or savepoint, the
+    setting put back after).
+
+    A role lexeme is held by a large share of the rows (``user``: ~40%), so the planner
+    prefers reading the table for its count; that tests the tsquery on every vector
+    (32 ms at 20,000 messages) where the GIN bitmap counts the posting list's rows without
+    a test (5 ms). A count of GIN-found rows never gains from a sequential scan.
+
+    ``work_mem`` is raised to ``BITMAP_WORK_MEM`` inside (never lowered): with the default
+    4 MB the bitmap of a very common word turns lossy and every row of its pages is read
+    and tested again (1M messages: 1.35 s for a word in 638,000 rows, 0.54 s exact).
+    """
+    with transaction.atomic(using=alias):
+        cursor.execute(
+            "SELECT current_setting('enable_seqscan'), current_setting('work_mem'), "
+            "set_config('enable_seqscan', 'off', true), set_config('work_mem', CASE WHEN "
+            "pg_size_bytes(current_setting('work_mem')) < pg_size_bytes(%s) THEN %s "
+            "ELSE current_setting('work_mem') END, true)",
+            [BITMAP_WORK_MEM, BITMAP_WORK_MEM],
+        )
+        row = cursor.fetchone()
+        yield
+        if row is not None:
+            cursor.execute(
+                "SELECT set_config('enable_seqscan', %s, true), set_config('work_mem', %s, true)",
+                [row[0], row[1]],
+            )
+
+
+@contextmanager
+def statement_timeout(alias: str, timeout_ms: int) -> Iterator[None]:
+    """``statement_timeout`` for the statements inside, in a transaction (a savepoint in
+    the caller's): a cancelled search rolls back to it, leaving the caller's transaction
+    usable, and the session's own value is put back afterwards."""
+    connection = connections[alias]
+    nested = connection.in_atomic_block
+    try:
+        with transaction.atomic(using=alias):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT current_setting('statement_timeout'), "
+                    "set_config('statement_timeout', %s, true)",
+                    [f"{timeout_ms}ms"],
+                )
+                row = cursor.fetchone()
+            yield
+            if nested and row is not None:  # released savepoint: the setting would stay
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [row[0]])
+    except OperationalError as exc:
+        if sqlstate(exc) == _QUERY_CANCELED:
+            raise SearchTimeout(timeout_ms) from exc
+        raise
+
+
+_QUERY_CANCELED = "57014"
