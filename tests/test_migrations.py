@@ -122,3 +122,27 @@ def test_the_scope_lexemes_migration_writes_what_python_writes():
     assert [str(p) for p in Verifier().problems()] == []
     assert len(store.transcript.search(scope, "hi")) == 2
     assert len(store.transcript.search(scope, "hi", chat_ids=["c'2"])) == 1
+
+
+def test_the_tenant_migration_fills_existing_rows_from_the_scope():
+    """0004 run with ``TENANT_KEY`` set gives chats and messages stored before it their
+    scope field's value; without the key every tenant is ""."""
+    store = DjangoConditionalChatStore()
+    for chat_id, scope in (("c1", {"userId": "ada"}), ("c2", {"agentId": "x"})):
+        record = ChatRecordFactory(
+            chat_id=chat_id, scope=scope, messages=[MessageFactory(text="hi")] * 2
+        )
+        store.write_chat(record, expected_revision=0)
+    call_command("migrate", "deuz_transcripts", "0003", verbosity=0)
+    try:
+        with override_settings(DEUZ_TRANSCRIPTS={"TENANT_KEY": "userId"}):
+            call_command("migrate", "deuz_transcripts", verbosity=0)
+    finally:
+        call_command("migrate", "deuz_transcripts", verbosity=0)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.chat_id, c.tenant, m.tenant FROM deuz_transcripts_chat c "
+            "JOIN deuz_transcripts_message m ON m.chat_id = c.id ORDER BY c.chat_id, m.position"
+        )
+        rows = cursor.fetchall()
+    assert rows == [("c1", "ada", "ada"), ("c1", "ada", "ada"), ("c2", "", ""), ("c2", "", "")]
