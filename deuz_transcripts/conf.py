@@ -282,10 +282,15 @@ class TranscriptSettings:
         value = self._raw["TENANT_KEY"]
         return value if self.problem("TENANT_KEY") is None else None
 
-    def tenant_of(self, scope: Mapping[str, str]) -> str:
-        """The tenant column's value for a chat of ``scope``."""
+    def scope_tenant(self, scope: Mapping[str, str]) -> str | None:
+        """The tenant every chat of ``scope`` has, or ``None`` when the scope does not set
+        the ``TENANT_KEY`` field (a search of it may find chats of any tenant)."""
         key = self.TENANT_KEY
-        return "" if key is None else scope.get(key, "")
+        return None if key is None else scope.get(key)
+
+    def tenant_of(self, scope: Mapping[str, str]) -> str:
+        """The tenant column's value for a chat of ``scope`` (``""`` without the field)."""
+        return self.scope_tenant(scope) or ""
 
     def unknown_keys(self) -> list[str]:
         given = self._given

@@ -12,7 +12,7 @@ from django.db.models import Prefetch
 from django.db.models.expressions import RawSQL
 
 from .backends import get_backend
-from .backends.chat_filter import ChatFilter, tenant_of_scope
+from .backends.chat_filter import ChatFilter
 from .base import BaseChatStore, BaseConditionalChatStore, check_chat_id
 from .conf import conf
 from .errors import ChatDeleted, InvalidRecord, RevisionConflict, TranscriptError
@@ -118,8 +118,8 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
                 pk__in=RawSQL(*ChatFilter(scope, searchable_only=False).chat_pks_sql())
             )
         ordered = Message.objects.using(alias).order_by("position")
-        tenant = tenant_of_scope(scope)
-        if tenant is not None and get_backend(alias).matcher.tenant_column:  # one partition
+        tenant = get_backend(alias).matcher.tested_tenant(scope)
+        if tenant is not None:  # one partition (shard) of a split schema
             ordered = ordered.filter(tenant=tenant)
         with database_errors(alias):
             found = chats.order_by("-updated_at", "chat_id").prefetch_related(

@@ -10,7 +10,7 @@ rows. Rows, ``around`` and scores are built once, in ``deuz_transcripts.sql``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from django.db import models
 from django.db.backends.utils import CursorWrapper
 
+from ..conf import conf
 from ..models import Chat, Message
 from .chat_filter import ChatFilter, table
 from .data_checks import SearchDataChecks, StoredMessage
@@ -167,13 +168,16 @@ class SearchMatcher(ABC):
     walk_join: ClassVar[str] = "JOIN"
     #: Whether the search data holds a role token per row (``ChatFilter.role_tokens``).
     role_tokens: ClassVar[bool] = False
-    #: Whether statements test message rows' tenant column when the scope sets the tenant
-    #: (PostgreSQL: partitions and shards are pruned by it).
+    #: Whether statements test the tenant column (PostgreSQL: partitions, shards pruned).
     tenant_column: ClassVar[bool] = False
 
     def __init__(self, alias: str, policy: PlanPolicy) -> None:
         self.alias = alias
         self.policy = policy
+
+    def tested_tenant(self, scope: Mapping[str, str]) -> str | None:
+        """The scope's ``TENANT_KEY`` value where statements test the tenant, else ``None``."""
+        return conf.scope_tenant(scope) if self.tenant_column else None
 
     def tie_order(self, position: str) -> str:
         """``ORDER BY`` of the tie rules (newer chat, chat id by code point, lower index)

@@ -22,14 +22,13 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import connections, models
 
-from ..conf import conf
 from ..models import Chat, ChatScope, Message
 from ..paging import HitKey, from_micros
 
 if TYPE_CHECKING:
     from ..search_request import SearchRequest
 
-__all__ = ["JOINED_SCOPE_FIELDS", "RARITY_CAP", "ChatFilter", "table", "tenant_of_scope"]
+__all__ = ["JOINED_SCOPE_FIELDS", "RARITY_CAP", "ChatFilter", "table"]
 
 #: A scope of at most this many fields is joined field by field (the planner orders so
 #: few exhaustively and fast); a wider one is driven by its rarest field
@@ -41,13 +40,6 @@ RARITY_CAP = 1_000
 
 def table(model: type[models.Model]) -> str:
     return model._meta.db_table
-
-
-def tenant_of_scope(scope: Mapping[str, str]) -> str | None:
-    """The tenant every chat of ``scope`` has, or ``None`` when the scope does not set the
-    ``TENANT_KEY`` field (its chats may have any tenant)."""
-    key = conf.TENANT_KEY
-    return None if key is None else scope.get(key)
 
 
 def db_datetime(value: datetime | None, alias: str) -> Any:
@@ -94,10 +86,10 @@ class ChatFilter:
         alias: str,
         *,
         role_tokens: bool = False,
-        tenant_column: bool = False,
+        tenant: str | None = None,
     ) -> ChatFilter:
-        """The filter of a search's scope, chat ids, roles and window (``tenant_column``:
-        statements test the tenant column too)."""
+        """The filter of a search's scope, chat ids, roles and window (``tenant``: the
+        value statements test the tenant column against)."""
         return cls(
             request.scope,
             request.chat_ids,
@@ -105,7 +97,7 @@ class ChatFilter:
             updated_after=db_datetime(request.updated_after, alias),
             updated_before=db_datetime(request.updated_before, alias),
             role_tokens=role_tokens,
-            tenant=tenant_of_scope(request.scope) if tenant_column else None,
+            tenant=tenant,
         )
 
     def after_key(self, key: HitKey, alias: str, chat_id_sql: str) -> ChatFilter:

@@ -16,7 +16,6 @@ from django.db import connections, transaction
 
 from ..backends import SearchBackend, get_backend
 from ..backends.base import Candidate
-from ..backends.chat_filter import tenant_of_scope
 from ..base import BaseTranscriptIndex, check_chat_id
 from ..conf import conf
 from ..models import Message
@@ -144,12 +143,11 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             backend.time_limit(conf.SEARCH_TIMEOUT_MS),
             connections[alias].cursor() as cursor,
         ):
-            planner = SearchPlanner(backend.matcher)
-            planned = planner.page(cursor, request)
+            planned = SearchPlanner(backend.matcher).page(cursor, request)
             if planned is None:
                 return []
             page, plan = planned
-            tenant = planner.chat_filter(request).tenant
+            tenant = backend.matcher.tested_tenant(request.scope)
             hits = read_hits(cursor, page, plan, request.around, tenant)
         return with_spans(hits, request.terms, substring=backend.substring_matching)
 
@@ -165,12 +163,11 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             backend.time_limit(conf.SEARCH_TIMEOUT_MS),
             connections[alias].cursor() as cursor,
         ):
-            planner = SearchPlanner(backend.matcher)
-            counted = planner.counted_page(cursor, request, after)
+            counted = SearchPlanner(backend.matcher).counted_page(cursor, request, after)
             if counted is None:
                 return CountedHits([], [], 0, None)
             page, plan, pinned, total = counted
-            tenant = planner.chat_filter(request).tenant
+            tenant = backend.matcher.tested_tenant(request.scope)
             hits = read_hits(cursor, page, plan, request.around, tenant) if page else []
         hits = with_spans(hits, request.terms, substring=backend.substring_matching)
         # read_hits leaves out a row deleted since it was planned: keep the keys in step
@@ -184,8 +181,8 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
         self, alias: str, scope: dict[str, str], ref: MemorySourceRef
     ) -> TranscriptMessage | None:
         rows = Message.objects.using(alias)
-        tenant = tenant_of_scope(scope)
-        if tenant is not None and get_backend(alias).matcher.tenant_column:
+        tenant = get_backend(alias).matcher.tested_tenant(scope)
+        if tenant is not None:
             rows = rows.filter(tenant=tenant)  # one partition (shard) of a split schema
         with database_errors(alias):
             row = (

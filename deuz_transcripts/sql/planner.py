@@ -65,7 +65,7 @@ class SearchPlanner:
             request,
             matcher.alias,
             role_tokens=matcher.role_tokens,
-            tenant_column=matcher.tenant_column,
+            tenant=matcher.tested_tenant(request.scope),
         )
 
     def page(self, cursor: CursorWrapper, request: SearchRequest) -> PlannedPage | None:
