@@ -91,8 +91,11 @@ def partition_messages(using: str, partitions: int) -> PartitionInfo:
         raise TranscriptError("only PostgreSQL's message table can be partitioned")
     if not 2 <= partitions <= MAX_PARTITIONS:
         raise InvalidRecord("partitions", f"must be from 2 to {MAX_PARTITIONS}")
-    if partition_info(using) is not None:
-        raise TranscriptError(f"the message table is partitioned already ({partition_info(using)})")
+    existing = partition_info(using)
+    if existing is not None:
+        raise TranscriptError(f"the message table is partitioned already ({existing})")
+    # Inside a caller's transaction no VACUUM can follow: the conversion analyzes then.
+    nested = connections[using].in_atomic_block
     name, old = table(Message), table(Message) + "_unpartitioned"
     sequence = f"{name}_id_seq"
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
@@ -126,8 +129,9 @@ def partition_messages(using: str, partitions: int) -> PartitionInfo:
             cursor.execute(f"ALTER TABLE {name} " + ", ".join(constraints))
         for index in indexes:
             cursor.execute(index)
-        cursor.execute(f"ANALYZE {name}")
-    if not connections[using].in_atomic_block:
+        if nested:
+            cursor.execute(f"ANALYZE {name}")
+    if not nested:
         # The copied rows have no hint bits and no visibility map yet: the first searches
         # would set them (writing every page they read) unless a vacuum does it now.
         with connections[using].cursor() as cursor:

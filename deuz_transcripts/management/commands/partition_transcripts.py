@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import CommandError, CommandParser
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.core.management.base import CommandParser
+from django.db import DEFAULT_DB_ALIAS
 
 from ...backends.postgresql_partitions import (
     MAX_PARTITIONS,
@@ -35,10 +35,8 @@ class Command(OneLineErrors):
 
     def handle(self, *args: Any, **options: Any) -> None:
         database = options["database"]
-        if database not in connections:
-            raise CommandError(f"unknown database {database!r}")
-        info = partition_info(database)
         if options["status"]:
+            info = partition_info(database)
             if info is None:
                 self.stdout.write("The message table is not partitioned.")
             else:
