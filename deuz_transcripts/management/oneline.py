@@ -6,7 +6,7 @@ import unicodedata
 from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 
 from ..errors import TranscriptError
 from ..sql.errors import describe_database_error
@@ -31,7 +31,8 @@ class OneLineErrors(BaseCommand):
     not reachable and for the app's own errors, which name the cause and the fix.
 
     Through ``call_command`` they stay a ``CommandError``, as Django does, with the
-    original error as ``__cause__``.
+    original error as ``__cause__``. A ``--database`` that names no alias of
+    ``DATABASES`` is refused here, for every command, before it runs.
     """
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
@@ -49,6 +50,9 @@ class OneLineErrors(BaseCommand):
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         try:
+            database = options.get("database")
+            if database is not None and database not in connections:  # every --database
+                raise CommandError(f"unknown database {database!r}")
             return super().execute(*args, **options)
         except DatabaseError as exc:
             raise CommandError(printable(describe_database_error(exc))) from exc
