@@ -211,8 +211,12 @@ def test_admin_search_with_a_role_filter_and_back_from_the_chat(
 
     browser.find_element(By.CSS_SELECTOR, "input[name=role][value=assistant]").click()
     browser.find_element(By.NAME, "updated_after").send_keys("2024-06-01 11:59")
+    unfiltered = browser.current_url
     browser.find_element(By.NAME, "_search").click()
-    wait.until(ec.staleness_of(total))  # the old page's total is gone: the new page is here
+    # The filtered page's address: the new page is here. (Not staleness_of(total): asked
+    # about an element of a page being replaced, chromedriver 156 may answer "Node with
+    # given id does not belong to the document" instead of a stale element.)
+    wait.until(ec.url_changes(unfiltered))
     total = wait.until(ec.visibility_of_element_located((By.ID, "search-total")))
     assert total.text == "1 message matches this search."
     hit = browser.find_element(By.CSS_SELECTOR, "#search-results .deuz-hit")
