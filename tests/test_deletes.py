@@ -158,6 +158,22 @@ def test_fts5_deletes_in_place_from_sqlite_3_42_and_merges_before():
     assert_consistent()
 
 
+def test_text_a_rewrite_replaced_before_any_delete_leaves_with_the_chat():
+    """A message rewritten before the first delete ever switched FTS5's ``secure-delete``
+    on: its old text must not stay in old segments once the chat is deleted."""
+    store = DjangoConditionalChatStore()
+    if store.transcript.backend_name != "sqlite-fts5":
+        pytest.skip("FTS5 segments are SQLite's")
+    bystanders(store, 5)
+    first = ChatRecord("doomed", ADA, [{"role": "user", "content": f"first {SECRET}"}])
+    store.write_chat(first, expected_revision=0)
+    second = ChatRecord("doomed", ADA, [{"role": "user", "content": "second version"}])
+    store.write_chat(second, expected_revision=1)  # the secret's row is rewritten
+    store.delete_chat("doomed")
+    assert rows_holding(SECRET) == {}
+    assert_consistent()
+
+
 @pytest.fixture
 def sqlite_only():
     if connection.vendor != "sqlite":

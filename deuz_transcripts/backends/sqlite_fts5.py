@@ -15,6 +15,7 @@ from typing import Any
 from django.db.backends.utils import CursorWrapper
 
 from .. import ranking
+from ..conf import conf
 from ..models import Chat, Message
 from ..text import stored_term
 from .base import Candidate, SearchMatcher, StoredRow, fetch_int, mask_sql
@@ -72,6 +73,11 @@ class Fts5Rows(SQLiteRows):
         )
 
     def delete(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
+        """Every delete, a rewrite's too, erases in place where it can (``SQLITE_SECURE_DELETE``):
+        a delete marker would keep the old text in older segments, which on 3.42+ nothing
+        ever merges, even once the chat itself is deleted."""
+        if conf.SQLITE_SECURE_DELETE:
+            self.erase_in_place(cursor)
         cursor.executemany(
             f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, body) VALUES ('delete', %s, %s)",
             self._fts_rows(chat, rows),
