@@ -14,10 +14,12 @@ character, which no fold produces otherwise) that one ``replace`` expands.
 Codes are handed out on first sight of a character. Characters outside the BMP (and
 U+FFFE, which the codec reserves) get no code: an error handler turns those that fold to
 no term character (emoji, symbols, marks) into spaces of their folded size. A text with a
-character that cannot get a code (no code left, or a term character outside the BMP) gets
-``None`` and the caller's slower general path; after ``RESET_AFTER_MISSES`` such texts the
-table starts again from ASCII, so it follows what a process reads instead of what it read
-first.
+character that cannot get a code (no code left, or a term character outside the BMP) is
+mapped by ``str.translate`` through a table of every character seen instead: one dict
+lookup per character (about twice the codecs' time on Latin text), but any character and
+no learning, so scripts of thousands of characters (Han, Kana, Hangul) cost about what
+Latin text costs. After ``RESET_AFTER_MISSES`` such texts the codes start again from
+ASCII, so they follow what a process reads instead of what it read first.
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ import weakref
 from collections.abc import Callable, Container
 from typing import Any, NamedTuple, cast
 
-__all__ = ["RESET_AFTER_MISSES", "FoldCodes"]
+__all__ = ["RESET_AFTER_MISSES", "TRANSLATED_CHARACTERS", "FoldCodes"]
 
 #: Texts the table had no room for before it starts again from ASCII.
 RESET_AFTER_MISSES = 1024
+#: Characters a ``str.translate`` table remembers before it starts again empty (it takes
+#: any code point: a text of every code point must not leave 1.1M entries behind).
+TRANSLATED_CHARACTERS = 65_536
 
 #: One separator per UTF-8 size of the character it stands for: the separated text then
 #: has exactly the UTF-8 size of the folded text, so it can be cut at the same byte.
@@ -67,11 +72,18 @@ class FoldCodes:
     """Maps text to its fold with separators through a table of codes for seen characters.
 
     ``pieces(char)`` gives a character's fold as ``(piece, is_term)`` pairs, one per
-    character of the fold, or ``None`` when ``char`` must never get a code.
+    character of the fold; ``codable(char)`` is False for characters that never get a
+    code (scripts of thousands of characters, which would fill the table in a few texts).
     """
 
-    def __init__(self, pieces: Callable[[str], list[tuple[str, bool]] | None]) -> None:
+    def __init__(
+        self,
+        pieces: Callable[[str], list[tuple[str, bool]]],
+        codable: Callable[[str], bool] = lambda char: True,
+    ) -> None:
         self._pieces = pieces
+        self._codable = codable
+        self._translations = (_Translation(self._plain_fold), _Translation(self._sized_fold))
         #: characters without a code -> the spaces they fold to, None if a term character
         self._spaces: dict[str, str | None] = {}
         self._errors = f"deuz_transcripts.fold_codes.{id(self)}"
@@ -95,27 +107,34 @@ class FoldCodes:
         self._known: set[str] = set()
         self._expanding = 0  # codes whose fold decodes to a placeholder
         self._misses = 0
+        #: characters that found no room since the table started: texts that meet one
+        #: first take ``translated`` without trying to learn again
+        self._refused: set[str] = set()
         if not self._learn_all("".join(_ASCII)) or self._expanding:
             raise ValueError("every ASCII character must fold to one character")
 
-    def plain(self, text: str) -> str | None:
-        """``text`` folded, each non-term character a space; ``None`` if a character of
-        it has no code and cannot get one."""
+    def plain(self, text: str) -> str:
+        """``text`` folded, each non-term character a space."""
         return self._separate(text, sized=False)
 
-    def sized(self, text: str) -> str | None:
+    def sized(self, text: str) -> str:
         """Like ``plain``, but each separator has the UTF-8 size of the character it
-        replaces (a space, U+00A0 or U+3000): the result has the folded text's size."""
+        replaces (spaces, U+00A0 or U+3000): the result has the folded text's size."""
         return self._separate(text, sized=True)
 
-    def _separate(self, text: str, sized: bool) -> str | None:
+    def translated(self, text: str, *, sized: bool) -> str:
+        """What ``plain``/``sized`` give, through ``str.translate``: for text the codes
+        have no room for."""
+        return text.translate(self._translations[sized])
+
+    def _separate(self, text: str, sized: bool) -> str:
         table = self._table  # one snapshot: another thread may learn meanwhile
         try:
             codes = _encode(text, self._errors, table.encoding)[0]
-        except UnicodeEncodeError:
-            learnt = self._learn(text)
+        except UnicodeEncodeError as error:  # its start: the first character needing a code
+            learnt = self._learn(text, error.object[error.start])
             if learnt is None:
-                return None
+                return self.translated(text, sized=sized)
             table = learnt
             codes = _encode(text, self._errors, table.encoding)[0]
         for code, replacement in table.ascii_expansions:
@@ -141,12 +160,16 @@ class FoldCodes:
         if not isinstance(error, UnicodeEncodeError):
             raise error
         out = []
-        for char in error.object[error.start : error.end]:
-            spaces = self._codeless(char)
+        for position in range(error.start, error.end):
+            spaces = self._codeless(error.object[position])
             if spaces is None:
+                error.start = position
                 raise error
             out.append(spaces)
         return "".join(out), error.end
+
+    def _can_code(self, char: str) -> bool:
+        return ord(char) <= 0xFFFF and char != _UNMAPPED and self._codable(char)
 
     def _codeless(self, char: str) -> str | None:
         """For a character that never gets a code: the spaces its fold becomes (one per
@@ -154,18 +177,25 @@ class FoldCodes:
         if char in self._spaces:
             return self._spaces[char]
         spaces = None
-        if ord(char) > 0xFFFF or char == _UNMAPPED:
+        if not self._can_code(char):
             pieces = self._pieces(char)
-            if pieces is not None and not any(term for _, term in pieces):
+            if not any(term for _, term in pieces):
                 spaces = " " * sum(len(p.encode("utf-8", "surrogatepass")) for p, _ in pieces)
         self._spaces[char] = spaces
         return spaces
 
-    def _learn(self, text: str) -> _Table | None:
-        """Give codes to the characters of ``text`` that have none: the table that has
-        them all, or ``None`` (and no code given) when they do not all fit."""
+    def _learn(self, text: str, first: str) -> _Table | None:
+        """Give codes to the characters of ``text`` that have none (``first`` is the first
+        of them): the table that has them all, or ``None`` when one of them can never have
+        a code or they do not all fit (then no code is given)."""
+        if not self._can_code(first):  # no table can help: not a miss
+            return None
         with self._lock:
-            if not self._learn_all(text):
+            learnt = False if first in self._refused else self._learn_all(text)
+            if learnt is None:  # the others have codes now; this text keeps one without
+                return None
+            if not learnt:  # no room
+                self._refused.add(first)
                 self._misses += 1
                 if self._misses < RESET_AFTER_MISSES:
                     return None
@@ -174,13 +204,17 @@ class FoldCodes:
                     return None
             return self._table
 
-    def _learn_all(self, text: str) -> bool:
+    def _learn_all(self, text: str) -> bool | None:
+        """Codes for the characters of ``text`` that can have one: ``True`` when the whole
+        text can then be encoded, ``None`` when it holds a term character that can have
+        no code, ``False`` (and no code given) when there is no room for them."""
         new = []
+        blocked = False
         for char in set(text).difference(self._known):
-            if ord(char) <= 0xFFFF and char != _UNMAPPED:
+            if self._can_code(char):
                 new.append(char)
             elif self._codeless(char) is None:  # a term character that can have no code
-                return False
+                blocked = True
         new.sort()
         if len(self._chars) + len(new) > 256:
             return False
@@ -190,16 +224,15 @@ class FoldCodes:
             return False
         for char, entry in zip(new, entries, strict=True):
             self._commit(char, cast("tuple[str, str]", entry))
-        self._build()
-        return True
+        if new:
+            self._build()
+        return None if blocked else True
 
     def _entry(self, char: str) -> tuple[str, str] | None:
         """The plain and the sized separated fold of ``char``; ``None`` if it gets no code."""
-        if ord(char) > 0xFFFF or char == _UNMAPPED:
+        if not self._can_code(char):
             return None
         pieces = self._pieces(char)
-        if pieces is None:
-            return None
         sized = [
             piece if term else _SIZED_SEPARATORS.get(len(piece.encode("utf-8", "surrogatepass")))
             for piece, term in pieces
@@ -208,6 +241,15 @@ class FoldCodes:
             return None
         plain = "".join(piece if term else " " for piece, term in pieces)
         return plain, "".join(cast("list[str]", sized))
+
+    def _plain_fold(self, char: str) -> str:
+        return "".join(piece if term else " " for piece, term in self._pieces(char))
+
+    def _sized_fold(self, char: str) -> str:
+        return "".join(
+            piece if term else " " * len(piece.encode("utf-8", "surrogatepass"))
+            for piece, term in self._pieces(char)
+        )
 
     def _commit(self, char: str, entry: tuple[str, str]) -> None:
         self._chars.append(char)
@@ -249,3 +291,18 @@ class FoldCodes:
                 table.append(placeholder)
                 expansions.append((bytes((code,)), placeholder, fold))
         return "".join(table) + _UNMAPPED * (256 - len(table)), expansions
+
+
+class _Translation(dict[int, str]):
+    """``str.translate`` table: each character seen -> its fold with separators, filled on
+    first sight and emptied past ``TRANSLATED_CHARACTERS`` entries."""
+
+    def __init__(self, fold: Callable[[str], str]) -> None:
+        super().__init__()
+        self._fold = fold
+
+    def __missing__(self, code_point: int) -> str:
+        if len(self) >= TRANSLATED_CHARACTERS:
+            self.clear()
+        folded = self[code_point] = self._fold(chr(code_point))
+        return folded

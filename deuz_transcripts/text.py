@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, cast
+from typing import Any
 
 from .fold_codes import FoldCodes
 from .message_text import SYSTEM_ROLES, indexed_text, is_system
@@ -114,8 +113,6 @@ def use_cjk_bigrams(enabled: bool) -> None:
     if enabled != _cjk_bigrams:
         _cjk_bigrams = enabled
         _findall = _findall_bigrams if enabled else _TERM_RE.findall
-        _WORD_TERMS.clear()
-        _WORD_BYTES.clear()
 
 
 def cjk_bigrams_enabled() -> bool:
@@ -200,10 +197,9 @@ def text_terms(text: str) -> list[str]:
     """Distinct terms of the first 256 KiB of ``fold(text)``, in order of first appearance.
 
     Equal to ``dict.fromkeys(findall(fold_capped(text)))``, computed faster: ``fold``
-    works on each character alone, so ``_FOLD_CODES`` folds the whole text in two codec
-    calls (each character mapped to its fold, non-term characters to separators) and one
-    ``split`` gives the terms. Text with a character the table has no room for takes
-    ``_word_cache_terms``. ASCII text folds by ``lower()``: its terms are its runs of ASCII
+    works on each character alone, so ``_FOLD_CODES`` folds the whole text at once (each
+    character mapped to its fold, non-term characters to separators) and one ``split``
+    gives the terms. ASCII text folds by ``lower()``: its terms are its runs of ASCII
     letters and digits, lowered (``_ASCII_TERMS_TABLE``).
     """
     if text.isascii():  # one byte per character: the cut is a slice
@@ -213,23 +209,19 @@ def text_terms(text: str) -> list[str]:
         return joined.split(" ") if joined else []
     if len(text) <= _NEVER_CUT_CHARS:
         separated = _FOLD_CODES.plain(text)
-        if separated is not None:
-            found = dict.fromkeys(separated.split(" "))
-            found.pop("", None)
-            if _cjk_bigrams and _BIGRAM_RUN.search(separated) is not None:
-                return _bigrams(found)
-            return list(found)
+        found = dict.fromkeys(separated.split(" "))
+        found.pop("", None)
     elif len(text) <= 2 * MAX_INDEXED_BYTES:
         # separators of the folded UTF-8 size, so the text is cut where the folded text is
         separated = _FOLD_CODES.sized(text)
-        if separated is not None:
-            if len(separated) * 4 > MAX_INDEXED_BYTES:
-                separated = cut_utf8(separated)
-            found = dict.fromkeys(separated.split())
-            if _cjk_bigrams and _BIGRAM_RUN.search(separated) is not None:
-                return _bigrams(found)
-            return list(found)
-    return _word_cache_terms(text)
+        if len(separated) * 4 > MAX_INDEXED_BYTES:
+            separated = cut_utf8(separated)
+        found = dict.fromkeys(separated.split())
+    else:  # almost surely cut: fold only up to the cut
+        return list(dict.fromkeys(_findall(fold_capped(text))))
+    if _cjk_bigrams and _BIGRAM_RUN.search(separated) is not None:
+        return _bigrams(found)
+    return list(found)
 
 
 def _bigrams(terms: Iterable[str]) -> list[str]:
@@ -242,71 +234,19 @@ def _fold_pieces(char: str) -> list[tuple[str, bool]]:
     return [(piece, _TERM_RE.fullmatch(piece) is not None) for piece in fold(char)]
 
 
-_FOLD_CODES = FoldCodes(_fold_pieces)
+#: Scripts of thousands of characters (Han, Kana, Hangul, Yi): a few of their texts would
+#: fill the 256 codes, so their characters never get one and their texts take
+#: ``str.translate``, which costs them about what the codes cost Latin text per byte.
+_LARGE_SCRIPTS = re.compile(
+    f"[{_HAN_KANA}\u1100-\u11ff\u3130-\u318f\ua000-\ua4cf\ua960-\ua97f\uac00-\ud7ff]"
+)
 
 
-def _word_cache_terms(text: str) -> list[str]:
-    """``text_terms`` word by word: each distinct word is folded once per process
-    (``_word_terms``): whitespace folds to separators and is a starter, so folding a text
-    equals folding its words apart. Only text whose folded form may pass 256 KiB adds up
-    its words' folded sizes (cached too), and only text that really passes it is folded
-    whole, then cut.
-    """
-    if len(text) > 2 * MAX_INDEXED_BYTES:
-        # almost surely cut: fold only up to the cut (a fold never shrinks text this much
-        # but by dropping marks, and then folding the prefix is the cheaper path anyway)
-        return list(dict.fromkeys(_findall(fold_capped(text))))
-    if len(_WORD_TERMS) >= _WORD_CACHE_SIZE:
-        _WORD_TERMS.clear()
-        _WORD_BYTES.clear()
-    words = text.split()
-    # None marks a word not cached yet
-    distinct = cast("dict[str, None]", dict.fromkeys(map(_WORD_TERMS.get, words)))
-    if None in distinct:  # words not seen yet (or since the cache was emptied)
-        parts = list(map(_WORD_TERMS.get, words))
-        for position, found in enumerate(parts):
-            if found is None:
-                parts[position] = _word_terms(words[position])
-        distinct = dict.fromkeys(cast("list[str]", parts))
-    if len(text) * MAX_FOLD_GROWTH * 4 > MAX_INDEXED_BYTES and (
-        _folded_size_bound(text, words) > MAX_INDEXED_BYTES
-    ):
-        return list(dict.fromkeys(_findall(fold_capped(text))))
-    joined = _SEPARATOR.join(distinct)
-    if "" in distinct or joined.count(_SEPARATOR) != len(distinct) - 1:
-        # some word held no term or several: split them apart, then dedupe again
-        return list(dict.fromkeys(filter(None, joined.split(_SEPARATOR))))
-    return list(distinct)  # each word held exactly one term
+def _codable(char: str) -> bool:
+    return _LARGE_SCRIPTS.match(char) is None
 
 
-def _folded_size_bound(text: str, words: list[str]) -> int:
-    """At least the UTF-8 size of ``fold(text)``: its words' folded sizes (exact, cached)
-    plus 3 bytes per whitespace character (the most any of them folds to)."""
-    spaces = len(text) - sum(map(len, words))
-    return sum(map(_WORD_BYTES.__getitem__, words)) + _MAX_FOLDED_SPACE_BYTES * spaces
-
-
-#: No whitespace character folds to more than 3 UTF-8 bytes (U+1680, U+2028, U+2029).
-_MAX_FOLDED_SPACE_BYTES = 3
-#: Distinct words whose terms are remembered (a Zipf vocabulary repeats its words); the
-#: caches are emptied between texts, so one text's words stay while it is read.
-_WORD_CACHE_SIZE = 65_536
-#: Joins a word's terms when it holds several (``don't``, URLs); never in a term.
-_SEPARATOR = "\x00"
-#: word -> its terms joined by ``_SEPARATOR`` ("" when none).
-_WORD_TERMS: dict[str, str] = {}
-#: word -> the UTF-8 size of ``fold(word)``.
-_WORD_BYTES: dict[str, int] = {}
-
-
-def _word_terms(word: str) -> str:
-    found = _WORD_TERMS.get(word)
-    if found is None:
-        folded = fold(word)
-        found = sys.intern(_SEPARATOR.join(_findall(folded)))
-        _WORD_TERMS[word] = found
-        _WORD_BYTES[word] = len(folded.encode("utf-8"))
-    return found
+_FOLD_CODES = FoldCodes(_fold_pieces, _codable)
 
 
 def stored_term(term: str) -> str:

@@ -3,8 +3,9 @@
 The rule is ``dict.fromkeys(findall(fold_capped(text)))``. The fast path maps each
 character through a codec table (``fold_codes``), which is right only because folding
 works on each character alone (proven below on every code point); text with a character
-the table has no room for is folded word by word through a cache. These tests hold both
-paths to the rule on every code point, at the 256 KiB cut, and on random text.
+the table has no room for is mapped by ``str.translate`` through a table of every character
+seen. These tests hold both paths to the rule on every code point, at the 256 KiB cut, and
+on random text.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def reference_fold(value: str) -> str:
 def fresh_codes() -> Iterator[FoldCodes]:
     """A codec table that knows only ASCII, in place of the process's."""
     kept = text._FOLD_CODES
-    text._FOLD_CODES = FoldCodes(text._fold_pieces)
+    text._FOLD_CODES = FoldCodes(text._fold_pieces, text._codable)
     try:
         yield text._FOLD_CODES
     finally:
@@ -62,22 +63,36 @@ def fresh_codes() -> Iterator[FoldCodes]:
 
 @pytest.fixture
 def codes_only(monkeypatch):
-    """Fails a test whose text leaves the codec table for the word cache."""
+    """Fails a test whose text leaves the codec table for ``str.translate``."""
 
-    def no_word_cache(value: str) -> list[str]:
-        raise AssertionError(f"took the word cache: {value[:40]!r}")
+    def no_translation(self: FoldCodes, value: str, *, sized: bool) -> str:
+        raise AssertionError(f"took str.translate: {value[:40]!r}")
 
-    monkeypatch.setattr(text, "_word_cache_terms", no_word_cache)
+    monkeypatch.setattr(FoldCodes, "translated", no_translation)
+
+
+@contextmanager
+def translation_only() -> Iterator[FoldCodes]:
+    """A table that never gives a code: every non-ASCII text takes ``str.translate``."""
+    with fresh_codes() as codes:
+        codes._separate = lambda value, sized: codes.translated(value, sized=sized)  # type: ignore[method-assign]
+        yield codes
+
+
+def translated_terms(value: str) -> list[str]:
+    with translation_only():
+        return text_terms(value)
 
 
 def codable_chunks() -> Iterator[list[str]]:
-    """Every code point that can get a code (the BMP but U+FFFE), in chunks that fit one
-    fresh table: at most 100 characters, at most 31 whose fold is not one character."""
+    """Every code point that can get a code (the BMP but U+FFFE and the large scripts), in
+    chunks that fit one fresh table: at most 100 characters, at most 31 whose fold is not
+    one character."""
     chunk: list[str] = []
     expanding = 0
     for code in range(0x10000):
         char = chr(code)
-        if char == "\ufffe" or code < 128:
+        if char == "\ufffe" or code < 128 or not text._codable(char):
             continue
         grows = len(fold(char)) != 1
         if len(chunk) == 100 or expanding + grows > 31:
@@ -151,7 +166,7 @@ def test_every_code_point_through_the_codec_table():
 def test_every_code_point_without_a_code(monkeypatch):
     """Outside the BMP (and U+FFFE) no character gets a code: one that folds to no term
     becomes spaces of its folded size through the codec's error handler; a text with one
-    that folds to a term takes the word cache."""
+    that folds to a term takes ``str.translate``."""
     codeless = [chr(c) for c in range(0x10000, sys.maxunicode + 1)] + ["\ufffe"]
     termless = [c for c in codeless if not TERM.search(fold(c))]
     with_terms = [c for c in codeless if TERM.search(fold(c))]
@@ -161,39 +176,55 @@ def test_every_code_point_without_a_code(monkeypatch):
             chunk = termless[start : start + 4096]
             for value in ("".join(chunk), "x".join(chunk), " ".join(f"é{c}y" for c in chunk)):
                 sized = codes.sized(value)
-                assert sized is not None and codes.plain(value) is not None
                 assert len(sized.encode()) == len(fold(value).encode())
                 assert sized.split() == TERM.findall(fold(value))
                 assert text_terms(value) == rule(value)
         assert len(codes) == 128 + 1  # é
         for char in with_terms[::97]:
-            assert codes.plain(f"a{char}") is None
+            assert codes.plain(f"a{char}").split() == TERM.findall(fold(f"a{char}"))
             assert text_terms(f"é {char}b") == rule(f"é {char}b")
+        assert len(codes) <= 128 + 1  # nothing learnt (they miss: it may have started again)
 
 
-def test_characters_without_a_code_take_the_word_cache():
+def test_characters_without_a_code_take_str_translate():
     with fresh_codes() as codes:
         assert len(codes) == 128
         for value in ("\U00020000 x ä", "".join(map(chr, range(0x4E00, 0x4E81)))):
-            assert codes.plain(value) is None
+            assert codes.plain(value).split() == TERM.findall(fold(value))
             assert text_terms(value) == rule(value)
-        assert len(codes) == 128  # nothing learnt from a text that did not fit
+        assert len(codes) == 128  # nothing learnt: ä came with a codeless term character
         for value in ("emoji \U0001f600 ä", "\ufffe x", "tag\U000e0041s"):
-            assert codes.plain(value) is not None
+            assert codes.plain(value).split() == TERM.findall(fold(value))
             assert text_terms(value) == rule(value)
         assert codes.plain("Ünï\ud800code") == "unicode"  # surrogates get a code: they drop
         assert len(codes) == 128 + 3 + 1  # Ü, ï, the surrogate, and ä
 
 
+def spy_translations(codes: FoldCodes) -> list[str]:
+    """The texts ``codes`` hands to ``str.translate`` from now on."""
+    calls: list[str] = []
+    translated = codes.translated
+
+    def spy(value: str, *, sized: bool) -> str:
+        calls.append(value)
+        return translated(value, sized=sized)
+
+    codes.translated = spy  # type: ignore[method-assign]
+    return calls
+
+
 def test_a_table_that_keeps_missing_starts_again(monkeypatch):
     monkeypatch.setattr(fold_codes, "RESET_AFTER_MISSES", 3)
     with fresh_codes() as codes:
-        assert codes.plain("".join(map(chr, range(0x4E00, 0x4E70)))) is not None  # 112 codes
+        translated = spy_translations(codes)
+        syllabics = "".join(map(chr, range(0x1401, 0x1471)))
+        assert codes.plain(syllabics) == syllabics and len(codes) == 128 + 112
         cyrillic = "".join(map(chr, range(0x430, 0x450)))  # 32 more do not fit
-        assert codes.plain(cyrillic) is None
-        assert codes.plain(cyrillic) is None
+        assert codes.plain(cyrillic) == fold(cyrillic)
+        assert codes.plain(cyrillic) == fold(cyrillic)
+        assert translated == [cyrillic, cyrillic] and len(codes) == 128 + 112
         assert codes.plain(cyrillic) == fold(cyrillic)  # the third miss: ASCII and these 32
-        assert len(codes) == 128 + 32
+        assert len(codes) == 128 + 32 and len(translated) == 2
         assert text_terms("一 " + cyrillic) == rule("一 " + cyrillic)
 
 
@@ -203,10 +234,12 @@ def test_a_full_table_keeps_its_codes_and_the_rule():
         latin = "".join(map(chr, range(0xC0, 0x100)))  # 64, ß and others expand
         cyrillic = "".join(map(chr, range(0x430, 0x450)))  # 32
         for value in (greek, latin, cyrillic):
-            assert codes.plain(value) is not None
+            assert codes.plain(value).split() == TERM.findall(fold(value))
         assert len(codes) == 128 + 25 + 64 + 32
+        translated = spy_translations(codes)
         armenian = "".join(map(chr, range(0x561, 0x587)))  # 38 more do not fit
-        assert codes.plain(armenian) is None
+        assert codes.plain(armenian) == fold(armenian)
+        assert translated == [armenian]
         assert len(codes) == 128 + 25 + 64 + 32
         for value in (greek + armenian, latin + " " + cyrillic, armenian):
             assert text_terms(value) == rule(value)
@@ -221,7 +254,39 @@ def test_threads_learning_at_once_keep_the_rule():
     assert found == [rule(value) for value in values * 4]
 
 
-def test_too_many_expanding_characters_take_the_word_cache():
+def test_a_character_that_found_no_room_is_not_learnt_again(monkeypatch):
+    """Until the table starts again, a text whose first character without a code found
+    no room before goes straight to ``str.translate`` (no set of its characters built)."""
+    with fresh_codes() as codes:
+        codes.plain("".join(map(chr, range(0x1401, 0x1471))))  # 112 codes
+        learnt: list[str] = []
+        learn_all = codes._learn_all
+        monkeypatch.setattr(
+            codes, "_learn_all", lambda value: learnt.append(value) or learn_all(value)
+        )
+        cyrillic = "".join(map(chr, range(0x430, 0x450)))  # 32 more do not fit
+        for value in (cyrillic, cyrillic[:5], cyrillic[:1] + " é"):
+            assert codes.plain(value) == fold(value)
+        assert learnt == [cyrillic]  # "а" found no room: the next two texts do not try
+        assert codes.plain("é ü") == "e u" and learnt[-1] == "é ü"  # others still learn
+        assert len(codes) == 128 + 112 + 2
+
+
+def test_large_scripts_never_get_a_code_nor_count_as_misses():
+    """Han, Kana and Hangul texts take ``str.translate`` at once: a few of them would fill
+    the table and send every other text there too."""
+    japanese, korean = "東京都の天気は晴れ、カタカナ", "한국어 텍스트"
+    with fresh_codes() as codes:
+        translated = spy_translations(codes)
+        for value in (japanese, korean, "café " + japanese, "tschüß " + korean):
+            assert text_terms(value) == rule(value)
+        assert translated == [japanese, korean, "café " + japanese, "tschüß " + korean]
+        assert sorted(codes._chars[128:]) == ["ß", "é", "ü", "、"] and codes._misses == 0
+        assert not any(map(text._codable, "東カ한\u3131\ua000"))
+        assert all(map(text._codable, "éşαжกא"))
+
+
+def test_too_many_expanding_characters_take_str_translate():
     """31 placeholders: a fold of several characters, not all ASCII, takes one each;
     ASCII folds (``ß``, marks that drop) are expanded in the codes and need none."""
     with fresh_codes() as codes:
@@ -232,16 +297,22 @@ def test_too_many_expanding_characters_take_the_word_cache():
         grown = [c for c in grown if not fold(c).isascii()][:40]
         assert len(grown) == 40
         value = " ".join(grown)
-        assert codes.plain(value) is None
+        translated = spy_translations(codes)
+        assert codes.plain(value).split() == TERM.findall(fold(value))
         assert text_terms(value) == rule(value)
-        assert codes.plain(value[:61]) is not None  # 31 of them fit
+        assert translated == [value, value]
+    with fresh_codes() as codes:
+        translated = spy_translations(codes)
+        assert codes.plain(value[:61]).split() == TERM.findall(fold(value[:61]))
+        assert not translated  # 31 of them fit
 
 
 def test_sized_separators_keep_the_folded_size():
     with fresh_codes() as codes:
         value = "a—b\u00a0c\u3000½ ﷺ e\u0301 ß\x00\u2028"
-        sized = codes.sized(value)
-        assert sized is not None
+        for sized in (codes.sized(value), codes.translated(value, sized=True)):
+            assert len(sized.encode()) == len(fold(value).encode())
+            assert sized.split() == TERM.findall(fold(value))
         assert len(sized.encode()) == len(fold(value).encode())
         assert sized.split() == TERM.findall(fold(value))
 
@@ -283,7 +354,7 @@ def test_random_text_follows_the_rule_with_a_fresh_or_a_used_table(pieces, fresh
             assert text_terms(value) == rule(value)
     else:
         assert text_terms(value) == rule(value)
-    assert text._word_cache_terms(value) == rule(value)
+    assert translated_terms(value) == rule(value)
 
 
 @settings(max_examples=150, deadline=None)
@@ -294,7 +365,7 @@ def test_random_text_follows_the_bigram_rule(pieces):
     try:
         with fresh_codes():
             assert text_terms(value) == bigram_rule(value)
-        assert text._word_cache_terms(value) == bigram_rule(value)
+        assert translated_terms(value) == bigram_rule(value)
     finally:
         use_cjk_bigrams(False)
 
@@ -321,17 +392,6 @@ def test_every_code_point_alone_in_words_and_between_words():
             "ä".join(chunk),  # non-ASCII, so never the lower() path
         ):
             assert text_terms(value) == rule(value), f"code points from U+{start:04X}"
-
-
-def test_whitespace_folds_to_separators_that_start_a_sequence():
-    """What lets a text be folded word by word: no whitespace vanishes, joins words,
-    carries a letter or digit, or moves marks across it."""
-    for char in CODE_POINTS:
-        if char.isspace():
-            folded = fold(char)
-            assert folded and not TERM.search(folded), f"U+{ord(char):04X}"
-            assert len(folded.encode("utf-8")) <= text._MAX_FOLDED_SPACE_BYTES
-            assert unicodedata.combining(char) == 0
 
 
 def test_no_character_folds_longer_than_the_growth_bound():
@@ -361,24 +421,25 @@ def test_ascii_text_at_the_cut_is_the_rules():
 
 
 def test_text_near_the_cut_whatever_its_whitespace():
-    """Long text is cut only when its folded size passes 256 KiB, counted word by word."""
+    """Long text is cut only when its folded size passes 256 KiB (the folded size, not the text's)."""
     for separator in (" ", "\u2028", "\u3000\n", "\x85\t"):
         for words in (20_000, 21_844, 21_846, 26_000, 60_000):
             value = separator.join(f"ä{n % 97}ö" for n in range(words))
             assert text_terms(value) == rule(value), (repr(separator), words)
 
 
-def test_the_word_cache_stays_bounded_and_correct(monkeypatch):
-    monkeypatch.setattr(text, "_WORD_CACHE_SIZE", 8)
-    value = " ".join(f"wörd{n} don't x{n}" for n in range(100))
-    words = text._word_cache_terms
-    assert words(value) == rule(value)
-    # emptied before a text once full, never while a text is read
-    assert len(text._WORD_TERMS) <= 8 + len(set(value.split()))
-    assert words("ünïcode") == ["unicode"]
-    assert len(text._WORD_TERMS) == 1
-    assert len(text._WORD_BYTES) == 1
-    assert words(value) == rule(value)
+def test_the_translation_tables_stay_bounded_and_correct(monkeypatch):
+    monkeypatch.setattr(fold_codes, "TRANSLATED_CHARACTERS", 8)
+    value = " ".join(f"wörd{n} ﬁ don't x{n} 東京{n}" for n in range(100))
+    with translation_only() as codes:
+        assert text_terms(value) == rule(value)
+        plain, sized = codes._translations
+        assert 0 < len(plain) <= 8 and not sized  # emptied once full, then filled again
+        assert codes.translated("ünï", sized=True) == "uni"
+        assert text_terms(value + "ä" * (MAX_INDEXED_BYTES // 2)) == rule(
+            value + "ä" * (MAX_INDEXED_BYTES // 2)
+        )
+        assert 0 < len(sized) <= 8
 
 
 @settings(max_examples=300, deadline=None)
