@@ -29,6 +29,13 @@ from deuz_transcripts.models import Message
 from deuz_transcripts.sql import replica
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 
+if "replica" not in settings.DATABASES and os.environ.get("DEUZ_REQUIRE_REPLICA") != "1":
+    # no alias to name in the marker below (PostgreSQL without REPLICA_DATABASE_URL)
+    pytest.skip(
+        "no PostgreSQL standby configured (REPLICA_DATABASE_URL, with DATABASE_URL)",
+        allow_module_level=True,
+    )
+
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "replica"])
 
 SCOPE = {"userId": "ada"}
