@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
+from django.db.models.functions import Mod
 
 from .models import Chat, LegacyChat
 from .prepared import PreparedChat
@@ -58,6 +59,12 @@ class BackfillStats:
         name = {Outcome.TOMBSTONED: "tombstoned"}.get(outcome, outcome.value)
         setattr(self, name, getattr(self, name) + 1)
 
+    def merge(self, other: BackfillStats) -> None:
+        """Add the counts of another run (a worker's share) to these."""
+        for name in ("indexed", "unchanged", "tombstoned", "skipped", "failed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.failed_ids.extend(other.failed_ids)
+
     @property
     def total(self) -> int:
         return self.indexed + self.unchanged + self.tombstoned + self.skipped + self.failed
@@ -80,7 +87,12 @@ Failure = Callable[[str, BaseException], None]
 
 
 class Backfill:
-    """One backfill run over database ``using``; ``dry_run`` counts without writing."""
+    """One backfill run over database ``using``; ``dry_run`` counts without writing.
+
+    ``share=(index, count)`` limits the run to the chats whose primary key is ``index``
+    modulo ``count``: the shares of ``count`` runs are disjoint and cover every chat, so
+    workers (``backfill_workers``) never write the same chat.
+    """
 
     def __init__(
         self,
@@ -92,7 +104,12 @@ class Backfill:
         progress: Progress | None = None,
         on_failure: Failure | None = None,
         chats_per_transaction: int = 50,
+        share: tuple[int, int] = (0, 1),
     ) -> None:
+        index, count = share
+        if not 0 <= index < count:
+            raise ValueError(f"share must be (index, count) with 0 <= index < count, not {share}")
+        self.share = share
         self.using = using
         self.batch_size = batch_size
         self.chats_per_transaction = max(1, chats_per_transaction)
@@ -104,7 +121,12 @@ class Backfill:
 
     def _rows(self, model: type[Chat] | type[LegacyChat]) -> QuerySet[Any]:
         rows = model.objects.using(self.using).all()
-        return rows if self.chat_ids is None else rows.filter(chat_id__in=self.chat_ids)
+        if self.chat_ids is not None:
+            rows = rows.filter(chat_id__in=self.chat_ids)
+        index, count = self.share
+        if count > 1:
+            rows = rows.annotate(backfill_share=Mod(F("pk"), count)).filter(backfill_share=index)
+        return rows
 
     def run(self, source: str = "all") -> BackfillStats:
         if source not in SOURCES:
@@ -129,7 +151,9 @@ class Backfill:
     ) -> None:
         total = rows.count()
         done = 0
-        self.progress(label, done, total)
+        index, count = self.share
+        shown = label if count == 1 else f"{label} (worker {index + 1}/{count})"
+        self.progress(shown, done, total)
         step = self.chats_per_transaction
         for batch in pk_batches(rows, self.batch_size):
             for start in range(0, len(batch), step):
@@ -147,7 +171,7 @@ class Backfill:
                             stats.failed_ids.append(chat_id)
                             self.on_failure(chat_id, exc)
                         done += 1
-                        self.progress(label, done, max(total, done))
+                        self.progress(shown, done, max(total, done))
 
     def _new_legacy_chats(self, group: list[tuple[int, str]]) -> dict[str, Outcome | Exception]:
         """Index the group's legacy chats that have no chat row yet, all in one go.

@@ -6,9 +6,11 @@ import time
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
-from django.db import DEFAULT_DB_ALIAS
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteWrapper
 
 from ...backfill import SOURCES, Backfill, BackfillStats
+from ...backfill_workers import MAX_WORKERS, WorkerFailed, can_fork, run_in_workers
 from ...base import check_chat_id
 from ...errors import InvalidRecord
 from ...models import Chat, LegacyChat, Tombstone
@@ -28,9 +30,9 @@ def _plain(text: str) -> str:
 class Progress:
     """A bar redrawn in place on a terminal; otherwise one line per ``every`` chats."""
 
-    def __init__(self, stream: OutputWrapper, every: int) -> None:
+    def __init__(self, stream: OutputWrapper, every: int, *, bar: bool = True) -> None:
         self.stream = stream
-        self.tty = stream.isatty()
+        self.tty = bar and stream.isatty()
         self.every = max(1, every)
         self._drawn = 0.0
 
@@ -48,7 +50,7 @@ class Progress:
             self.stream.write(line, style_func=_plain, ending=end)
             self.stream.flush()
         elif done == 0 or done == total or done % self.every == 0:
-            unit = "chats" if label in SOURCES else "messages"
+            unit = "chats" if label.split(" ")[0] in SOURCES else "messages"
             self.stream.write(f"{label}: {done}/{total} {unit}", style_func=_plain)
 
 
@@ -84,6 +86,13 @@ class Command(OneLineErrors):
             "nothing; exit status 1 if any.",
         )
         parser.add_argument("--fix", action="store_true", help="Repair what --verify finds.")
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=1,
+            help="Processes that backfill at once, each its own share of the chats "
+            f"(default 1, at most {MAX_WORKERS}; not with --verify or --fix).",
+        )
         parser.add_argument("--database", default=DEFAULT_DB_ALIAS)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -91,6 +100,8 @@ class Command(OneLineErrors):
             raise CommandError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE:,}")
         if options["fix"] and (options["dry_run"] or options["verify"]):
             raise CommandError("--fix repairs what --verify finds; use it alone")
+        if options["workers"] != 1:
+            self._check_workers(options)
         for chat_id in options["chat_ids"] or ():
             try:
                 check_chat_id(chat_id)
@@ -104,6 +115,25 @@ class Command(OneLineErrors):
             self._verify(options)
         else:
             self._backfill(options)
+
+    @staticmethod
+    def _check_workers(options: dict[str, Any]) -> None:
+        """Workers are separate processes with connections of their own: each must see
+        the same committed database."""
+        if not 1 <= options["workers"] <= MAX_WORKERS:
+            raise CommandError(f"--workers must be between 1 and {MAX_WORKERS}")
+        if options["verify"] or options["fix"]:
+            raise CommandError("--workers is for a backfill, not --verify or --fix")
+        if not can_fork():
+            raise CommandError("--workers needs processes started by fork (Linux, macOS)")
+        connection = connections[options["database"]]
+        if isinstance(connection, SQLiteWrapper) and connection.is_in_memory_db():
+            raise CommandError("--workers needs a database file: this SQLite database is in memory")
+        if connection.in_atomic_block:
+            raise CommandError(
+                "--workers cannot run inside a transaction: the workers' connections would "
+                "not see what it has not committed"
+            )
 
     @staticmethod
     def _check_chats_exist(database: str, chat_ids: list[str]) -> None:
@@ -137,22 +167,34 @@ class Command(OneLineErrors):
         )
 
     def _backfill(self, options: dict[str, Any]) -> None:
-        progress = Progress(self.stderr, options["batch_size"])
+        # workers write lines: one bar redrawn by several processes would be garbled
+        progress = Progress(self.stderr, options["batch_size"], bar=options["workers"] == 1)
 
         def failed(chat_id: str, exc: BaseException) -> None:
             if progress.tty:
                 self.stderr.write("")
             self.stderr.write(f"failed: chat {chat_id!r}: {type(exc).__name__}: {exc}")
 
-        backfill = Backfill(
-            options["database"],
-            batch_size=options["batch_size"],
-            chat_ids=options["chat_ids"],
-            dry_run=options["dry_run"],
-            progress=progress,
-            on_failure=failed,
-        )
-        stats = backfill.run(options["source"])
+        def backfill(share: tuple[int, int]) -> Backfill:
+            return Backfill(
+                options["database"],
+                batch_size=options["batch_size"],
+                chat_ids=options["chat_ids"],
+                dry_run=options["dry_run"],
+                progress=progress,
+                on_failure=failed,
+                share=share,
+            )
+
+        if options["workers"] == 1:
+            stats = backfill((0, 1)).run(options["source"])
+        else:
+            try:
+                stats = run_in_workers(
+                    options["workers"], options["source"], backfill, options["database"]
+                )
+            except WorkerFailed as exc:
+                raise CommandError(f"backfill stopped: {exc}") from None
         self.stdout.write(self._summary(stats, options["dry_run"]))
         if stats.failed:
             shown = ", ".join(repr(chat_id) for chat_id in stats.failed_ids[:10])
