@@ -14,9 +14,9 @@ from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from django.db import models
+from django.db import connections, models
 from django.db.backends.utils import CursorWrapper
 
 from ..conf import conf
@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from ..records import Scope
 
 __all__ = [
+    "NEW_MESSAGE_COLUMNS",
     "Candidate",
+    "NewMessage",
     "NewRows",
     "SearchBackend",
     "SearchDataChecks",
@@ -51,12 +53,33 @@ class StoredRow:
     role: str  # the message's role (its search data holds a role token)
 
 
+class NewMessage(NamedTuple):
+    """The columns of a message row not yet inserted, but its chat (``NewRows.chat``):
+    plain values, so a write builds no model instance per message."""
+
+    tenant: str
+    position: int
+    message_id: str
+    role: str
+    payload: str
+    digest: str
+    visible_position: int | None
+    search_text: str | None
+    has_terms: bool
+
+
+#: ``INSERT`` columns of a new message row: its chat's key, then ``NewMessage``'s fields.
+NEW_MESSAGE_COLUMNS = ("chat_id", *NewMessage._fields)
+#: Parameters of one multi-row ``INSERT`` at most (an engine without a limit included).
+_MAX_INSERT_PARAMS = 10_000
+
+
 @dataclass(frozen=True)
 class NewRows:
     """Message rows of one chat, not yet inserted, and their terms (space separated)."""
 
     chat: Chat
-    messages: Sequence[Message]
+    messages: Sequence[NewMessage]
     terms: Sequence[str]
 
 
@@ -113,19 +136,32 @@ class SearchRows(ABC):
             self.lock_chat(cursor, chat_id)
 
     def insert(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
-        """Insert the new rows of one chat or several: one ``bulk_create``, then their
-        search data."""
-        rows = [message for batch in batches for message in batch.messages]
-        if not rows:
+        """Insert the new rows of one chat or several (multi-row ``INSERT``s as large as
+        the engine's parameter limit allows, each returning the keys it made), then their
+        search data. Plain SQL: ``bulk_create`` built a model instance and compiled each
+        field of each row, Python work that a write holds its lock through."""
+        values = [(batch.chat.pk, *message) for batch in batches for message in batch.messages]
+        if not values:
             return
-        created = iter(Message.objects.using(self.alias).bulk_create(rows))
+        limit = connections[self.alias].features.max_query_params or _MAX_INSERT_PARAMS
+        per_statement = max(1, min(limit, _MAX_INSERT_PARAMS) // len(NEW_MESSAGE_COLUMNS))
+        row_sql = "(" + ", ".join(["%s"] * len(NEW_MESSAGE_COLUMNS)) + ")"
+        keys: dict[tuple[int, int], int] = {}
+        for start in range(0, len(values), per_statement):
+            chunk = values[start : start + per_statement]
+            cursor.execute(
+                f"INSERT INTO {table(Message)} ({', '.join(NEW_MESSAGE_COLUMNS)}) "
+                f"VALUES {', '.join([row_sql] * len(chunk))} RETURNING id, chat_id, position",
+                [value for row in chunk for value in row],
+            )
+            keys.update(((chat, position), pk) for pk, chat, position in cursor.fetchall())
         self.add_search_data(
             cursor,
             [
                 (
                     batch.chat,
                     [
-                        StoredRow(next(created).pk, text, message.role)
+                        StoredRow(keys[batch.chat.pk, message.position], text, message.role)
                         for message, text in zip(batch.messages, batch.terms, strict=True)
                     ],
                 )

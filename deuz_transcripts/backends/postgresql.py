@@ -25,6 +25,7 @@ from ..models import Chat, Message
 from ..text import stored_term, stored_terms_text
 from .base import (
     Candidate,
+    NewMessage,
     NewRows,
     SearchBackend,
     SearchMatcher,
@@ -111,7 +112,7 @@ class PostgresRows(SearchRows):
     def insert(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
         """One INSERT that writes each row and its tsvector together (no second tuple),
         for the rows of one chat (a write) or of many (a backfill's new chats)."""
-        pairs: list[tuple[int, Message, str]] = []
+        pairs: list[tuple[int, NewMessage, str]] = []
         for batch in batches:
             tokens = " ".join(scope_lexemes(batch.chat.scope, batch.chat.chat_id))
             pairs.extend(

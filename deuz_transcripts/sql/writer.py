@@ -17,7 +17,7 @@ from django.db import connections
 from django.db.models import QuerySet
 
 from ..backends import SearchBackend, get_backend
-from ..backends.base import NewRows, SearchRows, StoredMessage, StoredRow
+from ..backends.base import NewMessage, NewRows, SearchRows, StoredMessage, StoredRow
 from ..backends.chat_filter import table
 from ..conf import conf
 from ..models import Chat, ChatScope, Message, Tombstone
@@ -91,13 +91,12 @@ def stored_differences(
 
 
 def _new_rows(chat: Chat, messages: Sequence[PreparedMessage], keeps_search_text: bool) -> NewRows:
-    """The ``Message`` rows of ``messages`` for ``chat``, with their space-separated terms."""
+    """The message rows of ``messages`` for ``chat``, with their space-separated terms."""
     texts = [message.search_text for message in messages]
     return NewRows(
         chat,
         [
-            Message(
-                chat=chat,
+            NewMessage(
                 tenant=chat.tenant,
                 position=message.index,
                 message_id=message.message_id,
