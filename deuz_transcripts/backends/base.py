@@ -1,7 +1,7 @@
 """What every SQL search backend provides, by role.
 
-A backend is three parts: ``SearchRows`` writes and deletes message rows with their
-search data (and owns the chat write lock), ``SearchMatcher`` finds and counts the
+A backend is three parts: ``SearchRows`` (``search_rows``) writes and deletes message rows
+with their search data (and owns the chat write lock), ``SearchMatcher`` finds and counts the
 rows holding query terms (see ``deuz_transcripts.ranking`` for masks), and
 ``SearchDataChecks`` (``data_checks``) verifies and repairs the search data against the
 rows. Rows, ``around`` and scores are built once, in ``deuz_transcripts.sql``.
@@ -14,9 +14,9 @@ from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from django.db import connections, models
+from django.db import models
 from django.db.backends.utils import CursorWrapper
 
 from ..conf import conf
@@ -24,63 +24,22 @@ from ..models import Chat, Message
 from .chat_filter import ChatFilter, table
 from .data_checks import SearchDataChecks, StoredMessage
 from .policy import PlanPolicy, current_policy
+from .search_rows import SearchRows
 
 if TYPE_CHECKING:
     from ..records import Scope
 
 __all__ = [
-    "NEW_MESSAGE_COLUMNS",
     "Candidate",
-    "NewMessage",
-    "NewRows",
     "SearchBackend",
     "SearchDataChecks",
     "SearchMatcher",
     "SearchRows",
     "StoredMessage",
-    "StoredRow",
+    "fetch_int",
     "mask_sql",
     "sort_in_tie_order",
 ]
-
-
-@dataclass(frozen=True)
-class StoredRow:
-    """A message row whose search data is written or deleted."""
-
-    pk: int
-    search_text: str | None  # distinct terms, space separated ("" or None when none)
-    role: str  # the message's role (its search data holds a role token)
-
-
-class NewMessage(NamedTuple):
-    """The columns of a message row not yet inserted, but its chat (``NewRows.chat``):
-    plain values, so a write builds no model instance per message."""
-
-    tenant: str
-    position: int
-    message_id: str
-    role: str
-    payload: str
-    digest: str
-    visible_position: int | None
-    search_text: str | None
-    has_terms: bool
-
-
-#: ``INSERT`` columns of a new message row: its chat's key, then ``NewMessage``'s fields.
-NEW_MESSAGE_COLUMNS = ("chat_id", *NewMessage._fields)
-#: Parameters of one multi-row ``INSERT`` at most (an engine without a limit included).
-_MAX_INSERT_PARAMS = 10_000
-
-
-@dataclass(frozen=True)
-class NewRows:
-    """Message rows of one chat, not yet inserted, and their terms (space separated)."""
-
-    chat: Chat
-    messages: Sequence[NewMessage]
-    terms: Sequence[str]
 
 
 @dataclass(frozen=True)
@@ -115,79 +74,6 @@ def mask_sql(conditions: Sequence[str]) -> str:
 def fetch_int(cursor: CursorWrapper) -> int:
     row = cursor.fetchone()
     return 0 if row is None else int(row[0])
-
-
-class SearchRows(ABC):
-    """Writes message rows and their search data; serializes writers of a chat."""
-
-    #: Whether ``Message.search_text`` is kept (SQLite: LIKE haystack, FTS5 delete key).
-    keeps_search_text: ClassVar[bool] = True
-
-    def __init__(self, alias: str) -> None:
-        self.alias = alias
-
-    @abstractmethod
-    def lock_chat(self, cursor: CursorWrapper, chat_id: str) -> None:
-        """Serialize writers of one chat id until the transaction ends."""
-
-    def lock_chats(self, cursor: CursorWrapper, chat_ids: Sequence[str]) -> None:
-        """``lock_chat`` for each id, in the order given (callers keep one order)."""
-        for chat_id in chat_ids:
-            self.lock_chat(cursor, chat_id)
-
-    def insert(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
-        """Insert the new rows of one chat or several (multi-row ``INSERT``s as large as
-        the engine's parameter limit allows, each returning the keys it made), then their
-        search data. Plain SQL: ``bulk_create`` built a model instance and compiled each
-        field of each row, Python work that a write holds its lock through."""
-        values = [(batch.chat.pk, *message) for batch in batches for message in batch.messages]
-        if not values:
-            return
-        limit = connections[self.alias].features.max_query_params or _MAX_INSERT_PARAMS
-        per_statement = max(1, min(limit, _MAX_INSERT_PARAMS) // len(NEW_MESSAGE_COLUMNS))
-        row_sql = "(" + ", ".join(["%s"] * len(NEW_MESSAGE_COLUMNS)) + ")"
-        keys: dict[tuple[int, int], int] = {}
-        for start in range(0, len(values), per_statement):
-            chunk = values[start : start + per_statement]
-            cursor.execute(
-                f"INSERT INTO {table(Message)} ({', '.join(NEW_MESSAGE_COLUMNS)}) "
-                f"VALUES {', '.join([row_sql] * len(chunk))} RETURNING id, chat_id, position",
-                [value for row in chunk for value in row],
-            )
-            keys.update(((chat, position), pk) for pk, chat, position in cursor.fetchall())
-        self.add_search_data(
-            cursor,
-            [
-                (
-                    batch.chat,
-                    [
-                        StoredRow(keys[batch.chat.pk, message.position], text, message.role)
-                        for message, text in zip(batch.messages, batch.terms, strict=True)
-                    ],
-                )
-                for batch in batches
-            ],
-        )
-
-    def add_search_data(  # noqa: B027  (optional hook)
-        self, cursor: CursorWrapper, written: Sequence[tuple[Chat, Sequence[StoredRow]]]
-    ) -> None:
-        """Search data of freshly inserted rows (default: the row's columns are enough)."""
-
-    def delete(  # noqa: B027  (optional hook)
-        self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]
-    ) -> None:
-        """Remove search data of rows about to be deleted or rewritten, with ``chat``'s
-        old scope."""
-
-    def clear(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
-        """Remove search data of rows that stay (``remove()`` of a chat a store owns)."""
-        self.delete(cursor, chat, rows)
-
-    def deleting(self) -> AbstractContextManager[None]:
-        """Wraps a delete inside its transaction; its exit is the after-delete hook
-        (SQLite erases what deleted rows left in the file)."""
-        return nullcontext()
 
 
 class SearchMatcher(ABC):

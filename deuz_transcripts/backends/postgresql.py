@@ -23,17 +23,7 @@ from django.db.models import QuerySet
 from .. import ranking
 from ..models import Chat, Message
 from ..text import stored_term, stored_terms_text
-from .base import (
-    Candidate,
-    NewMessage,
-    NewRows,
-    SearchBackend,
-    SearchMatcher,
-    SearchRows,
-    StoredRow,
-    fetch_int,
-    mask_sql,
-)
+from .base import Candidate, SearchBackend, SearchMatcher, fetch_int, mask_sql
 from .chat_filter import ChatFilter, table
 from .postgresql_checks import PostgresChecks
 from .postgresql_session import bitmap_scans as _bitmap_scans
@@ -45,6 +35,7 @@ from .postgresql_storage import (
     scope_lexeme,
     scope_lexemes,
 )
+from .search_rows import NewMessage, NewRows, SearchRows, StoredRow
 
 if TYPE_CHECKING:
     from ..records import Scope

@@ -18,7 +18,7 @@ from .. import ranking
 from ..conf import conf
 from ..models import Chat, Message
 from ..text import stored_term
-from .base import Candidate, SearchMatcher, StoredRow, fetch_int, mask_sql
+from .base import Candidate, SearchMatcher, fetch_int, mask_sql
 from .chat_filter import ChatFilter, table
 from .fts5_expressions import (
     chat_token,
@@ -33,6 +33,7 @@ from .fts5_expressions import (
     word_condition,
 )
 from .scope_scan import scan_matches_sql, scanned_candidates
+from .search_rows import StoredRow
 from .sqlite import (
     FTS_TABLE,
     SQLiteBackend,

@@ -17,8 +17,9 @@ from django.db import connections
 from django.db.models import QuerySet
 
 from ..backends import SearchBackend, get_backend
-from ..backends.base import NewMessage, NewRows, SearchRows, StoredMessage, StoredRow
+from ..backends.base import StoredMessage
 from ..backends.chat_filter import table
+from ..backends.search_rows import NewMessage, NewRows, SearchRows, StoredRow
 from ..conf import conf
 from ..models import Chat, ChatScope, Message, Tombstone
 from ..prepared import PreparedChat, PreparedMessage
