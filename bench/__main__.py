@@ -67,6 +67,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--backfill-messages", type=int, default=None, help="legacy messages (default: --messages)"
     )
+    parser.add_argument(
+        "--backfill-workers",
+        type=int,
+        default=1,
+        help="backfill_transcripts --workers for the load and the backfill measure (default 1)",
+    )
     parser.add_argument("--pg-name", default="deuz_bench", help="PostgreSQL database (recreated)")
     parser.add_argument("--sqlite-path", type=Path, default=None)
     parser.add_argument(

@@ -203,7 +203,7 @@ class Run:
                 if via_backfill:
                     LegacyChat.objects.bulk_create(legacy)
                     legacy = []
-                    stage = writes.run_backfill_command()
+                    stage = writes.run_backfill_command(args.backfill_workers)
                     LegacyChat.objects.all().delete()
                     stage["messages"] = written - sum(s["messages"] for s in stages)
                     stages.append(stage)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -226,13 +227,24 @@ def legacy_row(chat: CorpusChat, chat_id: str) -> LegacyChat:
     )
 
 
-def run_backfill_command() -> dict[str, Any]:
-    """``manage.py backfill_transcripts --source legacy`` in a child process: wall time, peak RSS."""
+# the command's progress lines: "legacy: 500/56083 chats", "legacy (worker 1/2): 0/320 chats"
+_PROGRESS = re.compile(r"(legacy|stored)( \(worker \d+/\d+\))?: ")
+
+
+def run_backfill_command(workers: int = 1) -> dict[str, Any]:
+    """``manage.py backfill_transcripts --source legacy`` in a child process: wall time, peak RSS.
+
+    With ``workers`` > 1 the command forks that many workers (``--workers``); the peak RSS
+    is then the largest of any one process of the command, not their sum.
+    """
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="bench.settings")
+    command = [sys.executable, "-m", "django", "backfill_transcripts", "--source", "legacy"]
+    if workers > 1:
+        command += ["--workers", str(workers)]
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as output:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "django", "backfill_transcripts", "--source", "legacy"],
+            command,
             env=env,
             stdout=output,
             stderr=subprocess.STDOUT,
@@ -242,14 +254,12 @@ def run_backfill_command() -> dict[str, Any]:
         elapsed = time.perf_counter() - start
         output.seek(0)
         text = output.read()
+    kept = [line for line in text.splitlines() if not _PROGRESS.match(line)]
     return {
         "status": "ok" if proc.returncode == 0 else f"exit {proc.returncode}",
         "seconds": elapsed,
         "peak_rss_mb": round(peak / 2**20, 1) if peak else None,
-        # the command's progress lines ("legacy: 500/56083 chats") are left out
-        "summary": "\n".join(
-            line for line in text.splitlines() if not line.startswith(("legacy:", "stored:"))
-        )[-800:],
+        "summary": "\n".join(kept)[-800:],
     }
 
 
@@ -267,7 +277,7 @@ def backfill(args: argparse.Namespace, quick: bool) -> dict[str, Any]:
             rows = []
     LegacyChat.objects.bulk_create(rows)
     plain = plain_bulk(legacy)
-    result = run_backfill_command()
+    result = run_backfill_command(args.backfill_workers)
     return {
         **result,
         "legacy_messages": written,
@@ -321,7 +331,7 @@ def plain_bulk(legacy: Corpus, limit: int | None = None) -> float:
 
 
 def _peak_rss(proc: subprocess.Popen[str]) -> int:
-    """Poll the process's RSS every 0.1 s until it exits."""
+    """Poll the RSS of the process and of its children every 0.1 s until it exits."""
     peak = 0
     try:
         import psutil
@@ -329,9 +339,10 @@ def _peak_rss(proc: subprocess.Popen[str]) -> int:
         handle = psutil.Process(proc.pid)
         while proc.poll() is None:
             try:
-                peak = max(peak, handle.memory_info().rss)
+                processes = [handle, *handle.children()]
+                peak = max(peak, *(p.memory_info().rss for p in processes))
             except psutil.Error:
-                break
+                pass
             time.sleep(0.1)
     except ImportError:
         pass
