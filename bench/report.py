@@ -269,7 +269,15 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, str]]:
     write = results.get("write", {})
     if write:
         ratio = write["overhead_ratio"]
-        add("write_chat <= 2x the same write without search data", ratio <= 2.0, f"{ratio:.2f}x")
+        add("write_chat <= 1.5x the same write without search data", ratio <= 1.5, f"{ratio:.2f}x")
+        native = write.get("native_ratio")
+        if native is not None:
+            add(
+                "write_chat <= 2x a plain INSERT whose search data the engine fills "
+                "(tsvector + GIN / FTS5 by trigger)",
+                native <= 2.0,
+                f"{native:.2f}x",
+            )
     append = results.get("append", {})
     if append:
         ok = append["rows_rewritten"] == 0 and append["ratio_p50"] <= 3.0

@@ -19,7 +19,7 @@ from deuz_transcripts.models import Chat, ChatScope, LegacyChat, Message
 from deuz_transcripts.records import ChatRecord
 from deuz_transcripts.stores import DjangoConditionalChatStore
 
-from . import measures
+from . import measures, native_writes
 from .corpus import BIG_USER, Corpus, CorpusChat
 
 __all__ = [
@@ -70,27 +70,35 @@ def plain_messages(row: Chat, chat: CorpusChat, chat_id: str) -> list[Message]:
 
 
 def write_cost(store: DjangoConditionalChatStore, seed: int, quick: bool) -> dict[str, Any]:
-    """``write_chat`` (rows + search data) against the same rows written plain, interleaved."""
+    """``write_chat`` (rows + search data) against the same rows written plain (the ORM,
+    no search data) and by plain ``INSERT`` into tables whose search data the engine fills
+    itself (``native_writes``), interleaved chat by chat."""
     corpus = Corpus(500 if quick else 20_000, 20, seed + 100)
-    timing = {"write_chat": 0.0, "plain": 0.0}
+    kinds = ["write_chat", "plain", "native"]
+    timing = dict.fromkeys(kinds, 0.0)
     count = 0
+    native_writes.create_tables()
     for n, chat in enumerate(corpus.chats()):
-        order = ["write_chat", "plain"] if n % 2 == 0 else ["plain", "write_chat"]
-        for kind in order:
+        for kind in kinds[n % 3 :] + kinds[: n % 3]:
             start = time.perf_counter()
             if kind == "plain":
                 plain_write(chat, f"pb-{chat.chat_id}", "plainbench")
+            elif kind == "native":
+                native_writes.native_write(chat, f"nb-{chat.chat_id}", "nativebench")
             else:
                 store.write_chat(_record(chat, f"wb-{chat.chat_id}", "wbench"), expected_revision=0)
             timing[kind] += time.perf_counter() - start
         count += len(chat.messages)
+    native_writes.drop_tables()
     # Left in place (their own scopes): deleting 1,000+ chats one by one is a measure of its
     # own (``delete_cost``), far slower than these writes on SQLite.
     return {
         "messages": count,
         "write_chat_msgs_per_s": round(count / timing["write_chat"], 1),
         "plain_msgs_per_s": round(count / timing["plain"], 1),
+        "native_msgs_per_s": round(count / timing["native"], 1),
         "overhead_ratio": round(timing["write_chat"] / timing["plain"], 2),
+        "native_ratio": round(timing["write_chat"] / timing["native"], 2),
     }
 
 
