@@ -55,6 +55,17 @@ class _SqlRunner(WorkerThreadRunner):
         raise AssertionError("unreachable")
 
 
+def _stock_index(transcript: object, using: str) -> bool:
+    """Whether ``transcript`` is a ``DjangoTranscriptIndex`` of database ``using`` whose
+    ``index`` is neither overridden nor replaced on the instance (else the store calls
+    ``index`` itself)."""
+    return (
+        isinstance(transcript, DjangoTranscriptIndex)
+        and getattr(transcript.index, "__func__", None) is DjangoTranscriptIndex.index
+        and transcript.using == using
+    )
+
+
 class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
     """Revisioned chats; ``transcript`` is updated in the same transaction as each write.
 
@@ -93,8 +104,12 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
                 raise ChatDeleted(chat.chat_id)
             if locked.revision != expected_revision:
                 raise RevisionConflict(chat.chat_id, expected_revision, locked.revision)
-            self.transcript.index(chat)
-            writer.set_revision(chat.chat_id, expected_revision + 1)
+            transcript = self.transcript
+            if _stock_index(transcript, self.using):  # the lock and row just read serve
+                transcript.index_locked(locked, chat, revision=expected_revision + 1)
+            else:
+                transcript.index(chat)
+                writer.set_revision(chat.chat_id, expected_revision + 1)
             note_write(self.using, self.search_database)
             return expected_revision + 1
 

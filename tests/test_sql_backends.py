@@ -224,6 +224,70 @@ def test_failed_indexing_leaves_no_chat_message_or_search_row(monkeypatch):
     assert raw_matches("quokka") == 0
 
 
+def _chat_reads(queries: CaptureQueriesContext) -> int:
+    """Statements that read a chat's row with its tombstone (``ChatWriter.lock``)."""
+    return sum("FROM (SELECT 1) AS one" in query["sql"] for query in queries.captured_queries)
+
+
+def test_a_store_write_reads_the_chat_row_once():
+    store = DjangoConditionalChatStore()
+    with CaptureQueriesContext(connection) as first:
+        store.write_chat(record("c1", "quokka sighting"), expected_revision=0)
+    with CaptureQueriesContext(connection) as second:
+        store.write_chat(record("c1", "quokka sighting", "wombat"), expected_revision=1)
+    assert _chat_reads(first) == _chat_reads(second) == 1
+    row = Chat.objects.get(chat_id="c1")
+    assert (row.revision, row.message_count, row.indexed_count) == (2, 2, 2)
+    assert [hit.chat_id for hit in store.transcript.search(ADA, "wombat")] == ["c1"]
+
+
+class CountingIndex(DjangoTranscriptIndex):
+    calls = 0
+
+    def index(self, record: Any) -> None:
+        type(self).calls += 1
+        super().index(record)
+
+
+def test_a_store_calls_an_overridden_index():
+    store = DjangoConditionalChatStore()
+    store.transcript = CountingIndex()
+    CountingIndex.calls = 0
+    assert store.write_chat(record("c1", "quokka sighting"), expected_revision=0) == 1
+    assert CountingIndex.calls == 1
+    assert Chat.objects.get(chat_id="c1").revision == 1
+    assert [hit.chat_id for hit in store.transcript.search(ADA, "quokka")] == ["c1"]
+
+
+def test_chat_rows_written_by_sql_read_back_as_the_orm_reads_them():
+    from deuz_transcripts.sql.chat_rows import load_chat
+
+    store = DjangoConditionalChatStore()
+    store.write_chat(
+        record("c1", "hello", scope={"userId": "ada", "team": "x"}), expected_revision=0
+    )
+    moved = ChatRecord(
+        "c1",
+        {"userId": "ada", "team": "y"},
+        [{"role": "user", "content": "hi"}],
+        updated_at=datetime(2025, 4, 2, 3, 4, 5, 678000, tzinfo=UTC),
+    )
+    store.write_chat(moved, expected_revision=1)
+    orm = Chat.objects.get(chat_id="c1")
+    with connection.cursor() as cursor:
+        tombstoned, loaded = load_chat(cursor, "default", "c1")
+        assert load_chat(cursor, "default", "nothing") == (False, None)
+    assert not tombstoned and loaded is not None
+    fields = [field.attname for field in Chat._meta.concrete_fields]
+    assert [getattr(loaded, name) for name in fields] == [getattr(orm, name) for name in fields]
+    assert orm.scope == {"userId": "ada", "team": "y"}
+    assert orm.updated_at == moved.updated_at and orm.is_indexed is True
+    assert dict(ChatScope.objects.filter(chat=orm).values_list("key", "value")) == orm.scope
+    store.delete_chat("c1")
+    with connection.cursor() as cursor:
+        assert load_chat(cursor, "default", "c1") == (True, None)
+
+
 def test_tombstoned_chat_is_never_reindexed():
     store = DjangoConditionalChatStore()
     store.write_chat(record("c1", "secret plans"), expected_revision=0)

@@ -36,7 +36,7 @@ from .errors import WorkerThreadRunner, database_errors
 from .hits import read_hits
 from .planner import SearchPlanner
 from .replica import note_write, read_from
-from .writer import ChatWriter
+from .writer import ChatWriter, LockedChat
 
 __all__ = ["DjangoTranscriptIndex", "hit_key"]
 
@@ -100,17 +100,24 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
         """
         chat = PreparedChat.of(record)
         with database_errors(self.using), transaction.atomic(using=self.using, savepoint=False):
-            locked = self.writer.lock(chat.chat_id)
-            if not locked.tombstoned:
-                self.writer.write(locked, chat)
-                note_write(self.using, self.search_database)
-                send_after_commit(
-                    chat_indexed,
-                    type(self),
-                    chat_id=chat.chat_id,
-                    scope=chat.scope,
-                    using=self.using,
-                )
+            self.index_locked(self.writer.lock(chat.chat_id), chat)
+
+    def index_locked(
+        self, locked: LockedChat, chat: PreparedChat, *, revision: int | None = None
+    ) -> None:
+        """``index`` for a chat whose lock the caller's transaction took and read as
+        ``locked``: the store's write, which then takes no second lock, reads the row
+        once and sets its ``revision`` in the same statement as the row."""
+        if not locked.tombstoned:
+            self.writer.write(locked, chat, revision=revision)
+            note_write(self.using, self.search_database)
+            send_after_commit(
+                chat_indexed,
+                type(self),
+                chat_id=chat.chat_id,
+                scope=chat.scope,
+                using=self.using,
+            )
 
     def remove(self, chat_id: str) -> None:
         """Take a chat out of search; a chat no store wrote (revision 0) is deleted whole.

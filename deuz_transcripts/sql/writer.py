@@ -3,9 +3,9 @@
 The store, ``DjangoTranscriptIndex.index()``/``remove()``, the backfill and the
 verifier all write through ``ChatWriter`` inside their own transaction, so "lock
 the chat id, check its tombstone, read its row" and "which rows changed" are
-written here once. Nothing is handed over between callers: each one that needs
-the locked state asks ``lock()`` for it (taking a lock this transaction already
-holds is a no-op).
+written here once. Each caller that needs the locked state asks ``lock()`` for it
+(taking a lock this transaction already holds is a no-op); the one hand-over is the
+store's, which gives what it locked to ``DjangoTranscriptIndex.index_locked``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ..backends.search_rows import NewMessage, NewRows, SearchRows, StoredRow
 from ..conf import conf
 from ..models import Chat, ChatScope, Message, Tombstone
 from ..prepared import PreparedChat, PreparedMessage
+from .chat_rows import insert_chat, insert_scope_rows, load_chat, update_chat
 from .stored import from_db_datetime, to_db_datetime
 
 __all__ = ["ChatWriter", "LockedChat", "chat_messages", "stored_differences"]
@@ -149,20 +150,10 @@ class ChatWriter:
 
     def _load(self, chat_ids: Sequence[str]) -> dict[str, LockedChat]:
         db = self.using
-        if len(chat_ids) == 1:  # one raw statement: this runs twice per store write
+        if len(chat_ids) == 1:  # one plain statement: this runs at every store write
             chat_id = chat_ids[0]
-            loaded = next(
-                iter(
-                    Chat.objects.using(db).raw(
-                        f"SELECT c.*, EXISTS (SELECT 1 FROM {table(Tombstone)} t "
-                        f"WHERE t.chat_id = %s) AS tombstoned FROM (SELECT 1) AS one "
-                        f"LEFT JOIN {table(Chat)} c ON c.chat_id = %s",
-                        [chat_id, chat_id],
-                    )
-                )
-            )
-            row = loaded if loaded.pk is not None else None  # no chat row: all columns NULL
-            tombstoned = bool(getattr(loaded, "tombstoned"))  # noqa: B009  (a raw column)
+            with connections[db].cursor() as cursor:
+                tombstoned, row = load_chat(cursor, db, chat_id)
             return {chat_id: LockedChat(chat_id, tombstoned, row)}
         tombstones = Tombstone.objects.using(db).filter(chat_id__in=chat_ids)
         found = set(tombstones.values_list("chat_id", flat=True))
@@ -174,10 +165,18 @@ class ChatWriter:
 
     # writing
 
-    def write(self, locked: LockedChat, chat: PreparedChat, *, rewrite: bool = False) -> Chat:
+    def write(
+        self,
+        locked: LockedChat,
+        chat: PreparedChat,
+        *,
+        rewrite: bool = False,
+        revision: int | None = None,
+    ) -> Chat:
         """Write ``chat`` over what ``locked`` read: rows whose digest is unchanged stay
         (their terms are never extracted again); ``rewrite`` rewrites every row and the
-        scope lookup rows (verify's repair). Returns the chat row."""
+        scope lookup rows (verify's repair); ``revision``, when given, is set with the
+        row. Returns the chat row."""
         db = self.using
         rows = self.backend.rows
         row = locked.row
@@ -193,18 +192,18 @@ class ChatWriter:
             "message_count": len(chat.prepared),
             "tenant": conf.tenant_of(chat.scope),
         }
-        if row is None:
-            row = Chat.objects.using(db).create(chat_id=chat.chat_id, **fields)
-            self._write_scope(row)
-        else:
-            scope_changed = row.scope != fields["scope"]  # a new tenant rewrote every row
-            for name, value in fields.items():
-                setattr(row, name, value)
-            row.save(using=db, update_fields=list(fields))
-            if scope_changed or rewrite:
-                ChatScope.objects.using(db).filter(chat=row).delete()
-                self._write_scope(row)
+        if revision is not None:
+            fields["revision"] = revision
         with connections[db].cursor() as cursor:
+            if row is None:
+                row = insert_chat(cursor, db, {"chat_id": chat.chat_id, **fields})
+                insert_scope_rows(cursor, [row])
+            else:
+                scope_changed = row.scope != fields["scope"]  # a new tenant rewrote every row
+                update_chat(cursor, db, row, fields)
+                if scope_changed or rewrite:
+                    ChatScope.objects.using(db).filter(chat=row).delete()
+                    insert_scope_rows(cursor, [row])
             rows.insert(cursor, [_new_rows(row, fresh, rows.keeps_search_text)])
         return row
 
@@ -244,11 +243,6 @@ class ChatWriter:
             cursor.execute(
                 f"UPDATE {table(Chat)} SET revision = %s WHERE chat_id = %s", [revision, chat_id]
             )
-
-    def _write_scope(self, row: Chat) -> None:
-        ChatScope.objects.using(self.using).bulk_create(
-            ChatScope(chat=row, key=key, value=value) for key, value in row.scope.items()
-        )
 
     def _drop_changed_rows(
         self, search_rows: SearchRows, row: Chat, chat: PreparedChat, *, rewrite_all: bool
