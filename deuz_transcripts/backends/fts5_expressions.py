@@ -9,6 +9,7 @@ token of a MATCH expression is quoted, so query text is never FTS5 syntax.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from .chat_filter import ChatFilter
 __all__ = [
     "CHAT_TOKEN_PREFIX",
     "chat_token",
+    "fts_bodies",
     "fts_body",
     "held_mask",
     "holding_expression",
@@ -52,16 +54,28 @@ def chat_token(chat_id: str) -> str:
     return _token(_CHAT_PREFIX, chat_id)
 
 
+@functools.lru_cache(maxsize=1_024)
 def role_token(role: str) -> str:
+    """Cached: a chat app has a handful of roles, and every written row names one."""
     return _token(_ROLE_PREFIX, role)
 
 
 def fts_body(search_text: str, scope: Mapping[str, str], chat_id: str, role: str | None) -> str:
     """A message's FTS5 body (``role`` ``None``: the body before migration 0003)."""
-    roles = [] if role is None else [role_token(role)]
-    return " ".join(
-        [stored_terms_text(search_text), *scope_tokens(scope), chat_token(chat_id), *roles]
-    )
+    return fts_bodies(scope, chat_id, [(search_text, role)])[0]
+
+
+def fts_bodies(
+    scope: Mapping[str, str], chat_id: str, rows: Iterable[tuple[str, str | None]]
+) -> list[str]:
+    """``fts_body`` of each ``(search_text, role)`` of one chat; the chat's own tokens are
+    made once."""
+    chat_tokens = " ".join([*scope_tokens(scope), chat_token(chat_id)])
+    return [
+        f"{stored_terms_text(search_text)} {chat_tokens}"
+        + ("" if role is None else f" {role_token(role)}")
+        for search_text, role in rows
+    ]
 
 
 def phrase(token: str) -> str:

@@ -22,6 +22,7 @@ from .base import Candidate, SearchMatcher, fetch_int, mask_sql
 from .chat_filter import ChatFilter, table
 from .fts5_expressions import (
     chat_token,
+    fts_bodies,
     fts_body,
     held_mask,
     holding_expression,
@@ -59,11 +60,9 @@ class Fts5Rows(SQLiteRows):
     def _fts_rows(self, chat: Chat, rows: Sequence[StoredRow]) -> list[tuple[int, str]]:
         if not fts_table_exists(self.alias):
             return []
-        return [
-            (row.pk, fts_body(row.search_text, chat.scope, chat.chat_id, row.role))
-            for row in rows
-            if row.search_text
-        ]
+        kept = [(row, text) for row in rows if (text := row.search_text)]
+        bodies = fts_bodies(chat.scope, chat.chat_id, [(text, row.role) for row, text in kept])
+        return [(row.pk, body) for (row, _), body in zip(kept, bodies, strict=True)]
 
     def add_search_data(
         self, cursor: CursorWrapper, written: Sequence[tuple[Chat, Sequence[StoredRow]]]

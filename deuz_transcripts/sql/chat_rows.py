@@ -19,7 +19,7 @@ from django.db.backends.utils import CursorWrapper
 from ..backends.chat_filter import table
 from ..models import Chat, ChatScope, Tombstone
 
-__all__ = ["insert_chat", "insert_scope_rows", "load_chat", "update_chat"]
+__all__ = ["insert_chat", "insert_chats", "insert_scope_rows", "load_chat", "update_chat"]
 
 _FIELDS = [field for field in Chat._meta.concrete_fields if not field.primary_key]
 _COLUMNS = ", ".join(f'c."{field.column}"' for field in Chat._meta.concrete_fields)
@@ -67,6 +67,35 @@ def insert_chat(cursor: CursorWrapper, using: str, values: Mapping[str, Any]) ->
     return row
 
 
+def insert_chats(
+    cursor: CursorWrapper, using: str, chats: Sequence[Mapping[str, Any]]
+) -> list[Chat]:
+    """``insert_chat`` of several new chats (distinct chat ids), in as few statements as
+    the engine's parameter limit allows; rows in the order given."""
+    connection = connections[using]
+    rows = [Chat(**values) for values in chats]
+    per_statement = max(1, (connection.features.max_query_params or 10_000) // len(_FIELDS))
+    row_sql = "(" + ", ".join(["%s"] * len(_FIELDS)) + ")"
+    keys: dict[str, int] = {}
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start : start + per_statement]
+        cursor.execute(
+            f"INSERT INTO {table(Chat)} ({_INSERTED}) VALUES {', '.join([row_sql] * len(chunk))} "
+            "RETURNING id, chat_id",
+            [
+                field.get_db_prep_save(getattr(row, field.attname), connection)
+                for row in chunk
+                for field in _FIELDS
+            ],
+        )
+        keys.update((chat_id, pk) for pk, chat_id in cursor.fetchall())
+    for row in rows:
+        row.pk = keys[row.chat_id]
+        row._state.adding = False
+        row._state.db = using
+    return rows
+
+
 def update_chat(cursor: CursorWrapper, using: str, row: Chat, values: Mapping[str, Any]) -> None:
     """Set ``values`` on chat row ``row`` and in database ``using``."""
     connection = connections[using]
@@ -84,11 +113,13 @@ def update_chat(cursor: CursorWrapper, using: str, row: Chat, values: Mapping[st
 
 
 def insert_scope_rows(cursor: CursorWrapper, rows: Sequence[Chat]) -> None:
-    """The ``ChatScope`` lookup rows of each chat's scope, one statement."""
+    """The ``ChatScope`` lookup rows of each chat's scope (one statement for a chat)."""
     values = [(row.pk, key, value) for row in rows for key, value in row.scope.items()]
-    if values:
+    per_statement = max(1, (cursor.db.features.max_query_params or 10_000) // 3)
+    for start in range(0, len(values), per_statement):
+        chunk = values[start : start + per_statement]
         cursor.execute(
             f'INSERT INTO {table(ChatScope)} ("chat_id", "key", "value") VALUES '
-            + ", ".join(["(%s, %s, %s)"] * len(values)),
-            [value for row in values for value in row],
+            + ", ".join(["(%s, %s, %s)"] * len(chunk)),
+            [value for row in chunk for value in row],
         )

@@ -23,7 +23,7 @@ from ..backends.search_rows import NewMessage, NewRows, SearchRows, StoredRow
 from ..conf import conf
 from ..models import Chat, ChatScope, Message, Tombstone
 from ..prepared import PreparedChat, PreparedMessage
-from .chat_rows import insert_chat, insert_scope_rows, load_chat, update_chat
+from .chat_rows import insert_chat, insert_chats, insert_scope_rows, load_chat, update_chat
 from .stored import from_db_datetime, to_db_datetime
 
 __all__ = ["ChatWriter", "LockedChat", "chat_messages", "stored_differences"]
@@ -212,24 +212,24 @@ class ChatWriter:
         path). The caller holds every chat's lock and found no tombstone and no row."""
         db = self.using
         search_rows = self.backend.rows
-        rows = Chat.objects.using(db).bulk_create(
-            Chat(
-                chat_id=chat.chat_id,
-                scope=dict(chat.scope),
-                updated_at=to_db_datetime(chat.updated_at),
-                is_indexed=True,
-                indexed_count=chat.indexed_count,
-                message_count=len(chat.prepared),
-                tenant=conf.tenant_of(chat.scope),
-            )
-            for chat in chats
-        )
-        ChatScope.objects.using(db).bulk_create(
-            ChatScope(chat=row, key=key, value=value)
-            for row in rows
-            for key, value in row.scope.items()
-        )
         with connections[db].cursor() as cursor:
+            rows = insert_chats(
+                cursor,
+                db,
+                [
+                    {
+                        "chat_id": chat.chat_id,
+                        "scope": dict(chat.scope),
+                        "updated_at": to_db_datetime(chat.updated_at),
+                        "is_indexed": True,
+                        "indexed_count": chat.indexed_count,
+                        "message_count": len(chat.prepared),
+                        "tenant": conf.tenant_of(chat.scope),
+                    }
+                    for chat in chats
+                ],
+            )
+            insert_scope_rows(cursor, rows)
             search_rows.insert(
                 cursor,
                 [
