@@ -54,24 +54,15 @@ def load_chat(cursor: CursorWrapper, using: str, chat_id: str) -> tuple[bool, Ch
 
 def insert_chat(cursor: CursorWrapper, using: str, values: Mapping[str, Any]) -> Chat:
     """A new chat row of ``values`` (field defaults for the rest); its key is read back."""
-    row = Chat(**values)
-    connection = connections[using]
-    cursor.execute(
-        f"INSERT INTO {table(Chat)} ({_INSERTED}) "
-        f"VALUES ({', '.join(['%s'] * len(_FIELDS))}) RETURNING id",
-        [field.get_db_prep_save(getattr(row, field.attname), connection) for field in _FIELDS],
-    )
-    row.pk = cursor.fetchone()[0]
-    row._state.adding = False
-    row._state.db = using
-    return row
+    return insert_chats(cursor, using, [values])[0]
 
 
 def insert_chats(
     cursor: CursorWrapper, using: str, chats: Sequence[Mapping[str, Any]]
 ) -> list[Chat]:
-    """``insert_chat`` of several new chats (distinct chat ids), in as few statements as
-    the engine's parameter limit allows; rows in the order given."""
+    """New chat rows (distinct chat ids), in as few statements as the engine's parameter
+    limit allows; rows in the order given, each with its key (matched by chat id: the
+    order of ``RETURNING`` rows is not promised)."""
     connection = connections[using]
     rows = [Chat(**values) for values in chats]
     per_statement = max(1, (connection.features.max_query_params or 10_000) // len(_FIELDS))
