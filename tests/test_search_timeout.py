@@ -94,6 +94,29 @@ def test_the_callers_transaction_stays_usable(store, slow_planner):
     assert store.load_chat("c2") is not None
 
 
+@override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": 400})
+def test_the_budget_bounds_the_whole_search_not_each_statement(store, monkeypatch):
+    """Four statements of 250 ms each, every one under the 400 ms budget: the search is
+    stopped in the second, not after a second in all (SQLite's progress handler has
+    always timed the whole search against one deadline)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite times a search by one deadline in its progress handler")
+    original = planner.SearchPlanner.page
+
+    def slow(self: Any, cursor: Any, *args: Any) -> Any:
+        for _ in range(4):
+            cursor.execute("SELECT pg_sleep(0.25)")
+        return original(self, cursor, *args)
+
+    monkeypatch.setattr(planner.SearchPlanner, "page", slow)
+    before = session_timeout()
+    started = time.monotonic()
+    with pytest.raises(SearchTimeout):
+        store.transcript.search(ADA, "quokka")
+    assert time.monotonic() - started < 0.7
+    assert session_timeout() == before
+
+
 @override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": 2_000})
 def test_searches_within_the_budget_answer_and_restore_the_setting(store):
     before = session_timeout()
