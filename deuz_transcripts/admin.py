@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
+from django.core.exceptions import FieldDoesNotExist
 from django.db import router
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -194,6 +195,17 @@ class ChatAdmin(_ChatModelAdmin):
         """An empty ``?_to_field=`` means the primary key, as a missing one does (Django
         looked up a field named ``''`` and answered 500)."""
         return super().get_object(request, object_id, from_field or None)
+
+    def to_field_allowed(self, request: HttpRequest, to_field: str) -> bool:
+        """A reverse relation (``?_to_field=messages``) is refused, so Django answers 400:
+        its own check reads ``primary_key`` of the relation and failed with a 500."""
+        try:
+            field = self.opts.get_field(to_field)
+        except FieldDoesNotExist:
+            return False
+        return bool(getattr(field, "concrete", False)) and super().to_field_allowed(
+            request, to_field
+        )
 
     def render_change_form(
         self,

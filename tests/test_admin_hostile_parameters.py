@@ -110,6 +110,17 @@ def test_chat_page_never_fails(
 # ---------------------------------------------------------------- what the fuzz pinned
 
 
+@pytest.mark.parametrize("to_field", ["messages", "scope_fields", "chat_id", "id"])
+def test_to_field_of_a_reverse_relation_is_refused_not_a_500(
+    clients: dict[str, Client], to_field: str
+) -> None:
+    """Django's own check read ``primary_key`` of a reverse relation and answered 500."""
+    pk = Chat.objects.get(chat_id="trip").pk
+    url = reverse("admin:deuz_transcripts_chat_change", args=[pk])
+    response = get(clients["superuser"], url, f"_to_field={to_field}")
+    assert response.status_code == (200 if to_field == "id" else 400)
+
+
 def test_scope_box_with_too_many_fields_is_a_form_error(clients: dict[str, Client]) -> None:
     """A scope past ``MAX_SCOPE_FIELDS`` is refused before any SQL (one join per field
     used to stall PostgreSQL for minutes and fail SQLite past 63 fields)."""
