@@ -54,6 +54,13 @@ NEW_MESSAGE_COLUMNS = ("chat_id", *NewMessage._fields)
 _MAX_INSERT_PARAMS = 10_000
 
 
+def rows_per_statement(alias: str, columns: int) -> int:
+    """How many rows of ``columns`` values one multi-row ``INSERT`` on database ``alias``
+    may hold: the engine's parameter limit, capped at ``_MAX_INSERT_PARAMS``."""
+    limit = connections[alias].features.max_query_params or _MAX_INSERT_PARAMS
+    return max(1, min(limit, _MAX_INSERT_PARAMS) // columns)
+
+
 @dataclass(frozen=True)
 class NewRows:
     """Message rows of one chat, not yet inserted, and their terms (space separated)."""
@@ -89,8 +96,7 @@ class SearchRows(ABC):
         values = [(batch.chat.pk, *message) for batch in batches for message in batch.messages]
         if not values:
             return
-        limit = connections[self.alias].features.max_query_params or _MAX_INSERT_PARAMS
-        per_statement = max(1, min(limit, _MAX_INSERT_PARAMS) // len(NEW_MESSAGE_COLUMNS))
+        per_statement = rows_per_statement(self.alias, len(NEW_MESSAGE_COLUMNS))
         row_sql = "(" + ", ".join(["%s"] * len(NEW_MESSAGE_COLUMNS)) + ")"
         keys: dict[tuple[int, int], int] = {}
         for start in range(0, len(values), per_statement):

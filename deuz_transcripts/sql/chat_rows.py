@@ -17,6 +17,7 @@ from django.db import connections
 from django.db.backends.utils import CursorWrapper
 
 from ..backends.chat_filter import table
+from ..backends.search_rows import rows_per_statement
 from ..models import Chat, ChatScope, Tombstone
 
 __all__ = ["insert_chat", "insert_chats", "insert_scope_rows", "load_chat", "update_chat"]
@@ -65,7 +66,7 @@ def insert_chats(
     order of ``RETURNING`` rows is not promised)."""
     connection = connections[using]
     rows = [Chat(**values) for values in chats]
-    per_statement = max(1, (connection.features.max_query_params or 10_000) // len(_FIELDS))
+    per_statement = rows_per_statement(using, len(_FIELDS))
     row_sql = "(" + ", ".join(["%s"] * len(_FIELDS)) + ")"
     keys: dict[str, int] = {}
     for start in range(0, len(rows), per_statement):
@@ -106,7 +107,7 @@ def update_chat(cursor: CursorWrapper, using: str, row: Chat, values: Mapping[st
 def insert_scope_rows(cursor: CursorWrapper, rows: Sequence[Chat]) -> None:
     """The ``ChatScope`` lookup rows of each chat's scope (one statement for a chat)."""
     values = [(row.pk, key, value) for row in rows for key, value in row.scope.items()]
-    per_statement = max(1, (cursor.db.features.max_query_params or 10_000) // 3)
+    per_statement = rows_per_statement(cursor.db.alias, 3)
     for start in range(0, len(values), per_statement):
         chunk = values[start : start + per_statement]
         cursor.execute(
