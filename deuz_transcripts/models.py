@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from .records import MAX_ID_LENGTH, MAX_MESSAGE_ID_LENGTH
 
-__all__ = ["Chat", "ChatScope", "LegacyChat", "Message", "Tombstone"]
+__all__ = ["Chat", "ChatScope", "LegacyChat", "Message", "TermCount", "Tombstone"]
 
 
 class Chat(models.Model):
@@ -93,6 +93,29 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return self.message_id
+
+
+class TermCount(models.Model):
+    """How many indexed messages of a tenant hold a term (``lexeme`` ``""``: hold any),
+    kept by PostgreSQL triggers on the message table (``postgresql_term_counts``), so an
+    unscoped or tenant search reads each n_t and N from here instead of counting matches.
+
+    ``shard`` (the chat's pk modulo ``SHARDS``) splits a tenant's counts so that writes to
+    chats of different shards never wait for each other; a count is the sum over shards.
+    SQLite keeps the table empty (FTS5 counts there).
+    """
+
+    pk = models.CompositePrimaryKey("lexeme", "tenant", "shard")
+    lexeme = models.TextField()
+    tenant = models.CharField(max_length=MAX_ID_LENGTH)
+    shard = models.SmallIntegerField()
+    rows = models.BigIntegerField()
+
+    class Meta:
+        verbose_name = _("term count")
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.shard}/{self.lexeme}={self.rows}"
 
 
 class Tombstone(models.Model):

@@ -14,7 +14,13 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.operations.base import Operation
 from django.db.migrations.state import ProjectState
 
-__all__ = ["AddRoleTokens", "AddScopeLexemes", "CreateSearchStorage", "VendorStorageOperation"]
+__all__ = [
+    "AddRoleTokens",
+    "AddScopeLexemes",
+    "CountTerms",
+    "CreateSearchStorage",
+    "VendorStorageOperation",
+]
 
 
 class VendorStorageOperation(Operation):
@@ -103,3 +109,17 @@ class AddRoleTokens(VendorStorageOperation):
     @property
     def migration_name_fragment(self) -> str:
         return "role_tokens"
+
+
+class CountTerms(VendorStorageOperation):
+    """PostgreSQL: triggers that keep ``TermCount`` true for every message write, and the
+    counts of the rows already there (SQLite: nothing; FTS5 counts)."""
+
+    change = "term_counts"
+
+    def describe(self) -> str:
+        return "Keep per-tenant term counts by triggers on the message table (PostgreSQL)"
+
+    @property
+    def migration_name_fragment(self) -> str:
+        return "term_counts"

@@ -10,7 +10,8 @@ __all__ = ["Problem"]
 @dataclass(frozen=True)
 class Problem:
     """One chat whose search data is ``missing``, ``stale`` or ``orphaned``, or whose legacy
-    row is ``unreadable``; ``chat_id`` is ``""`` for search data of a chat no longer known."""
+    row is ``unreadable``; ``chat_id`` is ``""`` for search data of a chat no longer known
+    and for stored term ``counts`` that differ from the search data (PostgreSQL)."""
 
     chat_id: str
     kind: str
@@ -19,4 +20,6 @@ class Problem:
     rowids: tuple[int, ...] = ()
 
     def __str__(self) -> str:
+        if self.kind == "counts":
+            return f"{self.kind}: {self.detail}"
         return f"{self.kind}: {self.chat_id or '(unknown chat)'}: {self.detail}"

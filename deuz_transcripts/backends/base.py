@@ -215,6 +215,11 @@ class SearchMatcher(ABC):
 
     # the essential-terms plan (see ``deuz_transcripts.sql.planner``)
 
+    def essential_min_terms(self, chats: ChatFilter) -> int:
+        """The shortest query that tries the essential-terms plan (how short pays off
+        depends on what its n_t cost here)."""
+        return self.policy.essential_min_terms
+
     def counts_terms(self, chats: ChatFilter, total: int) -> bool:
         """Whether ``term_counts`` counts each term in the index without reading rows
         (so the essential-terms plan pays off) for this filter and N."""

@@ -38,6 +38,9 @@ class PlanPolicy:
     #: term's count n_t alone, then only the rows of the rarest terms, until no row
     #: without them can reach the page (``SearchPlanner._essential_page``).
     essential_min_terms: int = 5
+    #: ... or this many where every n_t is read, not counted (PostgreSQL's stored term
+    #: counts: unscoped and tenant searches).
+    essential_min_terms_stored: int = 2
     #: ... which gives up (for the mask plans) before reading a term of more rows than
     #: this, summed over the terms it read: then ranking every match costs no more.
     essential_max_rows: int = 20_000

@@ -21,6 +21,7 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 
 from .. import ranking
+from ..conf import conf
 from ..models import Chat, Message
 from ..text import stored_term, stored_terms_text
 from .base import Candidate, SearchBackend, SearchMatcher, fetch_int, mask_sql
@@ -35,6 +36,7 @@ from .postgresql_storage import (
     scope_lexeme,
     scope_lexemes,
 )
+from .postgresql_term_counts import stored_term_counts, stored_total
 from .search_rows import NewMessage, NewRows, SearchRows, StoredRow
 
 if TYPE_CHECKING:
@@ -157,6 +159,37 @@ class PostgresMatcher(SearchMatcher):
     def reads_scope_rows(self, size: int) -> bool:
         return size <= self.policy.lexeme_scope_min
 
+    @staticmethod
+    def stored_counts_of(chats: ChatFilter) -> tuple[str | None] | None:
+        """``(tenant,)`` whose stored term counts are this filter's n_t and N (``(None,)``:
+        every tenant's), or ``None`` when the filter admits less than whole tenants
+        (other scope fields, chat ids, roles, a window): those are counted in GIN."""
+        if (
+            not chats.searchable_only
+            or not chats.tokens_suffice
+            or chats.roles is not None
+            or chats.chat_ids is not None
+        ):
+            return None
+        if not chats.scope:
+            return (None,)
+        key = conf.TENANT_KEY
+        if key is not None and set(chats.scope) == {key}:
+            return (chats.scope[key],)
+        return None
+
+    def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
+        """N from the stored counts where they are the filter's, else as every backend."""
+        stored = self.stored_counts_of(chats)
+        if stored is None:
+            return super().total(cursor, chats)
+        return stored_total(cursor, stored[0])
+
+    def essential_min_terms(self, chats: ChatFilter) -> int:
+        if self.stored_counts_of(chats) is not None:
+            return self.policy.essential_min_terms_stored
+        return self.policy.essential_min_terms
+
     def token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """The vectors holding the scope, chat and role lexemes: one GIN count."""
         tenant, tenant_params = chats.tenant_sql()
@@ -243,7 +276,8 @@ class PostgresMatcher(SearchMatcher):
     def term_counts(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> list[int]:
-        """Each term's rows in the filter: one GIN count per term (no vector is read).
+        """Each term's rows in the filter: stored (unscoped and tenant searches), or one
+        GIN count per term (no vector is read).
 
         One statement per term, not one holding a subquery per term: a statement keeps
         every bitmap it built until it ends, and 30 counts of common words in one
@@ -254,6 +288,9 @@ class PostgresMatcher(SearchMatcher):
             f"SELECT count(*) FROM {table(Message)} m "
             f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{tenant}"
         )
+        stored = self.stored_counts_of(chats)
+        if stored is not None:
+            return stored_term_counts(cursor, terms, stored[0])
         counts = []
         with _bitmap_scans(self.alias, cursor):
             for term in terms:

@@ -1,8 +1,9 @@
-"""``verify`` on PostgreSQL: each row's ``tsvector`` against the terms it must hold."""
+"""``verify`` on PostgreSQL: each row's ``tsvector`` against the terms it must hold, and
+the stored term counts against the vectors."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from django.db import connections
 
@@ -12,6 +13,7 @@ from ..text import MAX_STORED_TERM_BYTES, stored_term
 from .base import SearchDataChecks, StoredMessage
 from .chat_filter import table
 from .postgresql_storage import VECTOR_COLUMN, role_lexeme, scope_lexemes
+from .postgresql_term_counts import count_drift, rebuild_term_counts
 
 __all__ = ["PostgresChecks"]
 
@@ -70,6 +72,28 @@ class PostgresChecks(SearchDataChecks):
                     Problem(chat.chat_id, "stale", f"{stale} row(s) with a wrong vector")
                 )
         return problems
+
+    def sweep(
+        self, batch_size: int, progress: Callable[[str, int, int], None] | None = None
+    ) -> Iterator[Problem]:
+        """Term counts that differ from the vectors (a message ``TRUNCATE``, a trigger
+        dropped by hand): one pass over every vector."""
+        with connections[self.alias].cursor() as cursor:
+            drift = count_drift(cursor)
+        if drift:
+            tenant, lexeme, stored, actual = drift[0]
+            more = "" if len(drift) == 1 else f" and {len(drift) - 1}+ more"
+            detail = (
+                f"stored term counts differ from the vectors: tenant {tenant!r} term "
+                f"{lexeme or '(any)'!r} counts {stored}, its vectors {actual}{more}"
+            )
+            yield Problem("", "counts", detail, source="sweep")
+
+    def repair(self, problem: Problem) -> None:
+        """Counts again from every vector (in ``fix``'s transaction)."""
+        if problem.kind == "counts":
+            with connections[self.alias].cursor() as cursor:
+                rebuild_term_counts(cursor)
 
 
 def _stored_terms(terms: Sequence[str]) -> set[str]:

@@ -10,7 +10,8 @@ tests ``m.tenant`` in every statement, so the planner reads one partition.
 
 The conversion runs in one transaction holding an ``ACCESS EXCLUSIVE`` lock on the
 message table: the rows are copied into the new table, then its keys and indexes are
-built (the same names and definitions as before), and the old table is dropped. Outside
+built (the same names and definitions as before), the term-count triggers created again,
+and the old table is dropped. Outside
 a transaction of the caller's, a ``VACUUM (ANALYZE)`` follows.
 """
 
@@ -22,8 +23,9 @@ from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 
 from ..errors import InvalidRecord, TranscriptError
-from ..models import Message
+from ..models import Message, TermCount
 from .chat_filter import table
+from .postgresql_term_counts import create_triggers
 
 __all__ = ["MAX_PARTITIONS", "PartitionInfo", "partition_info", "partition_messages"]
 
@@ -103,6 +105,8 @@ def partition_messages(using: str, partitions: int) -> PartitionInfo:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute(f"LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE")
         constraints, indexes, next_id = _definitions(cursor, name)
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [table(TermCount)])
+        has_counts = bool((cursor.fetchone() or (False,))[0])
         cursor.execute("SELECT count(*) FROM pg_constraint WHERE confrelid = %s::regclass", [name])
         if (cursor.fetchone() or (0,))[0]:
             raise TranscriptError(f"another table references {name}: it cannot be partitioned")
@@ -129,6 +133,8 @@ def partition_messages(using: str, partitions: int) -> PartitionInfo:
             cursor.execute(f"ALTER TABLE {name} " + ", ".join(constraints))
         for index in indexes:
             cursor.execute(index)
+        if has_counts:  # the old table's triggers went with it; the copied rows are counted
+            create_triggers(cursor)
         if nested:
             cursor.execute(f"ANALYZE {name}")
     if not nested:

@@ -211,7 +211,7 @@ class SearchPlanner:
 
     def _tries_essential(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
         return (
-            len(terms) >= self.policy.essential_min_terms
+            len(terms) >= self.matcher.essential_min_terms(chats)
             and total > self.policy.single_statement_max
             and self.matcher.counts_terms(chats, total)
         )

@@ -1,0 +1,216 @@
+"""PostgreSQL: each term's number of indexed messages per tenant, kept by triggers.
+
+Exact idf needs n_t, the rows of the search's scope holding term t. GIN can find those
+rows but not count them without visiting each one (a common word of an unscoped search
+at 1M messages: a 438 ms count). So statement-level ``AFTER`` triggers on the message
+table add each inserted vector's terms to ``TermCount`` and take each deleted one's off
+(an UPDATE: the rows whose vector, tenant or chat changed, old off and new on), in the
+writing transaction: a search of one tenant (scope ``{TENANT_KEY: value}``) or of every
+chat then reads n_t and N (lexeme ``""``) with a few index lookups, whatever the size of
+the data. Triggers, not the app's writers, so every path that changes message rows
+(ORM cascades, raw SQL, a partition conversion's copy) keeps the counts true; a
+``TRUNCATE`` of the message table does not fire them (``backfill_transcripts`` rebuilds).
+
+Each statement first takes one transaction-scoped advisory lock per (tenant, shard) it
+touches, in one order, so concurrent writers of one shard queue instead of deadlocking
+on count rows; writers of other shards (a tenant's other chats, other tenants) run on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.backends.utils import CursorWrapper
+
+from ..models import Message, TermCount
+from ..text import stored_term
+from .chat_filter import table
+
+__all__ = [
+    "SHARDS",
+    "count_drift",
+    "create_term_counts",
+    "create_triggers",
+    "drop_term_counts",
+    "rebuild_term_counts",
+    "stored_term_counts",
+    "stored_total",
+]
+
+#: A tenant's counts are split over this many rows per term (chat pk modulo SHARDS).
+SHARDS = 8
+_LOCK_NAMESPACE = 733_121  # the app's key space for count locks (733_120: chat locks)
+_FUNCTION = "deuz_count_terms"
+_TRIGGERS = {
+    "INSERT": "REFERENCING NEW TABLE AS deuz_new",
+    "DELETE": "REFERENCING OLD TABLE AS deuz_old",
+    "UPDATE": "REFERENCING OLD TABLE AS deuz_old NEW TABLE AS deuz_new",
+}
+
+
+def _counted(rows: str, sign: int) -> str:
+    """``(tenant, shard, lexeme, n)`` of the vectors of ``rows`` (``""``: every row),
+    scope, chat and role lexemes (a private-use prefix) left out."""
+    return (
+        f"SELECT r.tenant, mod(r.chat_id, {SHARDS})::smallint AS shard, l.lexeme, {sign} AS n "
+        f"FROM {rows} r CROSS JOIN LATERAL unnest(tsvector_to_array(r.search_vector)) "
+        "AS l(lexeme) WHERE r.search_vector IS NOT NULL "
+        "AND left(l.lexeme, 1) NOT IN (E'\\uE000', E'\\uE002', E'\\uE003') "
+        f"UNION ALL SELECT r.tenant, mod(r.chat_id, {SHARDS})::smallint, '', {sign} "
+        f"FROM {rows} r WHERE r.search_vector IS NOT NULL"
+    )
+
+
+def _shards(rows: str) -> str:
+    """``(tenant, shard)`` of the rows of ``rows`` that have a vector (others count nothing)."""
+    return (
+        f"SELECT r.tenant, mod(r.chat_id, {SHARDS})::smallint AS shard FROM {rows} r "
+        "WHERE r.search_vector IS NOT NULL"
+    )
+
+
+def _apply(shards: str, changes: str, *, removes: bool) -> str:
+    """The statements that lock the (tenant, shard) pairs of ``shards`` and add the sums
+    of ``changes`` to their counts; with ``removes``, counts that reach 0 are deleted, so
+    no term of a deleted message stays behind in this table (docs/guarantees.md)."""
+    counts = table(TermCount)
+    upsert = f"""
+        INSERT INTO {counts} (lexeme, tenant, shard, rows)
+        SELECT c.lexeme, c.tenant, c.shard, sum(c.n) FROM ({changes}) c
+        GROUP BY c.lexeme, c.tenant, c.shard HAVING sum(c.n) <> 0
+        ORDER BY c.lexeme, c.tenant, c.shard
+        ON CONFLICT (lexeme, tenant, shard) DO UPDATE SET rows = {counts}.rows + EXCLUDED.rows"""
+    locks = f"""
+        PERFORM count(pg_advisory_xact_lock({_LOCK_NAMESPACE}, s.k)) FROM (
+            SELECT DISTINCT hashtext(c.tenant || '/' || c.shard) AS k FROM ({shards}) c
+            ORDER BY 1) s;"""
+    if not removes:
+        return f"{locks}{upsert};"
+    return f"""{locks}
+        WITH up AS ({upsert} RETURNING lexeme, tenant, shard, rows)
+        SELECT array_agg(up.lexeme), array_agg(up.tenant), array_agg(up.shard)
+        INTO gone_lexemes, gone_tenants, gone_shards FROM up WHERE up.rows = 0;
+        IF gone_lexemes IS NOT NULL THEN
+            DELETE FROM {counts} t USING unnest(gone_lexemes, gone_tenants, gone_shards)
+                AS z(lexeme, tenant, shard)
+            WHERE t.lexeme = z.lexeme AND t.tenant = z.tenant AND t.shard = z.shard
+                AND t.rows = 0;
+        END IF;"""
+
+
+def _function_sql() -> str:
+    changed = (
+        "(SELECT o.* FROM deuz_old o JOIN deuz_new w ON w.id = o.id "
+        "WHERE o.search_vector IS DISTINCT FROM w.search_vector "
+        "OR o.tenant <> w.tenant OR o.chat_id <> w.chat_id)"
+    )
+    changed_new = changed.replace("SELECT o.*", "SELECT w.*")
+    inserted = _apply(_shards("deuz_new"), _counted("deuz_new", 1), removes=False)
+    deleted = _apply(_shards("deuz_old"), _counted("deuz_old", -1), removes=True)
+    updated = _apply(
+        f"{_shards(changed)} UNION ALL {_shards(changed_new)}",
+        f"{_counted(changed, -1)} UNION ALL {_counted(changed_new, 1)}",
+        removes=True,
+    )
+    return f"""
+        CREATE OR REPLACE FUNCTION {_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $body$
+        DECLARE
+            gone_lexemes text[];
+            gone_tenants text[];
+            gone_shards smallint[];
+        BEGIN
+            IF TG_OP = 'INSERT' THEN {inserted}
+            ELSIF TG_OP = 'DELETE' THEN {deleted}
+            ELSE {updated}
+            END IF;
+            RETURN NULL;
+        END
+        $body$"""
+
+
+def _trigger_name(event: str) -> str:
+    return f"deuz_count_terms_{event.lower()}"
+
+
+def create_triggers(cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor) -> None:
+    """The function and the message table's three triggers (again after the table is
+    replaced: ``partition_messages``)."""
+    cursor_or_editor.execute(_function_sql())
+    for event, referencing in _TRIGGERS.items():
+        cursor_or_editor.execute(
+            f"CREATE TRIGGER {_trigger_name(event)} AFTER {event} ON {table(Message)} "
+            f"{referencing} FOR EACH STATEMENT EXECUTE FUNCTION {_FUNCTION}()"
+        )
+
+
+def _fill_sql() -> str:
+    return (
+        f"INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
+        f"SELECT c.lexeme, c.tenant, c.shard, sum(c.n) FROM ({_counted(table(Message), 1)}) c "
+        "GROUP BY c.lexeme, c.tenant, c.shard"
+    )
+
+
+def create_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """The migration's PostgreSQL step: the triggers, then the counts of the rows there."""
+    create_triggers(schema_editor)
+    schema_editor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
+    schema_editor.execute(f"DELETE FROM {table(TermCount)}")
+    schema_editor.execute(_fill_sql())
+
+
+def drop_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    for event in _TRIGGERS:
+        schema_editor.execute(f"DROP TRIGGER IF EXISTS {_trigger_name(event)} ON {table(Message)}")
+    schema_editor.execute(f"DROP FUNCTION IF EXISTS {_FUNCTION}()")
+
+
+def rebuild_term_counts(cursor: CursorWrapper) -> None:
+    """Every count again from the vectors (after a ``TRUNCATE``, or a drift ``verify``
+    found), holding off writers of messages meanwhile; run in a transaction."""
+    cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
+    cursor.execute(f"DELETE FROM {table(TermCount)}")
+    cursor.execute(_fill_sql())
+
+
+def count_drift(cursor: CursorWrapper, limit: int = 20) -> list[tuple[str, str, int, int]]:
+    """``(tenant, lexeme, stored, actual)`` of counts that differ from the vectors (at
+    most ``limit``): empty when every count is true. Reads every vector."""
+    cursor.execute(
+        f"WITH actual AS (SELECT c.tenant, c.lexeme, sum(c.n) AS n "
+        f"FROM ({_counted(table(Message), 1)}) c GROUP BY c.tenant, c.lexeme), "
+        f"stored AS (SELECT tenant, lexeme, sum(rows) AS n FROM {table(TermCount)} "
+        "GROUP BY tenant, lexeme) "
+        "SELECT COALESCE(s.tenant, a.tenant), COALESCE(s.lexeme, a.lexeme), "
+        "COALESCE(s.n, 0), COALESCE(a.n, 0) FROM stored s FULL JOIN actual a "
+        "ON a.tenant = s.tenant AND a.lexeme = s.lexeme "
+        "WHERE COALESCE(s.n, 0) <> COALESCE(a.n, 0) ORDER BY 1, 2 LIMIT %s",
+        [limit],
+    )
+    return [(str(t), str(lexeme), int(s), int(a)) for t, lexeme, s, a in cursor.fetchall()]
+
+
+def stored_term_counts(
+    cursor: CursorWrapper, terms: Sequence[str], tenant: str | None
+) -> list[int]:
+    """Each term's indexed messages in ``tenant`` (``None``: every tenant)."""
+    where, params = ("AND t.tenant = %s", [tenant]) if tenant is not None else ("", [])
+    cursor.execute(
+        "SELECT COALESCE((SELECT sum(t.rows) FROM "
+        f"{table(TermCount)} t WHERE t.lexeme = q.lexeme {where}), 0) "
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, n) ORDER BY q.n",
+        [*params, [stored_term(term) for term in terms]],
+    )
+    return [int(row[0]) for row in cursor.fetchall()]
+
+
+def stored_total(cursor: CursorWrapper, tenant: str | None) -> int:
+    """N: the indexed messages of ``tenant`` (``None``: of every tenant)."""
+    where, params = (" AND tenant = %s", [tenant]) if tenant is not None else ("", [])
+    cursor.execute(
+        f"SELECT COALESCE(sum(rows), 0) FROM {table(TermCount)} WHERE lexeme = ''{where}",
+        params,
+    )
+    row = cursor.fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,181 @@
+"""PostgreSQL's stored term counts (``TermCount``): true after every path that changes
+message rows, read by unscoped and tenant searches with the hits counting gives, and
+found and rebuilt by ``verify`` when something outside the triggers broke them.
+
+``assert_consistent`` (``Verifier.problems``) checks the counts too, so every
+reliability suite that calls it (concurrency, faults, deletes) checks them as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from unittest import mock
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+from django.db.models import Sum
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+
+from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
+from deuz_transcripts.backends import policy
+from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends.postgresql_term_counts import SHARDS, count_drift
+from deuz_transcripts.models import Chat, Message, TermCount
+from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
+from deuz_transcripts.verify import Verifier
+from tests.sql_support import assert_consistent, run_threads
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's counts"),
+]
+
+WHEN = datetime(2025, 3, 1, tzinfo=UTC)
+COUNTS = TermCount._meta.db_table
+
+
+@contextmanager
+def tenant_key(key: str | None) -> Iterator[None]:
+    with override_settings(DEUZ_TRANSCRIPTS={**settings.DEUZ_TRANSCRIPTS, "TENANT_KEY": key}):
+        yield
+
+
+def chat(chat_id: str, user: str, *texts: str, minutes: int = 0, **scope: str) -> ChatRecord:
+    return ChatRecord(
+        chat_id,
+        {"userId": user, **scope},
+        [{"role": "user", "content": text} for text in texts],
+        updated_at=WHEN + timedelta(minutes=minutes),
+    )
+
+
+def stored(lexeme: str, tenant: str | None = None) -> int:
+    rows = TermCount.objects.filter(lexeme=lexeme)
+    if tenant is not None:
+        rows = rows.filter(tenant=tenant)
+    return int(rows.aggregate(n=Sum("rows"))["n"] or 0)
+
+
+def drift() -> list[tuple[str, str, int, int]]:
+    with connection.cursor() as cursor:
+        return count_drift(cursor)
+
+
+def test_counts_follow_every_path_that_changes_messages():
+    """Writes, rewrites, deletes, leaving and rejoining search, ORM cascades and raw SQL:
+    after each, every (tenant, term) count equals the vectors holding the term."""
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        revisions = {}
+        for n in range(6):
+            user = "ada" if n % 3 else "bob"
+            texts = ["alpha beta", f"gamma {n}", "alpha alpha delta" if n % 2 else "beta", "!!"]
+            revisions[n] = store.write_chat(chat(f"c{n}", user, *texts), expected_revision=0)
+        assert drift() == []
+        assert stored("alpha") == 6 + 3  # "alpha" twice in one message counts one row
+        assert stored("alpha", "ada") == 4 + 2 and stored("alpha", "bob") == 2 + 1
+        assert stored("") == 6 * 3  # N: rows with terms ("!!" has none)
+        assert set(TermCount.objects.values_list("shard", flat=True)) <= set(range(SHARDS))
+        assert not TermCount.objects.filter(lexeme__startswith="\ue000").exists()
+
+        store.write_chat(chat("c1", "ada", "omega"), expected_revision=revisions[1])
+        store.delete_chat("c2")
+        assert drift() == [] and stored("omega", "ada") == 1
+        assert stored("2") == 0 and not TermCount.objects.filter(rows__lte=0).exists()
+        index = DjangoTranscriptIndex()
+        index.remove("c4")  # out of search: vectors cleared, rows kept
+        assert drift() == [] and stored("", "ada") == 1 + 3  # c1 rewritten, c5
+        Chat.objects.filter(chat_id="c5").delete()  # an ORM cascade
+        Message.objects.filter(chat__chat_id="c3", position=0).delete()
+        assert drift() == []
+        with connection.cursor() as cursor:  # a tenant changed by hand (a stale tenant fix)
+            cursor.execute(
+                f"UPDATE {Message._meta.db_table} SET tenant = 'eve' "
+                "WHERE chat_id = (SELECT id FROM deuz_transcripts_chat WHERE chat_id = 'c0')"
+            )
+        assert drift() == [] and stored("gamma", "eve") == 1
+        call_command("backfill_transcripts", "--source", "stored", stdout=mock.Mock())
+        assert drift() == []
+        # the hand-made changes left chats stale (their counts, c0's tenant): --fix
+        # rewrites them, through the triggers again
+        call_command("backfill_transcripts", "--fix", stdout=mock.Mock())
+        assert drift() == []
+        assert_consistent()
+
+
+def test_unscoped_and_tenant_searches_read_the_stored_counts_and_rank_as_counting_does():
+    """Same hits and scores as the memory index; n_t comes from ``TermCount`` (no GIN
+    count of a term) for the whole index and for a tenant, but not for a narrower scope."""
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        memory = InMemoryTranscriptIndex()
+        for n in range(40):
+            user = "ada" if n % 4 else "bob"
+            words = ["common", *(["alpha"] * (n % 3 == 0)), *(["rare"] * (n in (5, 22)))]
+            record = chat(f"c{n:02}", user, " ".join(words), "common filler", minutes=n)
+            if n % 5 == 0:
+                record = chat(f"c{n:02}", user, " ".join(words), minutes=n, project="x")
+            store.write_chat(record, expected_revision=0)
+            memory.index(record)
+        forced = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9)
+        with mock.patch.object(policy, "DEFAULT_POLICY", forced):
+            for scope, counted in (
+                ({}, True),
+                ({"userId": "ada"}, True),
+                ({"userId": "ada", "project": "x"}, False),
+            ):
+                for query in ("rare common", "alpha common", "rare alpha filler common"):
+                    with CaptureQueriesContext(connection) as queries:
+                        hits = store.transcript.search(scope, query, limit=5)
+                    want = memory.search(scope, query, limit=5)
+                    assert [(h.chat_id, h.message_id, h.score) for h in hits] == [
+                        (h.chat_id, h.message_id, h.score) for h in want
+                    ], (scope, query)
+                    reads = any(COUNTS in q["sql"] for q in queries.captured_queries)
+                    assert reads == counted, (scope, query)
+
+
+def test_verify_finds_counts_that_drifted_and_fix_rebuilds_them():
+    store = DjangoConditionalChatStore()
+    store.write_chat(chat("c1", "ada", "alpha beta"), expected_revision=0)
+    store.write_chat(chat("c2", "ada", "alpha"), expected_revision=0)
+    TermCount.objects.filter(lexeme="alpha").delete()  # as after a TRUNCATE, say
+    assert [str(problem) for problem in Verifier().problems()] == [
+        "counts: stored term counts differ from the vectors: tenant '' term 'alpha' "
+        "counts 0, its vectors 2"
+    ]
+    with pytest.raises(CommandError):
+        call_command("backfill_transcripts", "--verify", stdout=mock.Mock())
+    call_command("backfill_transcripts", "--fix", stdout=mock.Mock())
+    assert drift() == [] and stored("alpha") == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_of_one_tenant_neither_deadlock_nor_lose_counts():
+    """Writers of chats in the same and in different shards, each chat written, rewritten
+    and deleted: the shard locks queue them; every count ends true."""
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+
+        def work(n: int) -> None:
+            for k in range(4):
+                chat_id = f"t{n}-{k}"
+                revision = store.write_chat(
+                    chat(chat_id, "ada", f"alpha w{n} k{k}", "beta shared words"),
+                    expected_revision=0,
+                )
+                store.write_chat(chat(chat_id, "ada", "alpha omega"), expected_revision=revision)
+                if k % 2:
+                    store.delete_chat(chat_id)
+
+        results = run_threads(8, work)
+        assert [r for r in results if r is not None] == []
+        assert drift() == []
+        assert stored("alpha", "ada") == 8 * 2 and stored("omega", "ada") == 8 * 2
+        assert_consistent()
