@@ -34,6 +34,21 @@ def analyze() -> None:
         cursor.execute("ANALYZE")
 
 
+def count_terms() -> float | None:
+    """PostgreSQL: ``backfill_transcripts --count-terms`` after a load (what a deployment
+    runs after a bulk load and then from time to time); its seconds, ``None`` elsewhere."""
+    if connection.vendor != "postgresql":
+        return None
+    from deuz_transcripts.backends.postgresql_term_counts import refresh_term_counts
+
+    start = time.perf_counter()
+    with connection.cursor() as cursor:
+        counted = refresh_term_counts(cursor)
+    seconds = time.perf_counter() - start
+    log(f"count_terms: {counted} terms counted in {seconds:.1f} s")
+    return round(seconds, 1)
+
+
 class Run:
     def __init__(self, args: argparse.Namespace, skipped: dict[str, str]) -> None:
         self.args = args
@@ -161,6 +176,7 @@ class Run:
         subset = self.peer_subset() if (want_peers or self.tantivy) else set()
         points = [p for p in GROWTH_POINTS if p < args.messages] + [args.messages]
         growth: list[dict[str, Any]] = []
+        counting: list[float | None] = []  # --count-terms seconds at each growth point
         written = indexed_bytes = chats = 0
         write_s = 0.0
         stages: list[dict[str, Any]] = []
@@ -213,6 +229,7 @@ class Run:
                 log(
                     f"{written} messages indexed ({written / write_s:.0f} msg/s); growth checkpoint"
                 )
+                counting.append(count_terms())
                 analyze()
                 growth.append(self.growth_point(written))
         if docs:
@@ -252,6 +269,7 @@ class Run:
                 "summary": stages[-1]["summary"],
             }
         self.results["growth"] = growth
+        self.results["load"]["count_terms_seconds"] = counting
 
     def growth_point(self, written: int) -> dict[str, Any]:
         """Small-user search p95 vs its btree fetch, at this corpus size."""

@@ -12,7 +12,15 @@ from django.utils.translation import gettext_lazy as _
 
 from .records import MAX_ID_LENGTH, MAX_MESSAGE_ID_LENGTH
 
-__all__ = ["Chat", "ChatScope", "LegacyChat", "Message", "TermCount", "Tombstone"]
+__all__ = [
+    "Chat",
+    "ChatScope",
+    "CountedTerm",
+    "LegacyChat",
+    "Message",
+    "TermCount",
+    "Tombstone",
+]
 
 
 class Chat(models.Model):
@@ -95,14 +103,27 @@ class Message(models.Model):
         return self.message_id
 
 
-class TermCount(models.Model):
-    """How many indexed messages of a tenant hold a term (``lexeme`` ``""``: hold any),
-    kept by PostgreSQL triggers on the message table (``postgresql_term_counts``), so an
-    unscoped or tenant search reads each n_t and N from here instead of counting matches.
+class CountedTerm(models.Model):
+    """A term common enough that PostgreSQL stores its counts (``TermCount``); chosen by
+    ``backfill_transcripts --count-terms`` and the migration. Empty on SQLite."""
 
-    ``shard`` (the chat's pk modulo ``SHARDS``) splits a tenant's counts so that writes to
-    chats of different shards never wait for each other; a count is the sum over shards.
-    SQLite keeps the table empty (FTS5 counts there).
+    lexeme = models.TextField(primary_key=True)
+
+    class Meta:
+        verbose_name = _("counted term")
+
+    def __str__(self) -> str:
+        return self.lexeme
+
+
+class TermCount(models.Model):
+    """How many indexed messages of a tenant hold a counted term (``lexeme`` ``""``: hold
+    any), kept by PostgreSQL triggers on the message table (``postgresql_term_counts``),
+    so an unscoped or tenant search reads n_t and N from here instead of counting matches.
+
+    ``shard`` (tenant ``""``: the chat's pk modulo ``SHARDS``; other tenants 0) splits the
+    counts of every chat without a tenant so that writes to chats of different shards
+    never wait for each other; a count is the sum over shards. Empty on SQLite.
     """
 
     pk = models.CompositePrimaryKey("lexeme", "tenant", "shard")

@@ -1,6 +1,7 @@
-"""PostgreSQL's stored term counts (``TermCount``): true after every path that changes
-message rows, read by unscoped and tenant searches with the hits counting gives, and
-found and rebuilt by ``verify`` when something outside the triggers broke them.
+"""PostgreSQL's stored term counts (``CountedTerm``, ``TermCount``): true after every path
+that changes message rows, read by unscoped and tenant searches with the hits counting
+gives (uncounted terms counted in GIN), chosen by ``backfill_transcripts --count-terms``,
+and found and rebuilt by ``verify`` when something outside the triggers broke them.
 
 ``assert_consistent`` (``Verifier.problems``) checks the counts too, so every
 reliability suite that calls it (concurrency, faults, deletes) checks them as well.
@@ -25,8 +26,13 @@ from django.test.utils import CaptureQueriesContext
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
 from deuz_transcripts.backends import policy
 from deuz_transcripts.backends.policy import PlanPolicy
-from deuz_transcripts.backends.postgresql_term_counts import SHARDS, count_drift
-from deuz_transcripts.models import Chat, Message, TermCount
+from deuz_transcripts.backends.postgresql_term_counts import (
+    COUNTED_MIN_ROWS,
+    SHARDS,
+    count_drift,
+    refresh_term_counts,
+)
+from deuz_transcripts.models import Chat, CountedTerm, Message, TermCount
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 from deuz_transcripts.verify import Verifier
 from tests.sql_support import assert_consistent, run_threads
@@ -62,6 +68,11 @@ def stored(lexeme: str, tenant: str | None = None) -> int:
     return int(rows.aggregate(n=Sum("rows"))["n"] or 0)
 
 
+def count_terms(min_rows: int) -> int:
+    with connection.cursor() as cursor:
+        return refresh_term_counts(cursor, min_rows)
+
+
 def drift() -> list[tuple[str, str, int, int]]:
     with connection.cursor() as cursor:
         return count_drift(cursor)
@@ -77,20 +88,27 @@ def test_counts_follow_every_path_that_changes_messages():
             user = "ada" if n % 3 else "bob"
             texts = ["alpha beta", f"gamma {n}", "alpha alpha delta" if n % 2 else "beta", "!!"]
             revisions[n] = store.write_chat(chat(f"c{n}", user, *texts), expected_revision=0)
+        store.write_chat(chat("seed", "", "omega"), expected_revision=0)  # tenant ""
+        assert stored("") == 6 * 3 + 1 and stored("alpha") == 0  # N only: nothing chosen
+        assert count_terms(1) == len(CountedTerm.objects.all())  # every term, once
+        assert not CountedTerm.objects.filter(lexeme__startswith="\ue000").exists()
         assert drift() == []
         assert stored("alpha") == 6 + 3  # "alpha" twice in one message counts one row
         assert stored("alpha", "ada") == 4 + 2 and stored("alpha", "bob") == 2 + 1
-        assert stored("") == 6 * 3  # N: rows with terms ("!!" has none)
+        assert stored("") == 6 * 3 + 1  # N: rows with terms ("!!" has none)
+        assert set(TermCount.objects.filter(tenant="ada").values_list("shard", flat=True)) == {0}
         assert set(TermCount.objects.values_list("shard", flat=True)) <= set(range(SHARDS))
-        assert not TermCount.objects.filter(lexeme__startswith="\ue000").exists()
+        store.write_chat(chat("c6", "ada", "alpha novel"), expected_revision=0)
+        assert stored("alpha", "ada") == 7 and stored("novel") == 0  # chosen later, if ever
 
         store.write_chat(chat("c1", "ada", "omega"), expected_revision=revisions[1])
         store.delete_chat("c2")
         assert drift() == [] and stored("omega", "ada") == 1
         assert stored("2") == 0 and not TermCount.objects.filter(rows__lte=0).exists()
+        assert stored("omega") == 2 and CountedTerm.objects.filter(lexeme="2").exists()
         index = DjangoTranscriptIndex()
         index.remove("c4")  # out of search: vectors cleared, rows kept
-        assert drift() == [] and stored("", "ada") == 1 + 3  # c1 rewritten, c5
+        assert drift() == [] and stored("", "ada") == 1 + 3 + 1  # c1 rewritten, c5, c6
         Chat.objects.filter(chat_id="c5").delete()  # an ORM cascade
         Message.objects.filter(chat__chat_id="c3", position=0).delete()
         assert drift() == []
@@ -110,8 +128,9 @@ def test_counts_follow_every_path_that_changes_messages():
 
 
 def test_unscoped_and_tenant_searches_read_the_stored_counts_and_rank_as_counting_does():
-    """Same hits and scores as the memory index; n_t comes from ``TermCount`` (no GIN
-    count of a term) for the whole index and for a tenant, but not for a narrower scope."""
+    """Same hits and scores as the memory index; the counted terms' n_t come from
+    ``TermCount`` for the whole index and for a tenant (the others from GIN), never for
+    a narrower scope."""
     with tenant_key("userId"):
         store = DjangoConditionalChatStore()
         memory = InMemoryTranscriptIndex()
@@ -123,6 +142,7 @@ def test_unscoped_and_tenant_searches_read_the_stored_counts_and_rank_as_countin
                 record = chat(f"c{n:02}", user, " ".join(words), minutes=n, project="x")
             store.write_chat(record, expected_revision=0)
             memory.index(record)
+        assert count_terms(10) == 3  # common, alpha, filler; "rare" is counted in GIN
         forced = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9)
         with mock.patch.object(policy, "DEFAULT_POLICY", forced):
             for scope, counted in (
@@ -145,6 +165,7 @@ def test_verify_finds_counts_that_drifted_and_fix_rebuilds_them():
     store = DjangoConditionalChatStore()
     store.write_chat(chat("c1", "ada", "alpha beta"), expected_revision=0)
     store.write_chat(chat("c2", "ada", "alpha"), expected_revision=0)
+    count_terms(1)
     TermCount.objects.filter(lexeme="alpha").delete()  # as after a TRUNCATE, say
     assert [str(problem) for problem in Verifier().problems()] == [
         "counts: stored term counts differ from the vectors: tenant '' term 'alpha' "
@@ -162,6 +183,8 @@ def test_concurrent_writers_of_one_tenant_neither_deadlock_nor_lose_counts():
     and deleted: the shard locks queue them; every count ends true."""
     with tenant_key("userId"):
         store = DjangoConditionalChatStore()
+        store.write_chat(chat("seed", "ada", "alpha omega beta shared words"), expected_revision=0)
+        count_terms(1)
 
         def work(n: int) -> None:
             for k in range(4):
@@ -177,5 +200,18 @@ def test_concurrent_writers_of_one_tenant_neither_deadlock_nor_lose_counts():
         results = run_threads(8, work)
         assert [r for r in results if r is not None] == []
         assert drift() == []
-        assert stored("alpha", "ada") == 8 * 2 and stored("omega", "ada") == 8 * 2
+        assert stored("alpha", "ada") == 8 * 2 + 1 and stored("omega", "ada") == 8 * 2 + 1
         assert_consistent()
+
+
+def test_count_terms_chooses_the_common_terms_and_is_postgresql_only():
+    store = DjangoConditionalChatStore()
+    for n in range(3):
+        store.write_chat(chat(f"c{n}", "ada", "alpha", f"beta{n}"), expected_revision=0)
+    out = mock.Mock()
+    call_command("backfill_transcripts", "--count-terms", stdout=out)
+    assert COUNTED_MIN_ROWS > 3 and not CountedTerm.objects.exists()
+    assert "0 term(s) in at least 2,000 indexed messages" in str(out.write.call_args)
+    assert count_terms(3) == 1 and stored("alpha") == 3 and stored("beta0") == 0
+    with pytest.raises(CommandError, match="use it alone"):
+        call_command("backfill_transcripts", "--count-terms", "--verify")

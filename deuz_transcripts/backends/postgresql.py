@@ -276,8 +276,8 @@ class PostgresMatcher(SearchMatcher):
     def term_counts(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> list[int]:
-        """Each term's rows in the filter: stored (unscoped and tenant searches), or one
-        GIN count per term (no vector is read).
+        """Each term's rows in the filter: stored (common terms of unscoped and tenant
+        searches), or one GIN count per term (no vector is read).
 
         One statement per term, not one holding a subquery per term: a statement keeps
         every bitmap it built until it ends, and 30 counts of common words in one
@@ -289,16 +289,17 @@ class PostgresMatcher(SearchMatcher):
             f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{tenant}"
         )
         stored = self.stored_counts_of(chats)
-        if stored is not None:
-            return stored_term_counts(cursor, terms, stored[0])
-        counts = []
+        counts: list[int | None] = (
+            [None] * len(terms) if stored is None else stored_term_counts(cursor, terms, stored[0])
+        )
         with _bitmap_scans(self.alias, cursor):
-            for term in terms:
-                cursor.execute(
-                    sql, [filtered_tsquery(chats, tsquery_literal(term)), *tenant_params]
-                )
-                counts.append(fetch_int(cursor))
-        return counts
+            for position, term in enumerate(terms):
+                if counts[position] is None:
+                    cursor.execute(
+                        sql, [filtered_tsquery(chats, tsquery_literal(term)), *tenant_params]
+                    )
+                    counts[position] = fetch_int(cursor)
+        return [int(count or 0) for count in counts]
 
     def count_matches(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> int:
         """One GIN count when GIN filters the scope and tokens say which rows are admitted."""

@@ -1,44 +1,60 @@
-"""PostgreSQL: each term's number of indexed messages per tenant, kept by triggers.
+"""PostgreSQL: the number of indexed messages per tenant holding each common term, kept
+by triggers.
 
-Exact idf needs n_t, the rows of the search's scope holding term t. GIN can find those
-rows but not count them without visiting each one (a common word of an unscoped search
-at 1M messages: a 438 ms count). So statement-level ``AFTER`` triggers on the message
-table add each inserted vector's terms to ``TermCount`` and take each deleted one's off
-(an UPDATE: the rows whose vector, tenant or chat changed, old off and new on), in the
-writing transaction: a search of one tenant (scope ``{TENANT_KEY: value}``) or of every
-chat then reads n_t and N (lexeme ``""``) with a few index lookups, whatever the size of
-the data. Triggers, not the app's writers, so every path that changes message rows
-(ORM cascades, raw SQL, a partition conversion's copy) keeps the counts true; a
-``TRUNCATE`` of the message table does not fire them (``backfill_transcripts`` rebuilds).
+Exact idf needs n_t, the rows of the search's scope holding term t. GIN finds those rows
+but cannot count them without visiting each one: a rare term costs little, a common one
+its every row (438 ms for one word of an unscoped search at 1M messages). So the terms in
+at least ``COUNTED_MIN_ROWS`` indexed messages (``CountedTerm``, chosen by
+``refresh_term_counts``: the migration, ``backfill_transcripts --count-terms``) have their
+counts stored per tenant in ``TermCount``, with lexeme ``""`` for N. Statement-level
+``AFTER`` triggers on the message table add each inserted vector's counted terms and take
+each deleted one's off (an UPDATE: the rows whose vector, tenant or chat changed, old off
+and new on) in the writing transaction, so every path that changes message rows (ORM
+cascades, raw SQL, a partition conversion) keeps them true; a ``TRUNCATE`` of the message
+table does not fire them (``backfill_transcripts --fix`` rebuilds). Only common terms:
+counting every term per tenant took 30 rows a message (a tenant's rare words).
 
-Each statement first takes one transaction-scoped advisory lock per (tenant, shard) it
-touches, in one order, so concurrent writers of one shard queue instead of deadlocking
-on count rows; writers of other shards (a tenant's other chats, other tenants) run on.
+A search of one tenant (scope ``{TENANT_KEY: value}``) or of every chat reads N and the
+counted terms' n_t with a few index lookups and counts the others in GIN (each holds
+fewer than ``COUNTED_MIN_ROWS`` rows once chosen; a term that became common since is
+counted in GIN, exactly, until the next refresh).
+
+Tenant ``""`` (every chat while ``TENANT_KEY`` is unset) splits its counts over
+``SHARDS`` rows per term (the chat's pk modulo ``SHARDS``); other tenants use one. Each
+statement first takes a transaction-scoped advisory lock per (tenant, shard) it touches,
+in one order: writers of one shard queue instead of deadlocking on count rows, writers of
+other shards and tenants run on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.db import transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
 
-from ..models import Message, TermCount
+from ..models import CountedTerm, Message, TermCount
 from ..text import stored_term
 from .chat_filter import table
 
 __all__ = [
+    "COUNTED_MIN_ROWS",
     "SHARDS",
     "count_drift",
     "create_term_counts",
     "create_triggers",
     "drop_term_counts",
     "rebuild_term_counts",
+    "refresh_term_counts",
     "stored_term_counts",
     "stored_total",
 ]
 
-#: A tenant's counts are split over this many rows per term (chat pk modulo SHARDS).
+#: Terms in at least this many indexed messages get stored counts (fewer: GIN counts
+#: them at about the cost of a page walk's probe).
+COUNTED_MIN_ROWS = 2_000
+#: Tenant ``""``'s counts are split over this many rows per term.
 SHARDS = 8
 _LOCK_NAMESPACE = 733_121  # the app's key space for count locks (733_120: chat locks)
 _FUNCTION = "deuz_count_terms"
@@ -47,27 +63,28 @@ _TRIGGERS = {
     "DELETE": "REFERENCING OLD TABLE AS deuz_old",
     "UPDATE": "REFERENCING OLD TABLE AS deuz_old NEW TABLE AS deuz_new",
 }
+_SHARD = f"(CASE WHEN r.tenant = '' THEN mod(r.chat_id, {SHARDS}) ELSE 0 END)::smallint"
+_TERMS = "unnest(tsvector_to_array(r.search_vector))"
+#: Scope, chat and role lexemes (a private-use first character) are never terms.
+_IS_TERM = "left(l.lexeme, 1) NOT IN (E'\\uE000', E'\\uE002', E'\\uE003')"
 
 
 def _counted(rows: str, sign: int) -> str:
-    """``(tenant, shard, lexeme, n)`` of the vectors of ``rows`` (``""``: every row),
-    scope, chat and role lexemes (a private-use prefix) left out."""
+    """``(tenant, shard, lexeme, n)`` of the vectors of ``rows``: each counted term, and
+    ``""`` for every row with a vector."""
+    counted = table(CountedTerm)
     return (
-        f"SELECT r.tenant, mod(r.chat_id, {SHARDS})::smallint AS shard, l.lexeme, {sign} AS n "
-        f"FROM {rows} r CROSS JOIN LATERAL unnest(tsvector_to_array(r.search_vector)) "
-        "AS l(lexeme) WHERE r.search_vector IS NOT NULL "
-        "AND left(l.lexeme, 1) NOT IN (E'\\uE000', E'\\uE002', E'\\uE003') "
-        f"UNION ALL SELECT r.tenant, mod(r.chat_id, {SHARDS})::smallint, '', {sign} "
+        f"SELECT r.tenant, {_SHARD} AS shard, l.lexeme, {sign} AS n "
+        f"FROM {rows} r CROSS JOIN LATERAL {_TERMS} AS l(lexeme) "
+        f"WHERE r.search_vector IS NOT NULL AND l.lexeme IN (SELECT lexeme FROM {counted}) "
+        f"UNION ALL SELECT r.tenant, {_SHARD}, '', {sign} "
         f"FROM {rows} r WHERE r.search_vector IS NOT NULL"
     )
 
 
 def _shards(rows: str) -> str:
     """``(tenant, shard)`` of the rows of ``rows`` that have a vector (others count nothing)."""
-    return (
-        f"SELECT r.tenant, mod(r.chat_id, {SHARDS})::smallint AS shard FROM {rows} r "
-        "WHERE r.search_vector IS NOT NULL"
-    )
+    return f"SELECT r.tenant, {_SHARD} AS shard FROM {rows} r WHERE r.search_vector IS NOT NULL"
 
 
 def _apply(shards: str, changes: str, *, removes: bool) -> str:
@@ -144,20 +161,12 @@ def create_triggers(cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor) 
         )
 
 
-def _fill_sql() -> str:
-    return (
-        f"INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
-        f"SELECT c.lexeme, c.tenant, c.shard, sum(c.n) FROM ({_counted(table(Message), 1)}) c "
-        "GROUP BY c.lexeme, c.tenant, c.shard"
-    )
-
-
 def create_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    """The migration's PostgreSQL step: the triggers, then the counts of the rows there."""
+    """The migration's PostgreSQL step: the triggers, then the terms to count and their
+    counts from the rows already there."""
     create_triggers(schema_editor)
-    schema_editor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
-    schema_editor.execute(f"DELETE FROM {table(TermCount)}")
-    schema_editor.execute(_fill_sql())
+    with schema_editor.connection.cursor() as cursor:
+        refresh_term_counts(cursor)
 
 
 def drop_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
@@ -167,11 +176,35 @@ def drop_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
 
 
 def rebuild_term_counts(cursor: CursorWrapper) -> None:
-    """Every count again from the vectors (after a ``TRUNCATE``, or a drift ``verify``
-    found), holding off writers of messages meanwhile; run in a transaction."""
-    cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
-    cursor.execute(f"DELETE FROM {table(TermCount)}")
-    cursor.execute(_fill_sql())
+    """The counted terms' counts again from the vectors (after a ``TRUNCATE``, or a drift
+    ``verify`` found), in one transaction holding off message writers (not searches)."""
+    with transaction.atomic(using=cursor.db.alias):
+        cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
+        cursor.execute(f"DELETE FROM {table(TermCount)}")
+        cursor.execute(
+            f"INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
+            f"SELECT c.lexeme, c.tenant, c.shard, sum(c.n) "
+            f"FROM ({_counted(table(Message), 1)}) c GROUP BY c.lexeme, c.tenant, c.shard"
+        )
+
+
+def refresh_term_counts(cursor: CursorWrapper, min_rows: int = COUNTED_MIN_ROWS) -> int:
+    """Choose the terms to count (those in at least ``min_rows`` indexed messages) and
+    count them; the number of terms counted. Two passes over every vector, in one
+    transaction holding off message writers (not searches)."""
+    with transaction.atomic(using=cursor.db.alias):
+        cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
+        cursor.execute(f"DELETE FROM {table(CountedTerm)}")
+        cursor.execute(
+            f"INSERT INTO {table(CountedTerm)} (lexeme) SELECT l.lexeme "
+            f"FROM {table(Message)} r CROSS JOIN LATERAL {_TERMS} AS l(lexeme) "
+            f"WHERE r.search_vector IS NOT NULL AND {_IS_TERM} "
+            "GROUP BY l.lexeme HAVING count(*) >= %s",
+            [min_rows],
+        )
+        counted = int(cursor.rowcount)
+        rebuild_term_counts(cursor)
+    return counted
 
 
 def count_drift(cursor: CursorWrapper, limit: int = 20) -> list[tuple[str, str, int, int]]:
@@ -193,16 +226,18 @@ def count_drift(cursor: CursorWrapper, limit: int = 20) -> list[tuple[str, str, 
 
 def stored_term_counts(
     cursor: CursorWrapper, terms: Sequence[str], tenant: str | None
-) -> list[int]:
-    """Each term's indexed messages in ``tenant`` (``None``: every tenant)."""
+) -> list[int | None]:
+    """Each term's indexed messages in ``tenant`` (``None``: every tenant), or ``None``
+    for a term whose counts are not stored."""
     where, params = ("AND t.tenant = %s", [tenant]) if tenant is not None else ("", [])
     cursor.execute(
-        "SELECT COALESCE((SELECT sum(t.rows) FROM "
-        f"{table(TermCount)} t WHERE t.lexeme = q.lexeme {where}), 0) "
+        f"SELECT EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = q.lexeme), "
+        f"COALESCE((SELECT sum(t.rows) FROM {table(TermCount)} t "
+        f"WHERE t.lexeme = q.lexeme {where}), 0) "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, n) ORDER BY q.n",
         [*params, [stored_term(term) for term in terms]],
     )
-    return [int(row[0]) for row in cursor.fetchall()]
+    return [int(count) if counted else None for counted, count in cursor.fetchall()]
 
 
 def stored_total(cursor: CursorWrapper, tenant: str | None) -> int:

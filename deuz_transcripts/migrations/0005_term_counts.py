@@ -1,9 +1,10 @@
-"""Per-tenant term counts (``TermCount``), kept by triggers on PostgreSQL's message table
-and filled from the vectors already stored, so unscoped and tenant searches read n_t and
-N instead of counting matches (SQLite: the table stays empty).
+"""Stored counts of common terms per tenant (``CountedTerm``, ``TermCount``), kept by
+triggers on PostgreSQL's message table, so unscoped and tenant searches read n_t and N
+instead of counting matches (SQLite: both tables stay empty).
 
-Filling reads every stored vector once (about a minute per million messages) under a
-``SHARE`` lock: message writes wait meanwhile, searches do not.
+On PostgreSQL this chooses the terms in at least 2,000 indexed messages and counts them:
+two passes over every stored vector (about a minute per million messages) under a
+``SHARE`` lock, so message writes wait meanwhile; searches do not.
 """
 
 from django.db import migrations, models
@@ -15,6 +16,11 @@ class Migration(migrations.Migration):
     dependencies = [("deuz_transcripts", "0004_tenant")]
 
     operations = [
+        migrations.CreateModel(
+            name="CountedTerm",
+            fields=[("lexeme", models.TextField(primary_key=True, serialize=False))],
+            options={"verbose_name": "counted term"},
+        ),
         migrations.CreateModel(
             name="TermCount",
             fields=[

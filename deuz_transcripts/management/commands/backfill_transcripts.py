@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteWrapper
 
 from ...backfill import SOURCES, Backfill, BackfillStats
@@ -87,6 +87,13 @@ class Command(OneLineErrors):
         )
         parser.add_argument("--fix", action="store_true", help="Repair what --verify finds.")
         parser.add_argument(
+            "--count-terms",
+            action="store_true",
+            help="PostgreSQL: choose the terms whose counts are stored (those in at least "
+            "2,000 indexed messages) and count them; after a bulk load, then from time to "
+            "time (two passes over every vector; message writes wait meanwhile).",
+        )
+        parser.add_argument(
             "--workers",
             type=int,
             default=1,
@@ -100,6 +107,9 @@ class Command(OneLineErrors):
             raise CommandError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE:,}")
         if options["fix"] and (options["dry_run"] or options["verify"]):
             raise CommandError("--fix repairs what --verify finds; use it alone")
+        if options["count_terms"]:
+            self._count_terms(options)
+            return
         if options["workers"] != 1:
             self._check_workers(options)
         for chat_id in options["chat_ids"] or ():
@@ -115,6 +125,22 @@ class Command(OneLineErrors):
             self._verify(options)
         else:
             self._backfill(options)
+
+    def _count_terms(self, options: dict[str, Any]) -> None:
+        from ...backends.postgresql_term_counts import COUNTED_MIN_ROWS, refresh_term_counts
+
+        others = ("dry_run", "verify", "fix", "chat_ids")
+        if any(options[name] for name in others) or options["workers"] != 1:
+            raise CommandError("--count-terms counts every chat's terms; use it alone")
+        database = options["database"]
+        if connections[database].vendor != "postgresql":
+            raise CommandError("--count-terms is PostgreSQL's (SQLite counts terms in FTS5)")
+        with transaction.atomic(using=database), connections[database].cursor() as cursor:
+            counted = refresh_term_counts(cursor)
+        self.stdout.write(
+            f"Counted terms: {counted} term(s) in at least {COUNTED_MIN_ROWS:,} indexed "
+            "messages have stored counts."
+        )
 
     @staticmethod
     def _check_workers(options: dict[str, Any]) -> None:
