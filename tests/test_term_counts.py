@@ -105,7 +105,8 @@ def test_counts_follow_every_path_that_changes_messages():
         store.delete_chat("c2")
         assert drift() == [] and stored("omega", "ada") == 1
         assert stored("2") == 0 and not TermCount.objects.filter(rows__lte=0).exists()
-        assert stored("omega") == 2 and CountedTerm.objects.filter(lexeme="2").exists()
+        assert stored("omega") == 2  # "2" was only c2's: no longer counted either
+        assert not CountedTerm.objects.filter(lexeme="2").exists()
         index = DjangoTranscriptIndex()
         index.remove("c4")  # out of search: vectors cleared, rows kept
         assert drift() == [] and stored("", "ada") == 1 + 3 + 1  # c1 rewritten, c5, c6
@@ -215,3 +216,18 @@ def test_count_terms_chooses_the_common_terms_and_is_postgresql_only():
     assert count_terms(3) == 1 and stored("alpha") == 3 and stored("beta0") == 0
     with pytest.raises(CommandError, match="use it alone"):
         call_command("backfill_transcripts", "--count-terms", "--verify")
+
+
+def test_a_counted_term_held_only_by_deleted_chats_leaves_both_tables():
+    """A privacy delete: a word common enough to be counted (a name in every message of
+    one user, say) but held by no other message is gone from ``CountedTerm`` too."""
+    store = DjangoConditionalChatStore()
+    store.write_chat(chat("c1", "ada", "zebulon alpha", "zebulon"), expected_revision=0)
+    store.write_chat(chat("c2", "ada", "alpha"), expected_revision=0)
+    count_terms(1)
+    assert stored("zebulon") == 2
+    store.delete_chat("c1")
+    assert not CountedTerm.objects.filter(lexeme="zebulon").exists()
+    assert not TermCount.objects.filter(lexeme="zebulon").exists()
+    assert CountedTerm.objects.filter(lexeme="alpha").exists() and stored("alpha") == 1
+    assert drift() == []

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import connections, models
 
+from ..conf import conf
 from ..models import Chat, ChatScope, Message
 from ..paging import HitKey, from_micros
 
@@ -109,6 +110,11 @@ class ChatFilter:
     def narrowed(self) -> bool:
         """Whether a scope field, a chat id list or another filter narrows the chats."""
         return bool(self.scope) or self.chat_ids is not None or not self.tokens_suffice
+
+    @property
+    def tenant_only(self) -> bool:
+        """Whether the scope is exactly the ``TENANT_KEY`` field, tested as ``tenant``."""
+        return self.tenant is not None and set(self.scope) == {conf.TENANT_KEY}
 
     @property
     def tokens_suffice(self) -> bool:
@@ -269,9 +275,12 @@ class ChatFilter:
         """SQL true when chat row ``c`` is admitted.
 
         Without a scope it tests ``c`` itself: ``c.id IN (every indexed chat)`` would
-        make the engine list the whole chat table before using any row of it.
+        make the engine list the whole chat table before using any row of it. So does a
+        scope that is exactly the tested tenant (``c.tenant`` says it): as a list of the
+        tenant's chats, PostgreSQL hashed all of them before walking newest first (704 ms
+        for the 50,000-message user at 1M, against 1.4 ms testing each chat walked).
         """
-        if self.scope:
+        if self.scope and not self.tenant_only:
             pks, params = self.chat_pks_sql()
             return f"c.id IN ({pks})", params
         return self._chat_check()

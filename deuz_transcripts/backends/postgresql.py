@@ -21,7 +21,6 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 
 from .. import ranking
-from ..conf import conf
 from ..models import Chat, Message
 from ..text import stored_term, stored_terms_text
 from .base import Candidate, SearchBackend, SearchMatcher, fetch_int, mask_sql
@@ -173,10 +172,7 @@ class PostgresMatcher(SearchMatcher):
             return None
         if not chats.scope:
             return (None,)
-        key = conf.TENANT_KEY
-        if key is not None and set(chats.scope) == {key}:
-            return (chats.scope[key],)
-        return None
+        return (chats.tenant,) if chats.tenant_only else None
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """N from the stored counts where they are the filter's, else as every backend."""

@@ -89,8 +89,9 @@ def _shards(rows: str) -> str:
 
 def _apply(shards: str, changes: str, *, removes: bool) -> str:
     """The statements that lock the (tenant, shard) pairs of ``shards`` and add the sums
-    of ``changes`` to their counts; with ``removes``, counts that reach 0 are deleted, so
-    no term of a deleted message stays behind in this table (docs/guarantees.md)."""
+    of ``changes`` to their counts; with ``removes``, counts that reach 0 are deleted, and
+    a counted term left with no count at all stops being counted, so no term held only by
+    deleted messages stays behind in either table (docs/guarantees.md)."""
     counts = table(TermCount)
     upsert = f"""
         INSERT INTO {counts} (lexeme, tenant, shard, rows)
@@ -113,6 +114,8 @@ def _apply(shards: str, changes: str, *, removes: bool) -> str:
                 AS z(lexeme, tenant, shard)
             WHERE t.lexeme = z.lexeme AND t.tenant = z.tenant AND t.shard = z.shard
                 AND t.rows = 0;
+            DELETE FROM {table(CountedTerm)} k WHERE k.lexeme = ANY(gone_lexemes)
+                AND NOT EXISTS (SELECT 1 FROM {counts} t WHERE t.lexeme = k.lexeme);
         END IF;"""
 
 
