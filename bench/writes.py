@@ -193,15 +193,18 @@ def size(indexed_bytes: int) -> dict[str, Any]:
                 "SELECT pg_relation_size('deuz_message_vector'), "
                 "(SELECT coalesce(sum(pg_column_size(search_vector)), 0) "
                 " FROM deuz_transcripts_message), "
-                "pg_total_relation_size('deuz_transcripts_message')"
+                "pg_total_relation_size('deuz_transcripts_message'), "
+                "pg_total_relation_size('deuz_transcripts_termcount') "
+                "+ pg_total_relation_size('deuz_transcripts_countedterm')"
             )
-            gin, column, total = cursor.fetchone()
+            gin, column, total, counts = cursor.fetchone()
             out |= {
                 "gin_index_bytes": gin,
                 "tsvector_column_bytes": int(column),
                 "message_table_total_bytes": total,
+                "term_count_bytes": int(counts),
             }
-            search_bytes = gin + int(column)
+            search_bytes = gin + int(column) + int(counts)
         else:
             try:
                 cursor.execute(
