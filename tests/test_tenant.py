@@ -169,14 +169,19 @@ def test_the_newest_first_walk_of_a_tenant_scope_tests_each_chat_s_tenant(store)
     memory = InMemoryTranscriptIndex()
     walk = PlanPolicy(walk_min_rows=1)
     with tenant_key("userId"), mock.patch.object(policy, "DEFAULT_POLICY", walk):
-        for n in range(8):
-            scope = {"userId": "ada" if n % 2 else "bob", **({"team": "x"} if n % 4 else {})}
+        scopes = [
+            {"userId": "ada" if n % 2 else "bob", **({"team": "x"} if n % 4 else {})}
+            for n in range(8)
+        ]
+        scopes += [{"team": "x"}, {"userId": ""}] * 3  # tenant "" both: one is {"userId": ""}
+        for n, scope in enumerate(scopes):
             record = ChatRecordFactory(chat_id=f"c{n}", scope=scope, texts=["alpha", "beta"])
             store.write_chat(record, expected_revision=0)
             memory.index(record)
         for scope, via_scope_rows in (
             ({"userId": "ada"}, False),
             ({"userId": "ada", "team": "x"}, True),
+            ({"userId": ""}, True),
         ):
             with CaptureQueriesContext(connection) as queries:
                 hits = store.transcript.search(scope, "alpha", limit=3)

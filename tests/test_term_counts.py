@@ -143,6 +143,10 @@ def test_unscoped_and_tenant_searches_read_the_stored_counts_and_rank_as_countin
                 record = chat(f"c{n:02}", user, " ".join(words), minutes=n, project="x")
             store.write_chat(record, expected_revision=0)
             memory.index(record)
+        for n, scope in enumerate(({"userId": ""}, {"project": "x"})):
+            record = ChatRecord(f"e{n}", scope, [{"role": "user", "content": "rare common"}])
+            store.write_chat(record, expected_revision=0)
+            memory.index(record)
         assert count_terms(10) == 3  # common, alpha, filler; "rare" is counted in GIN
         forced = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9)
         with mock.patch.object(policy, "DEFAULT_POLICY", forced):
@@ -150,6 +154,7 @@ def test_unscoped_and_tenant_searches_read_the_stored_counts_and_rank_as_countin
                 ({}, True),
                 ({"userId": "ada"}, True),
                 ({"userId": "ada", "project": "x"}, False),
+                ({"userId": ""}, False),  # tenant "" also holds chats without the field
             ):
                 for query in ("rare common", "alpha common", "rare alpha filler common"):
                     with CaptureQueriesContext(connection) as queries:

@@ -113,8 +113,10 @@ class ChatFilter:
 
     @property
     def tenant_only(self) -> bool:
-        """Whether the scope is exactly the ``TENANT_KEY`` field, tested as ``tenant``."""
-        return self.tenant is not None and set(self.scope) == {conf.TENANT_KEY}
+        """Whether the scope is exactly the ``TENANT_KEY`` field, tested as ``tenant``, so
+        the tenant column alone says which chats it admits (not for ``""``: chats without
+        the field have that tenant too)."""
+        return bool(self.tenant) and set(self.scope) == {conf.TENANT_KEY}
 
     @property
     def tokens_suffice(self) -> bool:
