@@ -173,8 +173,9 @@ def test_verify_finds_counts_that_drifted_and_fix_rebuilds_them():
     store.write_chat(chat("c2", "ada", "alpha"), expected_revision=0)
     count_terms(1)
     TermCount.objects.filter(lexeme="alpha").delete()  # as after a TRUNCATE, say
+    tenant = Chat.objects.get(chat_id="c1").tenant  # "ada" with TENANT_KEY = "userId"
     assert [str(problem) for problem in Verifier().problems()] == [
-        "counts: stored term counts differ from the vectors: tenant '' term 'alpha' "
+        f"counts: stored term counts differ from the vectors: tenant {tenant!r} term 'alpha' "
         "counts 0, its vectors 2"
     ]
     with pytest.raises(CommandError):
