@@ -184,7 +184,7 @@ class PostgresMatcher(SearchMatcher):
     def essential_min_terms(self, chats: ChatFilter) -> int:
         if self.stored_counts_of(chats) is not None:
             return self.policy.essential_min_terms_stored
-        return self.policy.essential_min_terms
+        return super().essential_min_terms(chats)
 
     def token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """The vectors holding the scope, chat and role lexemes: one GIN count."""
@@ -288,12 +288,12 @@ class PostgresMatcher(SearchMatcher):
         counts: list[int | None] = (
             [None] * len(terms) if stored is None else stored_term_counts(cursor, terms, stored[0])
         )
-        with _bitmap_scans(self.alias, cursor):
-            for position, term in enumerate(terms):
-                if counts[position] is None:
-                    cursor.execute(
-                        sql, [filtered_tsquery(chats, tsquery_literal(term)), *tenant_params]
-                    )
+        missing = [position for position, count in enumerate(counts) if count is None]
+        if missing:  # the bitmap settings cost a savepoint and two statements: only for GIN
+            with _bitmap_scans(self.alias, cursor):
+                for position in missing:
+                    query = filtered_tsquery(chats, tsquery_literal(terms[position]))
+                    cursor.execute(sql, [query, *tenant_params])
                     counts[position] = fetch_int(cursor)
         return [int(count or 0) for count in counts]
 
