@@ -35,7 +35,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.db import connection
+    from django.db import connection, transaction
 
     from . import measures
     from .corpus import Corpus
@@ -59,8 +59,9 @@ def main() -> None:
             start = time.perf_counter()
             sql.deuz(user, query)
             print(f"public API search: {(time.perf_counter() - start) * 1000:.2f} ms")
-            for sql_text, params in replay.captured[(user, query)]:
-                _explain(connection, sql_text, params)
+            with transaction.atomic():  # the search's SAVEPOINTs and local settings
+                for sql_text, params in replay.captured[(user, query)]:
+                    _explain(connection, sql_text, params)
             for baseline in ("raw_lower_bound", "engine_rank"):
                 statements: list[tuple[str, Any]] = []
 
@@ -77,6 +78,9 @@ def main() -> None:
 
 def _explain(connection: Any, sql_text: str, params: Any) -> None:
     with connection.cursor() as cursor:
+        if not sql_text.lstrip().upper().startswith(("SELECT", "WITH")):
+            cursor.execute(sql_text, params)  # SAVEPOINT, RELEASE: run, nothing to explain
+            return
         start = time.perf_counter()
         cursor.execute(sql_text, params)
         rows = cursor.fetchall()
