@@ -282,6 +282,8 @@ DENSE_SEARCHES = st.fixed_dictionaries(
 ROUTES = {
     # the full-mask walk whenever one row holds every term (else one ranking statement)
     "walk": {"WALK_MIN_ROWS": 1},
+    # fewer full-mask rows than a walk needs: a page of them (or one term's matches) read
+    "full-mask read": {"WALK_MIN_ROWS": 8},
     # every scope counts masks first, then reads the page's masks through the index
     # (PostgreSQL: the scope filtered inside GIN by its lexemes)
     "pruned": {"WALK_MIN_ROWS": 10**9, "SINGLE_STATEMENT_MAX": 0, "LEXEME_SCOPE_MIN": 0},
@@ -296,13 +298,14 @@ ROUTES = {
         "LEXEME_SCOPE_MIN": 0,
         "ESSENTIAL_MIN_TERMS": 1,
     },
-    # ... the terms of at most 8 rows in all read first, in one statement (SQLite FTS5)
+    # ... the terms of at most 8 rows in all read first, in one statement
     "essential+rare": {
         "WALK_MIN_ROWS": 10**9,
         "SINGLE_STATEMENT_MAX": 0,
         "LEXEME_SCOPE_MIN": 0,
         "ESSENTIAL_MIN_TERMS": 1,
         "ESSENTIAL_RARE_ROWS": 8,
+        "RARE_BATCH_MIN_TERMS": 1,
     },
     # ... giving up for the mask plans after a few rows
     "essential+fallback": {
@@ -329,6 +332,7 @@ def route(name: str) -> Iterator[None]:
                 essential_min_terms=values.get("ESSENTIAL_MIN_TERMS", 5),
                 essential_max_rows=values.get("ESSENTIAL_MAX_ROWS", 20_000),
                 essential_rare_rows=values.get("ESSENTIAL_RARE_ROWS", 0),
+                rare_batch_min_terms=values.get("RARE_BATCH_MIN_TERMS", 8),
             ),
         ),
         override_settings(

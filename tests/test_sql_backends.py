@@ -178,6 +178,48 @@ def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypa
     assert not search("common rare", 5)[1]  # one row holds both: every match is ranked
 
 
+def test_a_page_of_rows_holding_every_term_is_read_without_ranking_the_others(monkeypatch):
+    """Fewer rows hold every term than a walk needs, but a page of them: the page is
+    theirs (each scores 1.0), read after the probe with no n_t and no other mask; with
+    one term every match is on the page or behind it, however few."""
+    from deuz_transcripts.backends import policy
+
+    store = DjangoConditionalChatStore()
+    for n in range(6):
+        texts = [f"common words here {n}", "common again", "rare common" if n == 2 else "x"]
+        chat = record(f"c{n}", *texts)
+        chat.updated_at = datetime(2025, 1, 1 + n, tzinfo=UTC)
+        store.write_chat(chat, expected_revision=0)
+    if not store.transcript.backend.matcher.walks_newest_first:
+        pytest.skip("the LIKE fallback's probe is a scan: it ranks every match")
+    matcher = type(store.transcript.backend.matcher)
+    calls: list[str] = []
+    for name in ("mask_histogram", "candidates", "term_counts", "mask_candidates"):
+        original = getattr(matcher, name)
+
+        def spy(self: Any, *args: Any, _name: str = name, _original: Any = original) -> Any:
+            calls.append(_name)
+            return _original(self, *args)
+
+        monkeypatch.setattr(matcher, name, spy)
+
+    def search(query: str, walk_from: int, limit: int = 3) -> list[tuple]:
+        calls.clear()
+        monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=walk_from))
+        hits = store.transcript.search(ADA, query, limit=limit, offset=1)
+        return [(h.chat_id, h.message_id, h.score) for h in hits]
+
+    read = search("common again", 8)  # 6 rows hold both terms: a page of 4, fewer than 8
+    assert calls == ["mask_candidates"]
+    assert read == [("c4", "c4:1", 1.0), ("c3", "c3:1", 1.0), ("c2", "c2:1", 1.0)]
+    assert search("common again", 10**6) == read and "mask_candidates" not in calls
+    assert search("rare", 8) == [] and calls == ["mask_candidates"]  # one row, page 2
+    assert search("rare", 8, limit=1) == [] and calls == ["mask_candidates"]
+    ranked = search("rare common", 8)  # one row holds both: every match is ranked
+    assert ranked[0][2] < 1.0 and calls != ["mask_candidates"]
+    assert search("rare common", 10**6) == ranked
+
+
 def test_an_append_extracts_the_terms_of_the_new_messages_only(monkeypatch):
     """A rewrite keeps unchanged rows by digest and never folds their text again."""
     from deuz_transcripts import prepared
@@ -555,9 +597,9 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
     matcher_class = type(store.transcript.backend.matcher)
     original = matcher_class.rows_with_terms
 
-    def spy(self, cursor, chats, terms, wanted, skipped):
+    def spy(self, cursor, chats, terms, wanted, skipped, *expected):
         read.append(terms[wanted])
-        return original(self, cursor, chats, terms, wanted, skipped)
+        return original(self, cursor, chats, terms, wanted, skipped, *expected)
 
     monkeypatch.setattr(matcher_class, "rows_with_terms", spy)
     query = "common alpha mid rare1 rare2 rare3"
@@ -571,6 +613,7 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
             lexeme_scope_min=0,
             essential_max_rows=max_rows,
             essential_rare_rows=rare_rows,
+            rare_batch_min_terms=1,
             walk_min_rows=walk_min_rows,
         )
         monkeypatch.setattr(policy, "DEFAULT_POLICY", forced)
@@ -594,17 +637,19 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
     assert read == ["rare3", "rare2", "rare1", "mid", "alpha"]
     assert search(45, 40, walk_min_rows=1) == everything[:40]
     assert search(40, 40) == everything[:40] and read == ["rare3", "rare2", "rare1", "mid"]
-    if not store.transcript.backend.matcher.reads_any_terms:
-        return
-    # FTS5: the terms of at most 3 rows in the whole index (rare3: 1, rare2: 2) are read
-    # first in one statement; then term by term, rarest first
+    # the terms of at most 3 rows (rare3: 1, rare2: 2) are read first in one statement;
+    # then term by term, rarest first
     assert search(10_000, 3, rare_rows=3) == expected and read == ["rare1"]
     assert search(10_000, 3, rare_rows=6) == expected and read == []
     assert [(chat_id, score) for chat_id, _, score in search(10_000, 40, rare_rows=6)] == deep
-    # rare in the whole index, counted in the scope: another user's rows are not ADA's
     store.write_chat(
         record("bob-1", "rare3 rare2 rare1", scope={"userId": "bob"}), expected_revision=0
     )
+    if store.transcript.backend.matcher.reads_rare_terms_counted:
+        # PostgreSQL picks them by their rows in the filter: another user's rows are not ADA's
+        assert search(10_000, 3, rare_rows=3) == expected and read == ["rare1"]
+        return
+    # FTS5 picks them by their rows in the whole index, then counts them in the scope
     assert search(10_000, 3, rare_rows=3) == expected and read == ["rare2", "rare1"]
     assert search(10_000, 3, rare_rows=6) == expected and read == ["rare1"]
 
@@ -729,3 +774,22 @@ def test_one_term_over_every_chat_does_not_count_n():
         assert all(h.score == 1.0 for h in got)
         assert not any("indexed_count" in q["sql"] for q in queries.captured_queries)
     assert len(store.transcript.search({}, "rare words", limit=5)) == 5  # two terms read N
+
+
+def test_postgresql_looks_up_the_chats_of_a_known_few_rows_by_key():
+    """A statement joining few rows, known in advance, to their chats looks each chat up
+    (a LIMITed LATERAL subquery is never made a hash of the whole chat table); unknown or
+    many rows keep the planner's join. A read of one mask selects it as a constant, so no
+    vector is tested (nor detoasted) to compute it."""
+    from deuz_transcripts.backends.chat_filter import ChatFilter
+    from deuz_transcripts.backends.postgresql import PostgresMatcher
+
+    matcher = PostgresMatcher("default", PlanPolicy(chat_lookup_max_rows=100))
+    assert "LATERAL" in matcher.chat_join("h.chat_pk", 100)
+    assert "LATERAL" not in matcher.chat_join("h.chat_pk", 101)
+    assert "LATERAL" not in matcher.chat_join("h.chat_pk")
+    chats = ChatFilter({}, role_tokens=True)
+    one, _ = matcher.mask_matches_sql(chats, ["alpha", "beta"], {3})
+    both, _ = matcher.mask_matches_sql(chats, ["alpha", "beta"], {1, 3})
+    assert "SELECT m.id, 3 AS mask" in one and "CASE" not in one
+    assert "CASE" in both

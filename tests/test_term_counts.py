@@ -148,7 +148,9 @@ def test_unscoped_and_tenant_searches_read_the_stored_counts_and_rank_as_countin
             store.write_chat(record, expected_revision=0)
             memory.index(record)
         assert count_terms(10) == 3  # common, alpha, filler; "rare" is counted in GIN
-        forced = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9)
+        forced = PlanPolicy(  # no probe: a page of rows holding every term needs no count
+            single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9, walk_max_terms=0
+        )
         with mock.patch.object(policy, "DEFAULT_POLICY", forced):
             for scope, counted in (
                 ({}, True),

@@ -86,6 +86,9 @@ class SearchMatcher(ABC):
     #: Whether ``capped_term_counts`` and ``rows_with_any_terms`` are cheap here (the
     #: essential-terms plan then reads every rare term's rows in one statement).
     reads_any_terms: ClassVar[bool] = False
+    #: Whether ``rows_with_any_terms`` reads the rarest terms' rows at once after every
+    #: n_t is counted in the filter (``term_counts``), where counting comes first anyway.
+    reads_rare_terms_counted: ClassVar[bool] = False
     #: Joins ``c`` (chats) to ``m`` (messages) so rows come out newest chat first.
     walk_join: ClassVar[str] = "JOIN"
     #: Whether the search data holds a role token per row (``ChatFilter.role_tokens``).
@@ -161,6 +164,11 @@ class SearchMatcher(ABC):
         ``role_tokens``)."""
         raise NotImplementedError(f"{type(self).__name__} has no role tokens")
 
+    def chat_join(self, chat_pk: str, expected: int | None = None) -> str:
+        """Joins chat ``c`` (``id``, ``chat_id``, ``updated_at``) to rows whose chat pk is
+        the SQL ``chat_pk``; ``expected``: how many rows it joins, when the plan knows."""
+        return f"JOIN {table(Chat)} c ON c.id = {chat_pk}"
+
     def candidates(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int, total: int
     ) -> tuple[dict[int, int], list[Candidate]]:
@@ -174,16 +182,22 @@ class SearchMatcher(ABC):
         return self.ranked_candidates(cursor, matches, params, depth)
 
     def ranked_candidates(
-        self, cursor: CursorWrapper, matches: str, params: Sequence[Any], depth: int
+        self,
+        cursor: CursorWrapper,
+        matches: str,
+        params: Sequence[Any],
+        depth: int,
+        expected: int | None = None,
     ) -> tuple[dict[int, int], list[Candidate]]:
-        """``candidates`` over the rows of ``matches`` (``SELECT id, mask, chat_pk, ...``)."""
+        """``candidates`` over the rows of ``matches`` (``SELECT id, mask, chat_pk, ...``;
+        ``expected`` of them, when known)."""
         cursor.execute(
             f"WITH h AS MATERIALIZED ({matches}), "
             "r AS (SELECT h.id, h.mask, h.chat_pk, c.chat_id, c.updated_at, h.position, "
             "h.visible_position, count(*) OVER (PARTITION BY h.mask) AS n, "
             f"row_number() OVER (PARTITION BY h.mask ORDER BY {self.tie_order('h.position')}) "
             "AS rank "
-            f"FROM h JOIN {table(Chat)} c ON c.id = h.chat_pk) "
+            f"FROM h {self.chat_join('h.chat_pk', expected)}) "
             "SELECT r.mask, r.n, r.id, r.chat_pk, r.chat_id, "
             "r.updated_at, r.position, r.visible_position FROM r WHERE r.rank <= %s",
             [*params, depth],
@@ -208,10 +222,12 @@ class SearchMatcher(ABC):
         terms: Sequence[str],
         masks: Collection[int],
         depth: int,
+        expected: int | None = None,
     ) -> list[Candidate]:
-        """The first ``depth`` rows of each of ``masks`` (masks with few rows)."""
+        """The first ``depth`` rows of each of ``masks`` (masks with few rows: ``expected``
+        in all, when known)."""
         matches, params = self.mask_matches_sql(chats, terms, masks)
-        return self.ranked_candidates(cursor, matches, params, depth)[1]
+        return self.ranked_candidates(cursor, matches, params, depth, expected)[1]
 
     # the essential-terms plan (see ``deuz_transcripts.sql.planner``)
 
@@ -242,9 +258,10 @@ class SearchMatcher(ABC):
         terms: Sequence[str],
         wanted: int,
         skipped: Collection[int],
+        expected: int | None = None,
     ) -> list[Candidate]:
         """Rows of the filter holding term ``wanted`` and none of ``skipped`` (positions in
-        ``terms``), each with its mask over every term."""
+        ``terms``), each with its mask over every term (at most ``expected``, when known)."""
         raise NotImplementedError(f"{type(self).__name__} does not count terms")
 
     def capped_term_counts(
@@ -259,9 +276,10 @@ class SearchMatcher(ABC):
         chats: ChatFilter,
         terms: Sequence[str],
         wanted: Collection[int],
+        expected: int | None = None,
     ) -> list[Candidate]:
         """Rows of the filter holding any term of ``wanted`` (positions in ``terms``),
-        each with its mask over every term."""
+        each with its mask over every term (at most ``expected``, when known)."""
         raise NotImplementedError(f"{type(self).__name__} does not read rare terms at once")
 
     # the newest-first walk (see ``deuz_transcripts.sql.planner``)

@@ -13,7 +13,7 @@ lexeme; terms are letters and digits only, so no input can reach tsquery syntax.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -154,6 +154,19 @@ class PostgresMatcher(SearchMatcher):
     chat_id_order = 'c.chat_id COLLATE "C"'
     tenant_column = True  # a partitioned table reads one partition (docs/scaling.md)
     role_tokens = True  # every vector holds its message's role lexeme (migration 0003)
+    reads_rare_terms_counted = True  # every n_t is a stored count or one GIN count
+
+    def chat_join(self, chat_pk: str, expected: int | None = None) -> str:
+        """A known few rows look their chats up one by one through the primary key: a
+        ``LATERAL`` subquery with ``LIMIT`` is never flattened into a join. PostgreSQL's
+        default costs otherwise hash the whole chat table for them (1M messages, 62,185
+        chats: 18.6 ms for 108 rows where the lookups take 1.6 ms; bench/RESULTS.md)."""
+        if expected is None or expected > self.policy.chat_lookup_max_rows:
+            return super().chat_join(chat_pk, expected)
+        return (
+            "CROSS JOIN LATERAL (SELECT c.id, c.chat_id, c.updated_at "
+            f"FROM {table(Chat)} c WHERE c.id = {chat_pk} LIMIT 1) c"
+        )
 
     def reads_scope_rows(self, size: int) -> bool:
         return size <= self.policy.lexeme_scope_min
@@ -209,21 +222,24 @@ class PostgresMatcher(SearchMatcher):
     ) -> tuple[str, list[Any]]:
         """GIN finds the rows through one ``('a' & !'b') | ...`` tsquery of the masks."""
         query = " | ".join(f"({mask_tsquery(terms, mask)})" for mask in sorted(masks))
-        return self._matches(chats, terms, query)
+        only = next(iter(masks)) if len(masks) == 1 else None
+        return self._matches(chats, terms, query, only)
 
     def uses_lexemes(self, chats: ChatFilter) -> bool:
         """GIN filters the scope (big or unscoped searches), else the scope's rows are read."""
         return chats.size is None or chats.size > self.policy.lexeme_scope_min
 
     def _matches(
-        self, chats: ChatFilter, terms: Sequence[str], query: str
+        self, chats: ChatFilter, terms: Sequence[str], query: str, only: int | None = None
     ) -> tuple[str, list[Any]]:
+        """Rows of ``query`` with their masks; ``only``: the query admits this one mask, a
+        constant then (a vector test per term detoasts a long message's vector each time)."""
         literals = [tsquery_literal(term) for term in terms]
-        conditions = [f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms]
-        if len(terms) == 1:
-            conditions, literals = ["TRUE"], []
+        mask = mask_sql([f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms])
+        if only is not None or len(terms) == 1:
+            mask, literals = str(int(1 if only is None else only)), []
         select = (
-            f"SELECT m.id, {mask_sql(conditions)} AS mask, m.chat_id AS chat_pk, m.position, "
+            f"SELECT m.id, {mask} AS mask, m.chat_id AS chat_pk, m.position, "
             f"m.visible_position FROM {table(Message)} m WHERE "
         )
         if self.uses_lexemes(chats):  # one GIN search of scope, chats and terms together
@@ -318,6 +334,7 @@ class PostgresMatcher(SearchMatcher):
         terms: Sequence[str],
         wanted: int,
         skipped: Collection[int],
+        expected: int | None = None,
     ) -> list[Candidate]:
         """GIN finds the rows (``scope & wanted & !(skipped | ...)``); each row's mask is
         tested on its vector, for the terms the query admits (a ``skipped`` bit is 0)."""
@@ -325,6 +342,32 @@ class PostgresMatcher(SearchMatcher):
         if skipped:
             query += " & !(" + " | ".join(tsquery_literal(terms[p]) for p in sorted(skipped)) + ")"
         tested = [position for position in range(len(terms)) if position not in skipped]
+        return self._rows_of(cursor, chats, terms, query, tested, expected)
+
+    def rows_with_any_terms(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        wanted: Collection[int],
+        expected: int | None = None,
+    ) -> list[Candidate]:
+        """One GIN search of ``scope & (w1 | w2 ...)``: the rare terms' rows in one
+        statement, not one statement (and its settings) per term."""
+        query = " | ".join(tsquery_literal(terms[position]) for position in sorted(wanted))
+        return self._rows_of(cursor, chats, terms, query, range(len(terms)), expected)
+
+    def _rows_of(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        query: str,
+        tested: Iterable[int],
+        expected: int | None,
+    ) -> list[Candidate]:
+        """The filter's rows of ``query``, each with its mask over the ``tested`` terms."""
+        tested = list(tested)
         more, more_params = chats.token_sql()
         with _bitmap_scans(self.alias, cursor):
             cursor.execute(
@@ -334,7 +377,7 @@ class PostgresMatcher(SearchMatcher):
                     for p in tested
                 )
                 + "), m.chat_id, c.chat_id, c.updated_at, m.position, m.visible_position "
-                f"FROM {table(Message)} m JOIN {table(Chat)} c ON c.id = m.chat_id "
+                f"FROM {table(Message)} m {self.chat_join('m.chat_id', expected)} "
                 f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more}",
                 [
                     *(tsquery_literal(terms[p]) for p in tested),

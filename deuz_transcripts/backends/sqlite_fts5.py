@@ -322,6 +322,7 @@ class Fts5Matcher(SearchMatcher):
         terms: Sequence[str],
         wanted: int,
         skipped: Collection[int],
+        expected: int | None = None,
     ) -> list[Candidate]:
         """FTS5 finds the rows of ``wanted``; each row's mask is read from its own terms
         (``held_mask``), and rows holding a ``skipped`` term are dropped there: a
@@ -355,6 +356,7 @@ class Fts5Matcher(SearchMatcher):
         chats: ChatFilter,
         terms: Sequence[str],
         wanted: Collection[int],
+        expected: int | None = None,
     ) -> list[Candidate]:
         """One ``MATCH`` of ``scope AND (w1 OR w2 ...)``: the scope's doclist is read once,
         not once per term."""

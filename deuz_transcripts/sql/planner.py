@@ -80,6 +80,8 @@ class SearchPlanner:
                 return None
         newest = self._newest_page(cursor, chats, terms, depth)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
+            if len(newest) <= request.offset:  # one term's few matches, all before the page
+                return None
             full = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
             return newest[request.offset :], full
         if len(terms) == 1 and chats.size is None and matcher.walks_newest_first:
@@ -204,7 +206,8 @@ class SearchPlanner:
             and histogram[mask] >= max(self.policy.walk_min_rows, depth)
         }
         few = plan.page_masks - walked
-        rows = matcher.mask_candidates(cursor, chats, terms, few, depth) if few else []
+        count = sum(histogram[mask] for mask in few)
+        rows = matcher.mask_candidates(cursor, chats, terms, few, depth, count) if few else []
         for mask in walked:  # order_page orders the rows of every mask
             rows.extend(matcher.newest_with_mask(cursor, chats, terms, mask, depth))
         return rows
@@ -270,7 +273,10 @@ class SearchPlanner:
             if budget < 0:
                 return None
             skipped = [*rare, *rarest_first[:step]]
-            rows.extend(matcher.rows_with_terms(cursor, chats, terms, position, skipped))
+            found = matcher.rows_with_terms(
+                cursor, chats, terms, position, skipped, counts[position]
+            )
+            rows.extend(found)
             if page_is_read(rarest_first[step + 1 :]):
                 break
         histogram: dict[int, int] = {}
@@ -293,21 +299,28 @@ class SearchPlanner:
     ) -> tuple[list[Candidate], list[int], frozenset[int]]:
         """The rows of the rare terms, every term's n_t, and which terms were read.
 
-        Where the backend can, each term's rows in the whole index are counted up to
-        ``essential_rare_rows`` first; the rarest ones, up to that many rows in all, are
-        read in one statement with their masks, which also counts them in the filter.
-        The other terms are counted in the index (``term_counts``).
+        The rarest terms, up to ``essential_rare_rows`` rows in all, are read in one
+        statement with their masks where the backend can. SQLite FTS5 picks them by
+        their rows in the whole index, counted up to that cap (reading them counts them
+        in the filter) and counts the other terms in the index (``term_counts``);
+        PostgreSQL counts every term in the filter first (stored counts or GIN) and
+        picks by those counts, for long queries (``rare_batch_min_terms``).
         """
         matcher, cap = self.matcher, self.policy.essential_rare_rows
-        rare: list[int] = []
+        if (
+            cap
+            and matcher.reads_rare_terms_counted
+            and len(terms) >= self.policy.rare_batch_min_terms
+        ):
+            counts = matcher.term_counts(cursor, chats, terms)
+            rare = _rarest(counts, cap)
+            held = [position for position in rare if counts[position]]
+            expected = sum(counts[position] for position in held)
+            rows = matcher.rows_with_any_terms(cursor, chats, terms, held, expected) if held else []
+            return rows, counts, frozenset(rare)
+        rare = []
         if cap and matcher.reads_any_terms:
-            overall = matcher.capped_term_counts(cursor, terms, cap + 1)
-            room = cap
-            for position in sorted(range(len(terms)), key=lambda p: (overall[p], p)):
-                if overall[position] > room:
-                    break
-                room -= overall[position]
-                rare.append(position)
+            rare = _rarest(matcher.capped_term_counts(cursor, terms, cap + 1), cap)
         rows = matcher.rows_with_any_terms(cursor, chats, terms, rare) if rare else []
         counts = [0] * len(terms)
         for row in rows:
@@ -325,11 +338,13 @@ class SearchPlanner:
     ) -> list[Candidate] | None:
         """The first ``depth`` hits without ranking every match, when that is exact.
 
-        A row holding every query term has the highest raw score whatever the idfs,
-        so when at least ``depth`` rows hold them all, the page is the first ``depth``
-        of those in tie order (newest chat first), each scoring 1.0. A probe counts
-        such rows up to ``walk_min_rows`` (it stops there); only then does the walk
-        run, visiting about ``depth * N / rows`` messages instead of every match.
+        A row holding every query term has the highest raw score whatever the idfs
+        (every idf is positive), so when at least ``depth`` rows hold them all, the page
+        is the first ``depth`` of those in tie order, each scoring 1.0; with one term
+        that is every match, however few. A probe counts such rows up to
+        ``walk_min_rows`` (it stops there): that many are walked newest chat first,
+        visiting about ``depth * N / rows`` messages instead of every match; fewer are
+        read and sorted, and nothing else is (no N, no n_t, no other mask).
         """
         matcher = self.matcher
         cap = max(self.policy.walk_min_rows, depth)
@@ -337,9 +352,28 @@ class SearchPlanner:
             not matcher.walks_newest_first
             or len(terms) > self.policy.walk_max_terms
             or (chats.size is not None and chats.size < cap)  # the probe could not reach it
-            or matcher.count_with_all_terms(cursor, chats, terms, cap) < cap
         ):
             return None
+        together = matcher.count_with_all_terms(cursor, chats, terms, cap)
         full = (1 << len(terms)) - 1
-        page = matcher.newest_with_mask(cursor, chats, terms, full, depth)
+        if together >= cap:
+            page = matcher.newest_with_mask(cursor, chats, terms, full, depth)
+        elif len(terms) == 1:  # every match has the one mask: a short page is complete
+            return matcher.mask_candidates(cursor, chats, terms, {full}, depth, together)
+        elif together >= depth:
+            page = matcher.mask_candidates(cursor, chats, terms, {full}, depth, together)
+        else:
+            return None
         return page if len(page) >= depth else None  # rows deleted meanwhile: rank them all
+
+
+def _rarest(counts: Sequence[int], cap: int) -> list[int]:
+    """Positions of the rarest terms whose ``counts`` sum to at most ``cap``."""
+    rare: list[int] = []
+    room = cap
+    for position in sorted(range(len(counts)), key=lambda p: (counts[p], p)):
+        if counts[position] > room:
+            break
+        room -= counts[position]
+        rare.append(position)
+    return rare
