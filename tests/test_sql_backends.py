@@ -136,16 +136,23 @@ def test_fts5_scans_small_scopes_and_matches_big_ones_in_the_index():
     assert results[0][0] == ("c2", "c2:0", 1.0) and len(results[0]) == 8
 
 
+def six_dated_chats(third_of_c2: str, third: str) -> DjangoConditionalChatStore:
+    """Chats c0..c5 of ADA, a day apart (c5 newest): "common words here N", "common
+    again", then ``third_of_c2`` in c2 and ``third`` in the others."""
+    store = DjangoConditionalChatStore()
+    for n in range(6):
+        texts = [f"common words here {n}", "common again", third_of_c2 if n == 2 else third]
+        chat = record(f"c{n}", *texts)
+        chat.updated_at = datetime(2025, 1, 1 + n, tzinfo=UTC)
+        store.write_chat(chat, expected_revision=0)
+    return store
+
+
 def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypatch):
     """The walk runs only when enough rows hold every term; both routes give one answer."""
     from deuz_transcripts.backends import policy
 
-    store = DjangoConditionalChatStore()
-    for n in range(6):
-        texts = [f"common words here {n}", "common again", "rare" if n == 2 else "filler"]
-        chat = record(f"c{n}", *texts)
-        chat.updated_at = datetime(2025, 1, 1 + n, tzinfo=UTC)
-        store.write_chat(chat, expected_revision=0)
+    store = six_dated_chats("rare", "filler")
 
     def search(query: str, walk_from: int) -> tuple[list[tuple], bool]:
         monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=walk_from))
@@ -184,12 +191,7 @@ def test_a_page_of_rows_holding_every_term_is_read_without_ranking_the_others(mo
     one term every match is on the page or behind it, however few."""
     from deuz_transcripts.backends import policy
 
-    store = DjangoConditionalChatStore()
-    for n in range(6):
-        texts = [f"common words here {n}", "common again", "rare common" if n == 2 else "x"]
-        chat = record(f"c{n}", *texts)
-        chat.updated_at = datetime(2025, 1, 1 + n, tzinfo=UTC)
-        store.write_chat(chat, expected_revision=0)
+    store = six_dated_chats("rare common", "x")
     if not store.transcript.backend.matcher.walks_newest_first:
         pytest.skip("the LIKE fallback's probe is a scan: it ranks every match")
     matcher = type(store.transcript.backend.matcher)
@@ -215,6 +217,7 @@ def test_a_page_of_rows_holding_every_term_is_read_without_ranking_the_others(mo
     assert search("common again", 10**6) == read and "mask_candidates" not in calls
     assert search("rare", 8) == [] and calls == ["mask_candidates"]  # one row, page 2
     assert search("rare", 8, limit=1) == [] and calls == ["mask_candidates"]
+    assert search("absent", 8) == [] and calls == []  # the probe found none: nothing read
     ranked = search("rare common", 8)  # one row holds both: every match is ranked
     assert ranked[0][2] < 1.0 and calls != ["mask_candidates"]
     assert search("rare common", 10**6) == ranked

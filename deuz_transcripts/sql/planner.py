@@ -80,7 +80,7 @@ class SearchPlanner:
                 return None
         newest = self._newest_page(cursor, chats, terms, depth)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
-            if len(newest) <= request.offset:  # one term's few matches, all before the page
+            if len(newest) <= request.offset:  # one term's few matches (or none) before it
                 return None
             full = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
             return newest[request.offset :], full
@@ -273,10 +273,8 @@ class SearchPlanner:
             if budget < 0:
                 return None
             skipped = [*rare, *rarest_first[:step]]
-            found = matcher.rows_with_terms(
-                cursor, chats, terms, position, skipped, counts[position]
-            )
-            rows.extend(found)
+            expected = counts[position]
+            rows.extend(matcher.rows_with_terms(cursor, chats, terms, position, skipped, expected))
             if page_is_read(rarest_first[step + 1 :]):
                 break
         histogram: dict[int, int] = {}
@@ -356,12 +354,15 @@ class SearchPlanner:
             return None
         together = matcher.count_with_all_terms(cursor, chats, terms, cap)
         full = (1 << len(terms)) - 1
-        if together >= cap:
+        if together >= cap:  # the walk comes out in tie order
             page = matcher.newest_with_mask(cursor, chats, terms, full, depth)
-        elif len(terms) == 1:  # every match has the one mask: a short page is complete
-            return matcher.mask_candidates(cursor, chats, terms, {full}, depth, together)
-        elif together >= depth:
+        elif len(terms) == 1 or together >= depth:
+            if not together:  # one term, no match: nothing to read
+                return []
             page = matcher.mask_candidates(cursor, chats, terms, {full}, depth, together)
+            sort_in_tie_order(page)
+            if len(terms) == 1:  # every match has the one mask: a short page is complete
+                return page
         else:
             return None
         return page if len(page) >= depth else None  # rows deleted meanwhile: rank them all
