@@ -169,6 +169,35 @@ def test_unscoped_and_tenant_searches_read_the_stored_counts_and_rank_as_countin
                     assert reads == counted, (scope, query)
 
 
+def test_a_one_word_probe_reads_the_stored_count():
+    """How many rows hold a counted word, for the newest-first probe of a tenant search,
+    is its stored count: no GIN merge of the word's and the tenant's posting lists (an
+    unscoped probe keeps GIN, which stops at the cap, where the count sums every tenant's
+    row); the same hits as the memory index (walked, or read with fewer rows than a walk)."""
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        memory = InMemoryTranscriptIndex()
+        for n in range(12):
+            record = chat(f"c{n:02}", "ada" if n % 3 else "bob", "common words", minutes=n)
+            store.write_chat(record, expected_revision=0)
+            memory.index(record)
+        assert count_terms(5) == 2  # common, words
+        for walk_from in (4, 10):
+            forced = PlanPolicy(walk_min_rows=walk_from)
+            with mock.patch.object(policy, "DEFAULT_POLICY", forced):
+                for scope in ({}, {"userId": "ada"}):
+                    with CaptureQueriesContext(connection) as queries:
+                        hits = store.transcript.search(scope, "common", limit=3)
+                    want = memory.search(scope, "common", limit=3)
+                    assert [(h.chat_id, h.score) for h in hits] == [
+                        (h.chat_id, h.score) for h in want
+                    ]
+                    statements = [q["sql"] for q in queries.captured_queries]
+                    probed = any("AS probe" in sql for sql in statements)
+                    assert probed == (scope == {}), scope
+                    assert any(COUNTS in sql for sql in statements) == (scope != {})
+
+
 def test_verify_finds_counts_that_drifted_and_fix_rebuilds_them():
     store = DjangoConditionalChatStore()
     store.write_chat(chat("c1", "ada", "alpha beta"), expected_revision=0)

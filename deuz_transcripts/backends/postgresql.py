@@ -390,8 +390,16 @@ class PostgresMatcher(SearchMatcher):
     def count_with_all_terms(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
     ) -> int:
-        """Rows of the chats holding every term, up to ``cap``: GIN alone when it filters
-        the scope."""
+        """Rows of the chats holding every term, up to ``cap``: a one-term query's stored
+        count in a tenant scope (one row, where GIN merges the word's and the tenant's
+        whole posting lists: 9-24 ms for a common word and a 50,000-message tenant at 1M),
+        else GIN alone when it filters the scope. Not unscoped: its stored count sums a
+        row per tenant, where GIN stops after ``cap`` rows."""
+        stored = self.stored_counts_of(chats)
+        if len(terms) == 1 and stored is not None and stored[0] is not None:
+            (count,) = stored_term_counts(cursor, terms, stored[0])
+            if count is not None:
+                return min(count, cap)
         if not self.uses_lexemes(chats):
             return super().count_with_all_terms(cursor, chats, terms, cap)
         query = filtered_tsquery(chats, mask_tsquery(terms, (1 << len(terms)) - 1))
