@@ -9,6 +9,7 @@ intersects them with the query terms
 and only matching rows of the scope are read: a big scope costs its matches, not
 its messages, and no chat join is planned. A query term becomes a quoted tsquery
 lexeme; terms are letters and digits only, so no input can reach tsquery syntax.
+The rows and their vectors are written by ``postgresql_rows``.
 """
 
 from __future__ import annotations
@@ -22,28 +23,20 @@ from django.db.models import QuerySet
 
 from .. import ranking
 from ..models import Chat, Message
-from ..text import stored_term, stored_terms_text
+from ..text import stored_term
 from .base import Candidate, SearchBackend, SearchMatcher, fetch_int, mask_sql
 from .chat_filter import ChatFilter, table
 from .postgresql_checks import PostgresChecks
+from .postgresql_rows import PostgresRows
 from .postgresql_session import bitmap_scans as _bitmap_scans
 from .postgresql_session import statement_timeout as _statement_timeout
-from .postgresql_storage import (
-    VECTOR_COLUMN,
-    chat_lexeme,
-    role_lexeme,
-    scope_lexeme,
-    scope_lexemes,
-)
+from .postgresql_storage import VECTOR_COLUMN, chat_lexeme, role_lexeme, scope_lexeme
 from .postgresql_term_counts import stored_term_counts, stored_total
-from .search_rows import NewMessage, NewRows, SearchRows, StoredRow
 
 if TYPE_CHECKING:
     from ..records import Scope
 
 __all__ = ["PostgresBackend"]
-
-_LOCK_NAMESPACE = 733_120  # the advisory-lock key space of this app
 
 
 def tsquery_literal(term: str) -> str:
@@ -85,69 +78,6 @@ def mask_tsquery(terms: Sequence[str], mask: int) -> str:
         tsquery_literal(term) if mask >> bit & 1 else f"!{tsquery_literal(term)}"
         for bit, term in enumerate(terms)
     )
-
-
-class PostgresRows(SearchRows):
-    keeps_search_text = False  # the tsvector is the search data
-
-    def lock_chat(self, cursor: CursorWrapper, chat_id: str) -> None:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_LOCK_NAMESPACE, chat_id])
-
-    def lock_chats(self, cursor: CursorWrapper, chat_ids: Sequence[str]) -> None:
-        """Every lock in one round trip, taken in the order given."""
-        cursor.execute(
-            "SELECT count(pg_advisory_xact_lock(%s, hashtext(t.id))) "
-            "FROM unnest(%s::text[]) WITH ORDINALITY AS t(id, n)",
-            [_LOCK_NAMESPACE, list(chat_ids)],
-        )
-
-    def insert(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
-        """One INSERT that writes each row and its tsvector together (no second tuple),
-        for the rows of one chat (a write) or of many (a backfill's new chats)."""
-        pairs: list[tuple[int, NewMessage, str]] = []
-        for batch in batches:
-            tokens = " ".join(scope_lexemes(batch.chat.scope, batch.chat.chat_id))
-            pairs.extend(
-                (
-                    batch.chat.pk,
-                    message,
-                    f"{stored_terms_text(terms)} {tokens} {role_lexeme(message.role)}"
-                    if terms
-                    else "",
-                )
-                for message, terms in zip(batch.messages, batch.terms, strict=True)
-            )
-        if not pairs:
-            return
-        cursor.execute(
-            f"INSERT INTO {table(Message)} (tenant, chat_id, position, message_id, role, payload, "
-            f"digest, visible_position, has_terms, {VECTOR_COLUMN}) "
-            "SELECT v.tenant, v.chat_id, v.position, v.message_id, v.role, v.payload, v.digest, "
-            "v.visible_position, v.has_terms, CASE WHEN v.terms = '' THEN NULL "
-            "ELSE array_to_tsvector(string_to_array(v.terms, ' ')) END "
-            "FROM unnest(%s::text[], %s::bigint[], %s::int[], %s::text[], %s::text[], %s::text[], "
-            "%s::text[], %s::int[], %s::bool[], %s::text[]) AS v(tenant, chat_id, position, "
-            "message_id, role, payload, digest, visible_position, has_terms, terms)",
-            [
-                [m.tenant for _, m, _ in pairs],
-                [chat_pk for chat_pk, _, _ in pairs],
-                [m.position for _, m, _ in pairs],
-                [m.message_id for _, m, _ in pairs],
-                [m.role for _, m, _ in pairs],
-                [m.payload for _, m, _ in pairs],
-                [m.digest for _, m, _ in pairs],
-                [m.visible_position for _, m, _ in pairs],
-                [m.has_terms for _, m, _ in pairs],
-                [lexemes for _, _, lexemes in pairs],
-            ],
-        )
-
-    def clear(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
-        """The vector lives on the row: NULL it, so nothing searchable stays behind."""
-        cursor.execute(
-            f"UPDATE {table(Message)} SET {VECTOR_COLUMN} = NULL WHERE tenant = %s AND chat_id = %s",
-            [chat.tenant, chat.pk],
-        )
 
 
 class PostgresMatcher(SearchMatcher):
