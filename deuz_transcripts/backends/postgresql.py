@@ -14,7 +14,7 @@ The rows and their vectors are written by ``postgresql_rows``.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -164,10 +164,11 @@ class PostgresMatcher(SearchMatcher):
     ) -> tuple[str, list[Any]]:
         """Rows of ``query`` with their masks; ``only``: the query admits this one mask, a
         constant then (a vector test per term detoasts a long message's vector each time)."""
-        literals = [tsquery_literal(term) for term in terms]
-        mask = mask_sql([f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms])
         if only is not None or len(terms) == 1:
             mask, literals = str(int(1 if only is None else only)), []
+        else:
+            mask = mask_sql([f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms])
+            literals = [tsquery_literal(term) for term in terms]
         select = (
             f"SELECT m.id, {mask} AS mask, m.chat_id AS chat_pk, m.position, "
             f"m.visible_position FROM {table(Message)} m WHERE "
@@ -293,11 +294,10 @@ class PostgresMatcher(SearchMatcher):
         chats: ChatFilter,
         terms: Sequence[str],
         query: str,
-        tested: Iterable[int],
+        tested: Sequence[int],
         expected: int | None,
     ) -> list[Candidate]:
         """The filter's rows of ``query``, each with its mask over the ``tested`` terms."""
-        tested = list(tested)
         more, more_params = chats.token_sql()
         with _bitmap_scans(self.alias, cursor):
             cursor.execute(

@@ -356,16 +356,30 @@ class SearchPlanner:
         full = (1 << len(terms)) - 1
         if together >= cap:  # the walk comes out in tie order
             page = matcher.newest_with_mask(cursor, chats, terms, full, depth)
-        elif len(terms) == 1 or together >= depth:
-            if not together:  # one term, no match: nothing to read
-                return []
-            page = matcher.mask_candidates(cursor, chats, terms, {full}, depth, together)
-            sort_in_tie_order(page)
-            if len(terms) == 1:  # every match has the one mask: a short page is complete
-                return page
+        elif len(terms) == 1:  # every match has the one mask: a short page is complete
+            return self._read_in_tie_order(cursor, chats, terms, full, depth, together)
+        elif together >= depth:
+            page = self._read_in_tie_order(cursor, chats, terms, full, depth, together)
         else:
             return None
         return page if len(page) >= depth else None  # rows deleted meanwhile: rank them all
+
+    def _read_in_tie_order(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        mask: int,
+        depth: int,
+        rows: int,
+    ) -> list[Candidate]:
+        """The first ``depth`` of the ``rows`` rows of ``mask``, read and sorted (none
+        read when the count says there are none)."""
+        if not rows:
+            return []
+        page = self.matcher.mask_candidates(cursor, chats, terms, {mask}, depth, rows)
+        sort_in_tie_order(page)
+        return page
 
 
 def _rarest(counts: Sequence[int], cap: int) -> list[int]:
