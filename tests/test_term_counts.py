@@ -25,9 +25,11 @@ from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
 from deuz_transcripts.backends import policy
+from deuz_transcripts.backends import postgresql_term_counts as term_counts
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.backends.postgresql_term_counts import (
     COUNTED_MIN_ROWS,
+    GIN_COUNTED_MAX_TERMS,
     SHARDS,
     count_drift,
     refresh_term_counts,
@@ -268,3 +270,62 @@ def test_a_counted_term_held_only_by_deleted_chats_leaves_both_tables():
     assert not TermCount.objects.filter(lexeme="zebulon").exists()
     assert CountedTerm.objects.filter(lexeme="alpha").exists() and stored("alpha") == 1
     assert drift() == []
+
+
+@pytest.mark.parametrize("gin_max_terms", [GIN_COUNTED_MAX_TERMS, 0], ids=["gin", "one-pass"])
+def test_a_refresh_counts_the_newly_common_terms_and_leaves_the_others_alone(
+    monkeypatch, gin_max_terms
+):
+    """Counts kept by the triggers are not read again (a drift planted in one survives the
+    refresh: only ``--fix`` rebuilds); new common terms get exact counts, whether GIN finds
+    their rows or one pass reads every vector; a term no longer common leaves both tables."""
+    monkeypatch.setattr(term_counts, "GIN_COUNTED_MAX_TERMS", gin_max_terms)
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        first = store.write_chat(
+            chat("c1", "ada", "alpha gamma", "alpha gamma"), expected_revision=0
+        )
+        store.write_chat(chat("c2", "bob", "alpha beta"), expected_revision=0)
+        assert count_terms(2) == 2  # alpha, gamma
+        TermCount.objects.filter(lexeme="alpha", tenant="ada").update(rows=40)
+        revision = store.write_chat(chat("c3", "eve", "beta"), expected_revision=0)
+        store.write_chat(chat("c3", "eve", "beta", "beta"), expected_revision=revision)
+        store.write_chat(chat("c1", "ada", "alpha gamma", "alpha"), expected_revision=first)
+        with CaptureQueriesContext(connection) as queries:
+            assert count_terms(2) == 2  # alpha kept, beta new, gamma gone
+        counting = [q["sql"] for q in queries.captured_queries if "INSERT INTO" in q["sql"]]
+        assert any("@@" in sql for sql in counting) == (gin_max_terms > 0)
+        assert set(CountedTerm.objects.values_list("lexeme", flat=True)) == {"alpha", "beta"}
+        assert stored("beta") == 3 and stored("beta", "eve") == 2
+        assert not TermCount.objects.filter(lexeme="gamma").exists()
+        assert stored("alpha", "ada") == 40  # not recounted
+        assert drift() == [("ada", "alpha", 40, 2)]
+        call_command("backfill_transcripts", "--fix", stdout=mock.Mock())
+        assert drift() == [] and stored("alpha") == 3
+
+
+@pytest.mark.parametrize("rebuild", [False, True], ids=["refresh", "rebuild"])
+def test_the_choice_takes_no_lock_and_a_term_gone_before_the_lock_is_not_counted(
+    monkeypatch, rebuild
+):
+    """Writers go on while every vector is read to choose; a chosen term whose rows were
+    deleted before the lock (here: one no row ever held) stays out of both tables."""
+    store = DjangoConditionalChatStore()
+    store.write_chat(chat("c1", "ada", "alpha", "alpha"), expected_revision=0)
+    choose = term_counts._common_terms
+    held: list[str] = []
+
+    def choose_and_look(cursor, min_rows):  # type: ignore[no-untyped-def]
+        cursor.execute(
+            "SELECT mode FROM pg_locks WHERE pid = pg_backend_pid() "
+            f"AND relation = '{Message._meta.db_table}'::regclass"
+        )
+        held.extend(mode for (mode,) in cursor.fetchall())
+        return choose(cursor, min_rows) | {"ghost"}
+
+    monkeypatch.setattr(term_counts, "_common_terms", choose_and_look)
+    with connection.cursor() as cursor:
+        assert refresh_term_counts(cursor, 2, rebuild=rebuild) == 1
+    assert "ShareLock" not in held
+    assert set(CountedTerm.objects.values_list("lexeme", flat=True)) == {"alpha"}
+    assert not TermCount.objects.filter(lexeme="ghost").exists() and drift() == []

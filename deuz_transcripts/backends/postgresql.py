@@ -30,7 +30,13 @@ from .postgresql_checks import PostgresChecks
 from .postgresql_rows import PostgresRows
 from .postgresql_session import bitmap_scans as _bitmap_scans
 from .postgresql_session import statement_timeout as _statement_timeout
-from .postgresql_storage import VECTOR_COLUMN, chat_lexeme, role_lexeme, scope_lexeme
+from .postgresql_storage import (
+    VECTOR_COLUMN,
+    chat_lexeme,
+    role_lexeme,
+    scope_lexeme,
+    tsquery_operand,
+)
 from .postgresql_term_counts import stored_term_counts, stored_total
 
 if TYPE_CHECKING:
@@ -40,12 +46,8 @@ __all__ = ["PostgresBackend"]
 
 
 def tsquery_literal(term: str) -> str:
-    """A single quoted lexeme; terms never hold quotes or backslashes, escape anyway."""
-    return _quoted(stored_term(term))
-
-
-def _quoted(lexeme: str) -> str:
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+    """A query term as a single quoted lexeme."""
+    return tsquery_operand(stored_term(term))
 
 
 def _every(terms: Sequence[str], subset: int) -> str:
@@ -56,12 +58,14 @@ def _every(terms: Sequence[str], subset: int) -> str:
 def _filter_parts(chats: ChatFilter) -> list[str]:
     """``scope``, ``(chat | chat ...)``, ``(role | role ...)`` (roles when the filter takes
     them from lexemes)."""
-    parts = [_quoted(scope_lexeme(key, value)) for key, value in sorted(chats.scope.items())]
+    parts = [
+        tsquery_operand(scope_lexeme(key, value)) for key, value in sorted(chats.scope.items())
+    ]
     if chats.chat_ids is not None:
-        tokens = (_quoted(chat_lexeme(chat_id)) for chat_id in sorted(chats.chat_ids))
+        tokens = (tsquery_operand(chat_lexeme(chat_id)) for chat_id in sorted(chats.chat_ids))
         parts.append("(" + " | ".join(tokens) + ")")
     if chats.roles is not None and chats.role_tokens:
-        roles = (_quoted(role_lexeme(role)) for role in sorted(chats.roles))
+        roles = (tsquery_operand(role_lexeme(role)) for role in sorted(chats.roles))
         parts.append("(" + " | ".join(roles) + ")")
     return parts
 

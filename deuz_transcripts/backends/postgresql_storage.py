@@ -28,6 +28,7 @@ __all__ = [
     "role_lexeme",
     "scope_lexeme",
     "scope_lexemes",
+    "tsquery_operand",
 ]
 
 VECTOR_COLUMN = "search_vector"
@@ -82,6 +83,12 @@ def scope_lexemes(scope: Mapping[str, str], chat_id: str) -> list[str]:
         *(scope_lexeme(key, value) for key, value in sorted(scope.items())),
         chat_lexeme(chat_id),
     ]
+
+
+def tsquery_operand(lexeme: str) -> str:
+    """A lexeme as a quoted tsquery operand (terms hold no quotes or backslashes; any
+    lexeme is escaped anyway)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def role_lexeme(role: str) -> str:

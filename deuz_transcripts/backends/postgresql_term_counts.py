@@ -37,9 +37,11 @@ from django.db.backends.utils import CursorWrapper
 from ..models import CountedTerm, Message, TermCount
 from ..text import stored_term
 from .chat_filter import table
+from .postgresql_storage import tsquery_operand
 
 __all__ = [
     "COUNTED_MIN_ROWS",
+    "GIN_COUNTED_MAX_TERMS",
     "SHARDS",
     "count_drift",
     "create_term_counts",
@@ -54,6 +56,9 @@ __all__ = [
 #: Terms in at least this many indexed messages get stored counts (fewer: GIN counts
 #: them at about the cost of a page walk's probe).
 COUNTED_MIN_ROWS = 2_000
+#: A refresh counts this many newly common terms or fewer from the rows GIN finds
+#: holding them; more (the first refresh) in one pass over every vector.
+GIN_COUNTED_MAX_TERMS = 256
 #: Tenant ``""``'s counts are split over this many rows per term.
 SHARDS = 8
 _LOCK_NAMESPACE = 733_121  # the app's key space for count locks (733_120: chat locks)
@@ -169,7 +174,7 @@ def create_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
     counts from the rows already there."""
     create_triggers(schema_editor)
     with schema_editor.connection.cursor() as cursor:
-        refresh_term_counts(cursor)
+        refresh_term_counts(cursor, rebuild=True)
 
 
 def drop_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
@@ -180,7 +185,8 @@ def drop_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
 
 def rebuild_term_counts(cursor: CursorWrapper) -> None:
     """The counted terms' counts again from the vectors (after a ``TRUNCATE``, or a drift
-    ``verify`` found), in one transaction holding off message writers (not searches)."""
+    ``verify`` found), in one transaction holding off message writers (not searches); a
+    counted term no row holds any more stops being counted."""
     with transaction.atomic(using=cursor.db.alias):
         cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
         cursor.execute(f"DELETE FROM {table(TermCount)}")
@@ -189,25 +195,93 @@ def rebuild_term_counts(cursor: CursorWrapper) -> None:
             f"SELECT c.lexeme, c.tenant, c.shard, sum(c.n) "
             f"FROM ({_counted(table(Message), 1)}) c GROUP BY c.lexeme, c.tenant, c.shard"
         )
+        # a counted term no row holds (its messages deleted) is not kept either
+        cursor.execute(
+            f"DELETE FROM {table(CountedTerm)} k WHERE NOT EXISTS "
+            f"(SELECT 1 FROM {table(TermCount)} t WHERE t.lexeme = k.lexeme)"
+        )
 
 
-def refresh_term_counts(cursor: CursorWrapper, min_rows: int = COUNTED_MIN_ROWS) -> int:
+def refresh_term_counts(
+    cursor: CursorWrapper, min_rows: int = COUNTED_MIN_ROWS, *, rebuild: bool = False
+) -> int:
     """Choose the terms to count (those in at least ``min_rows`` indexed messages) and
-    count them; the number of terms counted. Two passes over every vector, in one
-    transaction holding off message writers (not searches)."""
+    count the newly chosen ones; the number of terms counted.
+
+    The choice is one pass over every vector taken before any lock, so message writers
+    go on meanwhile (a term's count there only decides whether it is counted). Then,
+    holding off message writers (not searches): the terms no longer common stop being
+    counted, the newly common ones are counted from the rows holding them, and the
+    others keep the counts the triggers kept exact. The lock lasts as long as counting
+    the new terms takes, not a pass over the table. ``rebuild`` (the migration, on rows
+    written before the triggers existed) counts every chosen term and N again instead.
+    """
+    common = _common_terms(cursor, min_rows)
     with transaction.atomic(using=cursor.db.alias):
         cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
-        cursor.execute(f"DELETE FROM {table(CountedTerm)}")
-        cursor.execute(
-            f"INSERT INTO {table(CountedTerm)} (lexeme) SELECT l.lexeme "
-            f"FROM {table(Message)} r CROSS JOIN LATERAL {_TERMS} AS l(lexeme) "
-            f"WHERE r.search_vector IS NOT NULL AND {_IS_TERM} "
-            "GROUP BY l.lexeme HAVING count(*) >= %s",
-            [min_rows],
-        )
-        counted = int(cursor.rowcount)
-        rebuild_term_counts(cursor)
-    return counted
+        if rebuild:
+            cursor.execute(f"DELETE FROM {table(CountedTerm)}")
+            cursor.execute(
+                f"INSERT INTO {table(CountedTerm)} (lexeme) SELECT unnest(%s::text[])",
+                [sorted(common)],
+            )
+            rebuild_term_counts(cursor)
+        else:
+            _refresh_chosen(cursor, common)
+        cursor.execute(f"SELECT count(*) FROM {table(CountedTerm)}")
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def _refresh_chosen(cursor: CursorWrapper, common: set[str]) -> None:
+    """Under the lock: stop counting the terms no longer common, count the new ones."""
+    cursor.execute(f"SELECT lexeme FROM {table(CountedTerm)}")
+    counted = {str(row[0]) for row in cursor.fetchall()}
+    dropped = sorted(counted - common)
+    if dropped:
+        for model in (TermCount, CountedTerm):
+            cursor.execute(
+                f"DELETE FROM {table(model)} WHERE lexeme IN (SELECT unnest(%s::text[]))",
+                [dropped],
+            )
+    added = sorted(common - counted)
+    if added:
+        _count_new_terms(cursor, added)
+
+
+def _common_terms(cursor: CursorWrapper, min_rows: int) -> set[str]:
+    """The terms in at least ``min_rows`` indexed messages (one pass over every vector)."""
+    cursor.execute(
+        f"SELECT l.lexeme FROM {table(Message)} r CROSS JOIN LATERAL {_TERMS} AS l(lexeme) "
+        f"WHERE r.search_vector IS NOT NULL AND {_IS_TERM} "
+        "GROUP BY l.lexeme HAVING count(*) >= %s",
+        [min_rows],
+    )
+    return {str(row[0]) for row in cursor.fetchall()}
+
+
+def _count_new_terms(cursor: CursorWrapper, lexemes: list[str]) -> None:
+    """Count ``lexemes`` (not counted until now) and start counting those some row holds
+    (one no row holds any more, its rows deleted since the choice, is not kept: no word
+    of a deleted message stays behind). A few are counted from the rows GIN finds holding
+    any of them; many (the first refresh) in one pass over every vector."""
+    holding, params = "", []
+    if len(lexemes) <= GIN_COUNTED_MAX_TERMS:
+        holding = "AND r.search_vector @@ %s::tsquery "
+        params = [" | ".join(tsquery_operand(lexeme) for lexeme in lexemes)]
+    cursor.execute(
+        f"INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
+        f"SELECT l.lexeme, r.tenant, {_SHARD}, count(*) "
+        f"FROM {table(Message)} r CROSS JOIN LATERAL {_TERMS} AS l(lexeme) "
+        f"WHERE r.search_vector IS NOT NULL {holding}"
+        "AND l.lexeme IN (SELECT unnest(%s::text[])) GROUP BY 1, 2, 3",
+        [*params, lexemes],
+    )
+    cursor.execute(
+        f"INSERT INTO {table(CountedTerm)} (lexeme) SELECT DISTINCT t.lexeme "
+        f"FROM {table(TermCount)} t WHERE t.lexeme IN (SELECT unnest(%s::text[]))",
+        [lexemes],
+    )
 
 
 def count_drift(cursor: CursorWrapper, limit: int = 20) -> list[tuple[str, str, int, int]]:

@@ -3,8 +3,9 @@ triggers on PostgreSQL's message table, so unscoped and tenant searches read n_t
 instead of counting matches (SQLite: both tables stay empty).
 
 On PostgreSQL this chooses the terms in at least 2,000 indexed messages and counts them:
-two passes over every stored vector (about a minute per million messages) under a
-``SHARE`` lock, so message writes wait meanwhile; searches do not.
+one pass over every stored vector to choose, then one more under a ``SHARE`` lock to
+count (about a minute per million messages each), so message writes wait during the
+second; searches do not.
 """
 
 from django.db import migrations, models

@@ -90,8 +90,9 @@ class Command(OneLineErrors):
             "--count-terms",
             action="store_true",
             help="PostgreSQL: choose the terms whose counts are stored (those in at least "
-            "2,000 indexed messages) and count them; after a bulk load, then from time to "
-            "time (two passes over every vector; message writes wait meanwhile).",
+            "2,000 indexed messages) and count the newly chosen ones; after a bulk load, "
+            "then from time to time (one pass over every vector, writes going on; then "
+            "message writes wait while the new terms are counted).",
         )
         parser.add_argument(
             "--workers",
