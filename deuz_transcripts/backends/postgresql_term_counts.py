@@ -41,7 +41,6 @@ from .postgresql_storage import tsquery_operand
 
 __all__ = [
     "COUNTED_MIN_ROWS",
-    "GIN_COUNTED_MAX_TERMS",
     "SHARDS",
     "count_drift",
     "create_term_counts",
@@ -56,9 +55,6 @@ __all__ = [
 #: Terms in at least this many indexed messages get stored counts (fewer: GIN counts
 #: them at about the cost of a page walk's probe).
 COUNTED_MIN_ROWS = 2_000
-#: A refresh counts this many newly common terms or fewer from the rows GIN finds
-#: holding them; more (the first refresh) in one pass over every vector.
-GIN_COUNTED_MAX_TERMS = 256
 #: Tenant ``""``'s counts are split over this many rows per term.
 SHARDS = 8
 _LOCK_NAMESPACE = 733_121  # the app's key space for count locks (733_120: chat locks)
@@ -233,50 +229,62 @@ def refresh_term_counts(
     return int(row[0]) if row else 0
 
 
-def _refresh_chosen(cursor: CursorWrapper, common: set[str]) -> None:
+def _refresh_chosen(cursor: CursorWrapper, common: dict[str, int]) -> None:
     """Under the lock: stop counting the terms no longer common, count the new ones."""
     cursor.execute(f"SELECT lexeme FROM {table(CountedTerm)}")
     counted = {str(row[0]) for row in cursor.fetchall()}
-    dropped = sorted(counted - common)
+    dropped = sorted(counted - common.keys())
     if dropped:
         for model in (TermCount, CountedTerm):
             cursor.execute(
                 f"DELETE FROM {table(model)} WHERE lexeme IN (SELECT unnest(%s::text[]))",
                 [dropped],
             )
-    added = sorted(common - counted)
+    added = sorted(common.keys() - counted)
     if added:
-        _count_new_terms(cursor, added)
+        # each term's rows through GIN, unless together they outnumber the table's rows
+        one_pass = sum(common[lexeme] for lexeme in added) > stored_total(cursor, None)
+        _count_new_terms(cursor, added, one_pass=one_pass)
 
 
-def _common_terms(cursor: CursorWrapper, min_rows: int) -> set[str]:
-    """The terms in at least ``min_rows`` indexed messages (one pass over every vector)."""
+def _common_terms(cursor: CursorWrapper, min_rows: int) -> dict[str, int]:
+    """The terms in at least ``min_rows`` indexed messages, with those numbers (one pass
+    over every vector)."""
     cursor.execute(
-        f"SELECT l.lexeme FROM {table(Message)} r CROSS JOIN LATERAL {_TERMS} AS l(lexeme) "
+        f"SELECT l.lexeme, count(*) FROM {table(Message)} r "
+        f"CROSS JOIN LATERAL {_TERMS} AS l(lexeme) "
         f"WHERE r.search_vector IS NOT NULL AND {_IS_TERM} "
         "GROUP BY l.lexeme HAVING count(*) >= %s",
         [min_rows],
     )
-    return {str(row[0]) for row in cursor.fetchall()}
+    return {str(lexeme): int(rows) for lexeme, rows in cursor.fetchall()}
 
 
-def _count_new_terms(cursor: CursorWrapper, lexemes: list[str]) -> None:
+def _count_new_terms(cursor: CursorWrapper, lexemes: list[str], *, one_pass: bool) -> None:
     """Count ``lexemes`` (not counted until now) and start counting those some row holds
     (one no row holds any more, its rows deleted since the choice, is not kept: no word
-    of a deleted message stays behind). A few are counted from the rows GIN finds holding
-    any of them; many (the first refresh) in one pass over every vector."""
-    holding, params = "", []
-    if len(lexemes) <= GIN_COUNTED_MAX_TERMS:
-        holding = "AND r.search_vector @@ %s::tsquery "
-        params = [" | ".join(tsquery_operand(lexeme) for lexeme in lexemes)]
-    cursor.execute(
-        f"INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
-        f"SELECT l.lexeme, r.tenant, {_SHARD}, count(*) "
-        f"FROM {table(Message)} r CROSS JOIN LATERAL {_TERMS} AS l(lexeme) "
-        f"WHERE r.search_vector IS NOT NULL {holding}"
-        "AND l.lexeme IN (SELECT unnest(%s::text[])) GROUP BY 1, 2, 3",
-        [*params, lexemes],
-    )
+    of a deleted message stays behind). Each term's rows as GIN finds them (a tenant
+    count per term: 154,479 counts of 100 terms at 2.7M messages in 1.7 s, against 23.7 s
+    for unnesting every vector holding any of them), or ``one_pass`` over every vector
+    (the first refresh, many new terms)."""
+    if one_pass:
+        cursor.execute(
+            f"INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
+            f"SELECT l.lexeme, r.tenant, {_SHARD}, count(*) "
+            f"FROM {table(Message)} r CROSS JOIN LATERAL {_TERMS} AS l(lexeme) "
+            "WHERE r.search_vector IS NOT NULL "
+            "AND l.lexeme IN (SELECT unnest(%s::text[])) GROUP BY 1, 2, 3",
+            [lexemes],
+        )
+    else:
+        cursor.execute(
+            f"INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
+            "SELECT t.lexeme, c.tenant, c.shard, c.n "
+            "FROM unnest(%s::text[], %s::tsquery[]) AS t(lexeme, query) CROSS JOIN LATERAL "
+            f"(SELECT r.tenant, {_SHARD} AS shard, count(*) AS n FROM {table(Message)} r "
+            "WHERE r.search_vector @@ t.query GROUP BY 1, 2) c",
+            [lexemes, [tsquery_operand(lexeme) for lexeme in lexemes]],
+        )
     cursor.execute(
         f"INSERT INTO {table(CountedTerm)} (lexeme) SELECT DISTINCT t.lexeme "
         f"FROM {table(TermCount)} t WHERE t.lexeme IN (SELECT unnest(%s::text[]))",
