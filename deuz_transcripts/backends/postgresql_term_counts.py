@@ -268,27 +268,27 @@ def _count_new_terms(cursor: CursorWrapper, lexemes: list[str], *, one_pass: boo
     for unnesting every vector holding any of them), or ``one_pass`` over every vector
     (the first refresh, many new terms)."""
     if one_pass:
-        cursor.execute(
-            f"INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
+        counts = (
             f"SELECT l.lexeme, r.tenant, {_SHARD}, count(*) "
             f"FROM {table(Message)} r CROSS JOIN LATERAL {_TERMS} AS l(lexeme) "
             "WHERE r.search_vector IS NOT NULL "
-            "AND l.lexeme IN (SELECT unnest(%s::text[])) GROUP BY 1, 2, 3",
-            [lexemes],
+            "AND l.lexeme IN (SELECT unnest(%s::text[])) GROUP BY 1, 2, 3"
         )
+        params: list[list[str]] = [lexemes]
     else:
-        cursor.execute(
-            f"INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
+        counts = (
             "SELECT t.lexeme, c.tenant, c.shard, c.n "
             "FROM unnest(%s::text[], %s::tsquery[]) AS t(lexeme, query) CROSS JOIN LATERAL "
             f"(SELECT r.tenant, {_SHARD} AS shard, count(*) AS n FROM {table(Message)} r "
-            "WHERE r.search_vector @@ t.query GROUP BY 1, 2) c",
-            [lexemes, [tsquery_operand(lexeme) for lexeme in lexemes]],
+            "WHERE r.search_vector @@ t.query GROUP BY 1, 2) c"
         )
+        params = [lexemes, [tsquery_operand(lexeme) for lexeme in lexemes]]
+    # the terms that got a count row are the ones counted from now on
     cursor.execute(
-        f"INSERT INTO {table(CountedTerm)} (lexeme) SELECT DISTINCT t.lexeme "
-        f"FROM {table(TermCount)} t WHERE t.lexeme IN (SELECT unnest(%s::text[]))",
-        [lexemes],
+        f"WITH counted AS (INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
+        f"{counts} RETURNING lexeme) "
+        f"INSERT INTO {table(CountedTerm)} (lexeme) SELECT DISTINCT lexeme FROM counted",
+        params,
     )
 
 
