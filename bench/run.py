@@ -39,7 +39,7 @@ def count_terms() -> float | None:
     runs after a bulk load and then from time to time); its seconds, ``None`` elsewhere."""
     if connection.vendor != "postgresql":
         return None
-    from deuz_transcripts.backends.postgresql_term_counts import refresh_term_counts
+    from deuz_transcripts.backends.postgresql_count_refresh import refresh_term_counts
 
     start = time.perf_counter()
     with connection.cursor() as cursor:

@@ -15,6 +15,7 @@ from .records import MAX_ID_LENGTH, MAX_MESSAGE_ID_LENGTH
 __all__ = [
     "Chat",
     "ChatScope",
+    "CountedTenant",
     "CountedTerm",
     "LegacyChat",
     "Message",
@@ -116,14 +117,31 @@ class CountedTerm(models.Model):
         return self.lexeme
 
 
+class CountedTenant(models.Model):
+    """A tenant big enough that PostgreSQL stores its own counts of the counted terms
+    (``TermCount``), chosen by ``backfill_transcripts --count-terms``; the counts of every
+    other tenant's messages are summed together under tenant ``""``, read by unscoped
+    searches only (a small tenant's terms are counted in GIN). Empty on SQLite."""
+
+    tenant = models.CharField(max_length=MAX_ID_LENGTH, primary_key=True)
+
+    class Meta:
+        verbose_name = _("counted tenant")
+
+    def __str__(self) -> str:
+        return self.tenant
+
+
 class TermCount(models.Model):
     """How many indexed messages of a tenant hold a counted term (``lexeme`` ``""``: hold
     any), kept by PostgreSQL triggers on the message table (``postgresql_term_counts``),
     so an unscoped or tenant search reads n_t and N from here instead of counting matches.
 
-    ``shard`` (tenant ``""``: the chat's pk modulo ``SHARDS``; other tenants 0) splits the
-    counts of every chat without a tenant so that writes to chats of different shards
-    never wait for each other; a count is the sum over shards. Empty on SQLite.
+    N is kept for every tenant; a term's count only for a ``CountedTenant``, the other
+    tenants' (and chats without a tenant) summed under tenant ``""``. ``shard`` (tenant
+    ``""``: the chat's pk modulo ``SHARDS``; other tenants 0) splits those so that writes
+    to chats of different shards never wait for each other; a count is the sum over
+    shards. Empty on SQLite.
     """
 
     pk = models.CompositePrimaryKey("lexeme", "tenant", "shard")

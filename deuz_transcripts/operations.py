@@ -17,6 +17,7 @@ from django.db.migrations.state import ProjectState
 __all__ = [
     "AddRoleTokens",
     "AddScopeLexemes",
+    "CountBigTenantsTerms",
     "CountTerms",
     "CreateSearchStorage",
     "VendorStorageOperation",
@@ -123,3 +124,17 @@ class CountTerms(VendorStorageOperation):
     @property
     def migration_name_fragment(self) -> str:
         return "term_counts"
+
+
+class CountBigTenantsTerms(VendorStorageOperation):
+    """PostgreSQL: own term counts for the big tenants only (``CountedTenant``), every
+    other message's under tenant ``""``, counted again from the rows (SQLite: nothing)."""
+
+    change = "tenant_counts"
+
+    def describe(self) -> str:
+        return "Keep own term counts for the big tenants only (PostgreSQL)"
+
+    @property
+    def migration_name_fragment(self) -> str:
+        return "counted_tenants"

@@ -7,6 +7,7 @@ from django.core.management import call_command
 from django.db import connection, connections
 from django.test import override_settings
 
+from deuz_transcripts.backends import postgresql_count_refresh as count_refresh
 from deuz_transcripts.backends import sqlite as sqlite_backend
 from deuz_transcripts.checks import check_search_backends, check_settings
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
@@ -163,3 +164,41 @@ def test_the_term_counts_migration_counts_the_rows_already_there():
         cursor.execute("SELECT sum(rows) FROM deuz_transcripts_termcount WHERE lexeme = ''")
         assert cursor.fetchone() == (6,)
     assert [str(p) for p in Verifier().problems()] == []
+
+
+def term_rows(lexeme: str) -> dict[str, int]:
+    """Each tenant's stored count of ``lexeme`` (summed over shards)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tenant, sum(rows) FROM deuz_transcripts_termcount WHERE lexeme = %s "
+            "GROUP BY tenant",
+            [lexeme],
+        )
+        return {str(tenant): int(rows) for tenant, rows in cursor.fetchall()}
+
+
+def test_the_counted_tenants_migration_keeps_own_counts_for_big_tenants_only(monkeypatch):
+    """0006 on counts 0005 kept for every tenant: a small tenant's term counts move under
+    tenant ``""``, a big one keeps its own, nothing drifts; backwards, every tenant's
+    counts are its own again."""
+    if connection.vendor != "postgresql":
+        pytest.skip("stored term counts are PostgreSQL's (FTS5 counts)")
+    monkeypatch.setattr(count_refresh, "COUNTED_MIN_ROWS", 2)
+    monkeypatch.setattr(count_refresh, "COUNTED_TENANT_MIN_ROWS", 4)
+    with override_settings(DEUZ_TRANSCRIPTS={"TENANT_KEY": "userId"}):
+        store = DjangoConditionalChatStore()
+        for chat_id, user, size in (("c1", "ada", 4), ("c2", "bob", 2)):
+            messages = [MessageFactory(text="alpha beta")] * size
+            record = ChatRecordFactory(chat_id=chat_id, scope={"userId": user}, messages=messages)
+            store.write_chat(record, expected_revision=0)
+        try:
+            call_command("migrate", "deuz_transcripts", "0004", verbosity=0)
+            call_command("migrate", "deuz_transcripts", "0005", verbosity=0)
+            assert term_rows("alpha") == {"ada": 4, "bob": 2}
+            call_command("migrate", "deuz_transcripts", verbosity=0)
+            assert term_rows("alpha") == {"ada": 4, "": 2} and term_rows("") == {"ada": 4, "bob": 2}
+            assert [str(p) for p in Verifier().problems()] == []
+            call_command("migrate", "deuz_transcripts", "0005", verbosity=0)
+            assert term_rows("alpha") == {"ada": 4, "bob": 2}
+        finally:
+            call_command("migrate", "deuz_transcripts", verbosity=0)

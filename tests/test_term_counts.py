@@ -25,15 +25,16 @@ from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
 from deuz_transcripts.backends import policy
-from deuz_transcripts.backends import postgresql_term_counts as term_counts
+from deuz_transcripts.backends import postgresql_count_refresh as count_refresh
 from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends.postgresql_count_refresh import refresh_term_counts
 from deuz_transcripts.backends.postgresql_term_counts import (
     COUNTED_MIN_ROWS,
+    COUNTED_TENANT_MIN_ROWS,
     SHARDS,
     count_drift,
-    refresh_term_counts,
 )
-from deuz_transcripts.models import Chat, CountedTerm, Message, TermCount
+from deuz_transcripts.models import Chat, CountedTenant, CountedTerm, Message, TermCount
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 from deuz_transcripts.verify import Verifier
 from tests.sql_support import assert_consistent, run_threads
@@ -69,9 +70,10 @@ def stored(lexeme: str, tenant: str | None = None) -> int:
     return int(rows.aggregate(n=Sum("rows"))["n"] or 0)
 
 
-def count_terms(min_rows: int) -> int:
+def count_terms(min_rows: int, tenant_min_rows: int = 1) -> int:
+    """A refresh; every tenant with a message counts its terms on its own, unless told."""
     with connection.cursor() as cursor:
-        return refresh_term_counts(cursor, min_rows)
+        return refresh_term_counts(cursor, min_rows, tenant_min_rows=tenant_min_rows)
 
 
 def drift() -> list[tuple[str, str, int, int]]:
@@ -119,7 +121,8 @@ def test_counts_follow_every_path_that_changes_messages():
                 f"UPDATE {Message._meta.db_table} SET tenant = 'eve' "
                 "WHERE chat_id = (SELECT id FROM deuz_transcripts_chat WHERE chat_id = 'c0')"
             )
-        assert drift() == [] and stored("gamma", "eve") == 1
+        # "eve" is no counted tenant: its N is its own, its terms are tenant ""'s
+        assert drift() == [] and stored("", "eve") == 3 and stored("gamma", "eve") == 0
         call_command("backfill_transcripts", "--source", "stored", stdout=mock.Mock())
         assert drift() == []
         # the hand-made changes left chats stale (their counts, c0's tenant): --fix
@@ -277,7 +280,7 @@ def test_a_refresh_counts_the_newly_common_terms_and_leaves_the_others_alone(mon
     refresh: only ``--fix`` rebuilds); new common terms get exact counts, whether GIN finds
     their rows or one pass reads every vector; a term no longer common leaves both tables."""
     # the new terms' rows against the table's: fewer reads them through GIN
-    monkeypatch.setattr(term_counts, "stored_total", lambda cursor, tenant: 0 if one_pass else 99)
+    monkeypatch.setattr(count_refresh, "stored_total", lambda cursor, tenant: 0 if one_pass else 99)
     with tenant_key("userId"):
         store = DjangoConditionalChatStore()
         first = store.write_chat(
@@ -310,7 +313,7 @@ def test_the_choice_takes_no_lock_and_a_term_gone_before_the_lock_is_not_counted
     deleted before the lock (here: one no row ever held) stays out of both tables."""
     store = DjangoConditionalChatStore()
     store.write_chat(chat("c1", "ada", "alpha", "alpha"), expected_revision=0)
-    choose = term_counts._common_terms
+    choose = count_refresh._common_terms
     held: list[str] = []
 
     def choose_and_look(cursor, min_rows):  # type: ignore[no-untyped-def]
@@ -321,9 +324,82 @@ def test_the_choice_takes_no_lock_and_a_term_gone_before_the_lock_is_not_counted
         held.extend(mode for (mode,) in cursor.fetchall())
         return {**choose(cursor, min_rows), "ghost": 2}
 
-    monkeypatch.setattr(term_counts, "_common_terms", choose_and_look)
+    monkeypatch.setattr(count_refresh, "_common_terms", choose_and_look)
     with connection.cursor() as cursor:
-        assert refresh_term_counts(cursor, 2, rebuild=rebuild) == 1
+        assert refresh_term_counts(cursor, 2, tenant_min_rows=1, rebuild=rebuild) == 1
     assert "ShareLock" not in held
     assert set(CountedTerm.objects.values_list("lexeme", flat=True)) == {"alpha"}
     assert not TermCount.objects.filter(lexeme="ghost").exists() and drift() == []
+
+
+def gin_term_counts(statements: list[str]) -> int:
+    """The statements that count one term's rows in GIN."""
+    return sum(sql.startswith("SELECT count(*)") and "@@" in sql for sql in statements)
+
+
+def test_only_big_tenants_count_their_terms_and_a_refresh_moves_tenants_that_grow_or_shrink():
+    """Below ``tenant_min_rows`` a tenant keeps its own N only: its terms are counted with
+    every other small tenant's under tenant ``""`` (what an unscoped search sums), and its
+    searches count terms in GIN, ranking as the memory index does. A refresh gives a
+    tenant that grew its own counts (taken off ``""``) and a tenant that shrank its
+    counts back; every count stays exact and no count row is left at zero."""
+    assert COUNTED_TENANT_MIN_ROWS == 10_000
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        memory = InMemoryTranscriptIndex()
+        for n in range(4):
+            record = chat(f"a{n}", "ada", "alpha beta", f"alpha w{n}", minutes=n)
+            store.write_chat(record, expected_revision=0)
+            memory.index(record)
+        record = chat("b0", "bob", "alpha gamma", minutes=9)
+        store.write_chat(record, expected_revision=0)
+        memory.index(record)
+        store.write_chat(chat("n0", "", "alpha beta"), expected_revision=0)  # no tenant
+        memory.index(chat("n0", "", "alpha beta"))
+        assert count_terms(2, tenant_min_rows=4) == 2  # alpha, beta
+        assert set(CountedTenant.objects.values_list("tenant", flat=True)) == {"ada"}
+        assert stored("alpha", "ada") == 8 and stored("alpha", "bob") == 0
+        assert stored("alpha", "") == 2 and stored("", "bob") == 1 and stored("alpha") == 10
+        assert drift() == []
+        forced = PlanPolicy(  # n_t counted, not a single statement for a small scope
+            single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9, walk_max_terms=0
+        )
+        for scope, gin_counts in (({"userId": "ada"}, 0), ({"userId": "bob"}, 2), ({}, 0)):
+            with (
+                mock.patch.object(policy, "DEFAULT_POLICY", forced),
+                CaptureQueriesContext(connection) as queries,
+            ):
+                hits = store.transcript.search(scope, "alpha beta", limit=10)
+            want = memory.search(scope, "alpha beta", limit=10)
+            assert [(h.message_id, h.score) for h in hits] == [
+                (h.message_id, h.score) for h in want
+            ], scope
+            statements = [q["sql"] for q in queries.captured_queries]
+            assert gin_term_counts(statements) == gin_counts, scope
+
+        for n in range(1, 4):  # bob grows: his new rows go to tenant "" until the refresh
+            store.write_chat(chat(f"b{n}", "bob", "alpha beta"), expected_revision=0)
+        assert stored("alpha", "bob") == 0 and drift() == []
+        store.delete_chat("a0")
+        store.delete_chat("a1")  # ada shrinks to 4 rows: still big
+        store.delete_chat("a2")  # 2 rows: small at the next refresh
+        assert count_terms(2, tenant_min_rows=4) == 2
+        assert set(CountedTenant.objects.values_list("tenant", flat=True)) == {"bob"}
+        assert stored("alpha", "bob") == 4 and stored("beta", "bob") == 3
+        assert not TermCount.objects.filter(tenant="ada").exclude(lexeme="").exists()
+        assert stored("", "ada") == 2 and stored("alpha", "") == 2 + 1
+        assert drift() == [] and not TermCount.objects.filter(rows=0).exists()
+        store.delete_chat("a3")  # ada gone: its N row too, and at the refresh nothing moves
+        assert count_terms(2, tenant_min_rows=4) == 2 and drift() == []
+        assert not TermCount.objects.filter(tenant="ada").exists()
+        assert_consistent()
+
+
+def test_the_default_refresh_counts_no_small_tenant_on_its_own():
+    store = DjangoConditionalChatStore()
+    with tenant_key("userId"):
+        store.write_chat(chat("c1", "ada", "alpha", "alpha beta"), expected_revision=0)
+        with connection.cursor() as cursor:
+            assert refresh_term_counts(cursor, 2) == 1
+        assert not CountedTenant.objects.exists() and stored("alpha", "") == 2
+        assert stored("", "ada") == 2 and drift() == []

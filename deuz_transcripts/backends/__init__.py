@@ -63,16 +63,19 @@ def get_backend(alias: str) -> SearchBackend:
 
 def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] | None:
     """The vendor's ``(forward, backward)`` steps of a search-storage ``change`` of the
-    migrations (``"create"``, ``"scope_lexemes"``, ``"role_lexemes"``, ``"term_counts"``); ``None`` when it has none."""
+    migrations (``"create"``, ``"scope_lexemes"``, ``"role_lexemes"``, ``"term_counts"``,
+    ``"tenant_counts"``); ``None`` when it has none."""
     if vendor == "postgresql":
+        from . import postgresql_count_refresh as counts
         from . import postgresql_storage as storage
-        from . import postgresql_term_counts as counts
+        from . import postgresql_term_counts as term_counts
 
         return {
             "create": (storage.create_storage, storage.drop_storage),
             "scope_lexemes": (storage.add_scope_lexemes, storage.drop_scope_lexemes),
             "role_lexemes": (storage.add_role_lexemes, storage.drop_role_lexemes),
-            "term_counts": (counts.create_term_counts, counts.drop_term_counts),
+            "term_counts": (counts.create_term_counts, term_counts.drop_term_counts),
+            "tenant_counts": (counts.count_big_tenants_only, counts.count_every_tenant),
         }[change]
     if vendor == "sqlite":
         from . import fts5_role_tokens, sqlite

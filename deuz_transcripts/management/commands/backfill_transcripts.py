@@ -128,7 +128,8 @@ class Command(OneLineErrors):
             self._backfill(options)
 
     def _count_terms(self, options: dict[str, Any]) -> None:
-        from ...backends.postgresql_term_counts import COUNTED_MIN_ROWS, refresh_term_counts
+        from ...backends.postgresql_count_refresh import refresh_term_counts
+        from ...backends.postgresql_term_counts import COUNTED_MIN_ROWS
 
         others = ("dry_run", "verify", "fix", "chat_ids")
         if any(options[name] for name in others) or options["workers"] != 1:
