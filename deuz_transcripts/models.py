@@ -144,9 +144,11 @@ class TermCount(models.Model):
     shards. Empty on SQLite.
     """
 
-    pk = models.CompositePrimaryKey("lexeme", "tenant", "shard")
+    pk = models.CompositePrimaryKey("lexeme", "tenant", "role", "shard")
     lexeme = models.TextField()
     tenant = models.CharField(max_length=MAX_ID_LENGTH)
+    #: The messages' role, so a ``roles`` filter reads its counts too.
+    role = models.CharField(max_length=MAX_ID_LENGTH)
     shard = models.SmallIntegerField()
     rows = models.BigIntegerField()
 
@@ -154,7 +156,7 @@ class TermCount(models.Model):
         verbose_name = _("term count")
 
     def __str__(self) -> str:
-        return f"{self.tenant}/{self.shard}/{self.lexeme}={self.rows}"
+        return f"{self.tenant}/{self.role}/{self.shard}/{self.lexeme}={self.rows}"
 
 
 class Tombstone(models.Model):

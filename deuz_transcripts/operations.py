@@ -20,6 +20,7 @@ __all__ = [
     "CountBigTenantsTerms",
     "CountTerms",
     "CreateSearchStorage",
+    "ReplaceTermCounts",
     "VendorStorageOperation",
 ]
 
@@ -126,9 +127,24 @@ class CountTerms(VendorStorageOperation):
         return "term_counts"
 
 
+class ReplaceTermCounts(VendorStorageOperation):
+    """PostgreSQL, backwards only (the migration replaces ``TermCount`` next): the
+    counts of migration 0005 again, every tenant's own, no role (SQLite: nothing)."""
+
+    change = "replace_term_counts"
+
+    def describe(self) -> str:
+        return "Backwards: keep every tenant's term counts again (PostgreSQL)"
+
+    @property
+    def migration_name_fragment(self) -> str:
+        return "replace_term_counts"
+
+
 class CountBigTenantsTerms(VendorStorageOperation):
-    """PostgreSQL: own term counts for the big tenants only (``CountedTenant``), every
-    other message's under tenant ``""``, counted again from the rows (SQLite: nothing)."""
+    """PostgreSQL: term counts by role, the big tenants' (``CountedTenant``) on their
+    own and every other message's under tenant ``""``, counted again from the rows
+    (SQLite: nothing)."""
 
     change = "tenant_counts"
 

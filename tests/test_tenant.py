@@ -114,11 +114,11 @@ def test_an_invalid_tenant_key_is_a_settings_error():
                 call_command("check", stdout=out, stderr=out)
 
 
-def _searches(store) -> None:
+def _searches(store, user: str = "ada") -> None:
     """Every path of the planner: one and several terms, roles, a window, counts and a
     cursor, neighbours, and the essential-terms plan of a long query."""
     search = store.transcript
-    scope = {"userId": "ada"}
+    scope = {"userId": user}
     search.search(scope, "alpha")
     search.search(scope, "alpha beta gamma", around=1)
     search.search(scope, "alpha", roles=["user"])
@@ -245,7 +245,7 @@ def test_a_tenant_scoped_search_reads_one_partition_and_finds_what_it_found_befo
                 unscoped
             )
             with CaptureQueriesContext(connection) as queries:
-                _searches(store)
+                _searches(store, "u1")
             selects = [
                 q["sql"]
                 for q in queries.captured_queries

@@ -76,7 +76,7 @@ def count_terms(min_rows: int, tenant_min_rows: int = 1) -> int:
         return refresh_term_counts(cursor, min_rows, tenant_min_rows=tenant_min_rows)
 
 
-def drift() -> list[tuple[str, str, int, int]]:
+def drift() -> list[tuple[str, str, str, int, int]]:
     with connection.cursor() as cursor:
         return count_drift(cursor)
 
@@ -210,8 +210,8 @@ def test_verify_finds_counts_that_drifted_and_fix_rebuilds_them():
     TermCount.objects.filter(lexeme="alpha").delete()  # as after a TRUNCATE, say
     tenant = Chat.objects.get(chat_id="c1").tenant  # "ada" with TENANT_KEY = "userId"
     assert [str(problem) for problem in Verifier().problems()] == [
-        f"counts: stored term counts differ from the vectors: tenant {tenant!r} term 'alpha' "
-        "counts 0, its vectors 2"
+        f"counts: stored term counts differ from the vectors: tenant {tenant!r} role 'user' "
+        "term 'alpha' counts 0, its vectors 2"
     ]
     with pytest.raises(CommandError):
         call_command("backfill_transcripts", "--verify", stdout=mock.Mock())
@@ -300,7 +300,7 @@ def test_a_refresh_counts_the_newly_common_terms_and_leaves_the_others_alone(mon
         assert stored("beta") == 3 and stored("beta", "eve") == 2
         assert not TermCount.objects.filter(lexeme="gamma").exists()
         assert stored("alpha", "ada") == 40  # not recounted
-        assert drift() == [("ada", "alpha", 40, 2)]
+        assert drift() == [("ada", "user", "alpha", 40, 2)]
         call_command("backfill_transcripts", "--fix", stdout=mock.Mock())
         assert drift() == [] and stored("alpha") == 3
 
@@ -403,3 +403,58 @@ def test_the_default_refresh_counts_no_small_tenant_on_its_own():
             assert refresh_term_counts(cursor, 2) == 1
         assert not CountedTenant.objects.exists() and stored("alpha", "") == 2
         assert stored("", "ada") == 2 and drift() == []
+
+
+def test_a_roles_filter_reads_the_counts_of_its_roles_and_a_window_counts_in_gin():
+    """The counts are kept by role, so a ``roles`` search of the whole index or of a big
+    tenant sums the counts of its roles (no GIN count), with the memory index's hits and
+    scores; a window admits part of each tenant's chats: counted in GIN."""
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        memory = InMemoryTranscriptIndex()
+        for n in range(12):
+            texts = ["common alpha", "common beta" if n % 2 else "common", "alpha tool out"]
+            messages = [
+                {"role": role, "content": text}
+                for role, text in zip(("user", "assistant", "tool"), texts, strict=True)
+            ]
+            user = "ada" if n % 3 else "bob"
+            record = ChatRecord(
+                f"c{n:02}", {"userId": user}, messages, updated_at=WHEN + timedelta(minutes=n)
+            )
+            store.write_chat(record, expected_revision=0)
+            memory.index(record)
+        assert count_terms(4, tenant_min_rows=20) == 5  # common, alpha, beta (6), tool, out
+        assert set(CountedTenant.objects.values_list("tenant", flat=True)) == {"ada"}
+        assert stored("alpha") == 24 and TermCount.objects.filter(role="tool").exists()
+        forced = PlanPolicy(
+            single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9, walk_max_terms=0
+        )
+        window = {"updated_after": WHEN + timedelta(minutes=3)}
+        for scope, roles, extra, counted_by in (
+            ({}, ["user"], {}, "stored"),
+            ({}, ["assistant", "tool"], {}, "stored"),
+            ({"userId": "ada"}, ["user", "assistant"], {}, "stored"),
+            ({"userId": "ada"}, ["tool"], {}, "stored"),
+            ({"userId": "bob"}, ["user"], {}, "gin"),  # a small tenant
+            ({"userId": "ada"}, ["user"], window, "rows"),  # no stored count read
+        ):
+            for query in ("common alpha", "beta common", "alpha tool"):
+                with (
+                    mock.patch.object(policy, "DEFAULT_POLICY", forced),
+                    CaptureQueriesContext(connection) as queries,
+                ):
+                    hits = store.transcript.search(scope, query, limit=8, roles=roles, **extra)
+                want = memory.search(scope, query, limit=8, roles=roles, **extra)
+                assert [(h.message_id, h.score) for h in hits] == [
+                    (h.message_id, h.score) for h in want
+                ], (scope, roles, query)
+                statements = [q["sql"] for q in queries.captured_queries]
+                how = (
+                    "gin"
+                    if gin_term_counts(statements)
+                    else "stored"
+                    if any(CountedTerm._meta.db_table in sql for sql in statements)
+                    else "rows"
+                )
+                assert how == counted_by, (scope, roles, query)

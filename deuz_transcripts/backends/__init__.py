@@ -64,7 +64,7 @@ def get_backend(alias: str) -> SearchBackend:
 def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] | None:
     """The vendor's ``(forward, backward)`` steps of a search-storage ``change`` of the
     migrations (``"create"``, ``"scope_lexemes"``, ``"role_lexemes"``, ``"term_counts"``,
-    ``"tenant_counts"``); ``None`` when it has none."""
+    ``"replace_term_counts"``, ``"tenant_counts"``); ``None`` when it has none."""
     if vendor == "postgresql":
         from . import postgresql_count_refresh as counts
         from . import postgresql_storage as storage
@@ -75,7 +75,8 @@ def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] |
             "scope_lexemes": (storage.add_scope_lexemes, storage.drop_scope_lexemes),
             "role_lexemes": (storage.add_role_lexemes, storage.drop_role_lexemes),
             "term_counts": (counts.create_term_counts, term_counts.drop_term_counts),
-            "tenant_counts": (counts.count_big_tenants_only, counts.count_every_tenant),
+            "replace_term_counts": (counts.keep_counts, counts.count_every_tenant),
+            "tenant_counts": (counts.count_big_tenants_only, counts.keep_counts),
         }[change]
     if vendor == "sqlite":
         from . import fts5_role_tokens, sqlite

@@ -37,7 +37,7 @@ from .postgresql_storage import (
     scope_lexeme,
     tsquery_operand,
 )
-from .postgresql_term_counts import stored_term_counts, stored_total
+from .postgresql_term_counts import StoredCounts, stored_term_counts, stored_total
 
 if TYPE_CHECKING:
     from ..records import Scope
@@ -106,27 +106,22 @@ class PostgresMatcher(SearchMatcher):
         return size <= self.policy.lexeme_scope_min
 
     @staticmethod
-    def stored_counts_of(chats: ChatFilter) -> tuple[str | None] | None:
-        """``(tenant,)`` whose stored term counts are this filter's n_t and N (``(None,)``:
-        every tenant's), or ``None`` when the filter admits less than whole tenants
-        (other scope fields, chat ids, roles, a window): those are counted in GIN."""
-        if (
-            not chats.searchable_only
-            or not chats.tokens_suffice
-            or chats.roles is not None
-            or chats.chat_ids is not None
-        ):
+    def stored_counts_of(chats: ChatFilter) -> StoredCounts | None:
+        """Whose stored term counts are this filter's n_t and N: a tenant's or every
+        tenant's, of the filter's roles; ``None`` when the filter admits less than whole
+        tenants (other scope fields, chat ids, a window): those are counted in GIN."""
+        if not chats.searchable_only or not chats.tokens_suffice or chats.chat_ids is not None:
             return None
         if not chats.scope:
-            return (None,)
-        return (chats.tenant,) if chats.tenant_only else None
+            return StoredCounts(None, chats.roles)
+        return StoredCounts(chats.tenant, chats.roles) if chats.tenant_only else None
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """N from the stored counts where they are the filter's, else as every backend."""
         stored = self.stored_counts_of(chats)
         if stored is None:
             return super().total(cursor, chats)
-        return stored_total(cursor, stored[0])
+        return stored_total(cursor, stored.tenant, stored.roles)
 
     def essential_min_terms(self, chats: ChatFilter) -> int:
         if self.stored_counts_of(chats) is not None:
@@ -237,7 +232,9 @@ class PostgresMatcher(SearchMatcher):
         )
         stored = self.stored_counts_of(chats)
         counts: list[int | None] = (
-            [None] * len(terms) if stored is None else stored_term_counts(cursor, terms, stored[0])
+            [None] * len(terms)
+            if stored is None
+            else stored_term_counts(cursor, terms, stored.tenant, stored.roles)
         )
         missing = [position for position, count in enumerate(counts) if count is None]
         if missing:  # the bitmap settings cost a savepoint and two statements: only for GIN
@@ -330,8 +327,8 @@ class PostgresMatcher(SearchMatcher):
         else GIN alone when it filters the scope. Not unscoped: its stored count sums a
         row per tenant, where GIN stops after ``cap`` rows."""
         stored = self.stored_counts_of(chats)
-        if len(terms) == 1 and stored is not None and stored[0] is not None:
-            (count,) = stored_term_counts(cursor, terms, stored[0])
+        if len(terms) == 1 and stored is not None and stored.tenant is not None:
+            (count,) = stored_term_counts(cursor, terms, stored.tenant, stored.roles)
             if count is not None:
                 return min(count, cap)
         if not self.uses_lexemes(chats):

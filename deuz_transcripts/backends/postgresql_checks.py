@@ -81,11 +81,12 @@ class PostgresChecks(SearchDataChecks):
         with connections[self.alias].cursor() as cursor:
             drift = count_drift(cursor)
         if drift:
-            tenant, lexeme, stored, actual = drift[0]
+            tenant, role, lexeme, stored, actual = drift[0]
             more = "" if len(drift) == 1 else f" and {len(drift) - 1}+ more"
             detail = (
-                f"stored term counts differ from the vectors: tenant {tenant!r} term "
-                f"{lexeme or '(any)'!r} counts {stored}, its vectors {actual}{more}"
+                f"stored term counts differ from the vectors: tenant {tenant!r} role "
+                f"{role!r} term {lexeme or '(any)'!r} counts {stored}, its vectors "
+                f"{actual}{more}"
             )
             yield Problem("", "counts", detail, source="sweep")
 

@@ -36,6 +36,7 @@ __all__ = [
     "count_big_tenants_only",
     "count_every_tenant",
     "create_term_counts",
+    "keep_counts",
     "refresh_term_counts",
 ]
 
@@ -43,17 +44,18 @@ __all__ = [
 def create_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Migration 0005's PostgreSQL step: the triggers (counting every tenant's terms),
     then the terms to count and their counts from the rows already there."""
-    create_triggers(schema_editor, every_tenant=True)
+    create_triggers(schema_editor, legacy=True)
     with schema_editor.connection.cursor() as cursor:
         common = _common_terms(cursor, COUNTED_MIN_ROWS)
         with transaction.atomic(using=cursor.db.alias):
             cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
             _replace(cursor, CountedTerm, "lexeme", sorted(common))
-            rebuild_term_counts(cursor, every_tenant=True)
+            rebuild_term_counts(cursor, legacy=True)
 
 
 def count_big_tenants_only(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    """Migration 0006's PostgreSQL step: own term counts for the big tenants only."""
+    """Migration 0006's PostgreSQL step on its new ``TermCount``: own term counts for the
+    big tenants only, by role."""
     replace_function(schema_editor)
     with schema_editor.connection.cursor() as cursor:
         refresh_term_counts(
@@ -62,10 +64,15 @@ def count_big_tenants_only(schema_editor: BaseDatabaseSchemaEditor) -> None:
 
 
 def count_every_tenant(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    """Migration 0006 backwards: every tenant's term counts on its own again."""
-    replace_function(schema_editor, every_tenant=True)
+    """Migration 0006 backwards, on 0005's ``TermCount`` again: every tenant's term
+    counts on its own, no role."""
+    replace_function(schema_editor, legacy=True)
     with schema_editor.connection.cursor() as cursor:
-        rebuild_term_counts(cursor, every_tenant=True)
+        rebuild_term_counts(cursor, legacy=True)
+
+
+def keep_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """Nothing: the other direction of a step whose table the migration replaces next."""
 
 
 def refresh_term_counts(
@@ -168,8 +175,8 @@ def _move_tenants(cursor: CursorWrapper, min_rows: int) -> None:
     signs = [1] * len(grown) + [-1] * len(shrunk)
     # each term of each moved row: +1 on its own count and -1 on tenant "" (or back)
     cursor.execute(
-        f"INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
-        "SELECT l.lexeme, b.tenant, b.shard, sum(b.n) "
+        f"INSERT INTO {table(TermCount)} (lexeme, tenant, role, shard, rows) "
+        "SELECT l.lexeme, b.tenant, r.role, b.shard, sum(b.n) "
         "FROM unnest(%s::text[], %s::int[]) AS s(tenant, sign) "
         f"JOIN {table(Chat)} c ON c.tenant = s.tenant "
         f"JOIN {table(Message)} r ON r.chat_id = c.id AND r.tenant = s.tenant "
@@ -178,22 +185,21 @@ def _move_tenants(cursor: CursorWrapper, min_rows: int) -> None:
         f"('', mod(r.chat_id, {SHARDS})::smallint, -s.sign)) AS b(tenant, shard, n) "
         "WHERE r.search_vector IS NOT NULL "
         f"AND l.lexeme IN (SELECT lexeme FROM {table(CountedTerm)}) "
-        "GROUP BY 1, 2, 3 HAVING sum(b.n) <> 0 "
-        "ON CONFLICT (lexeme, tenant, shard) DO UPDATE "
-        f"SET rows = {table(TermCount)}.rows + EXCLUDED.rows RETURNING lexeme, tenant, shard, rows",
+        "GROUP BY 1, 2, 3, 4 HAVING sum(b.n) <> 0 "
+        "ON CONFLICT (lexeme, tenant, role, shard) DO UPDATE "
+        f"SET rows = {table(TermCount)}.rows + EXCLUDED.rows "
+        "RETURNING lexeme, tenant, role, shard, rows",
         [tenants, signs],
     )
-    emptied = [
-        (lexeme, tenant, shard) for lexeme, tenant, shard, rows in cursor.fetchall() if rows == 0
-    ]
+    emptied = [key for *key, rows in cursor.fetchall() if rows == 0]
     if emptied:
-        lexemes, owners, shards = (list(column) for column in zip(*emptied, strict=True))
+        lexemes, owners, roles, shards = (list(column) for column in zip(*emptied, strict=True))
         cursor.execute(
-            f"DELETE FROM {table(TermCount)} t "
-            "USING unnest(%s::text[], %s::text[], %s::smallint[]) AS z(lexeme, tenant, shard) "
-            "WHERE t.lexeme = z.lexeme AND t.tenant = z.tenant AND t.shard = z.shard "
-            "AND t.rows = 0",
-            [lexemes, owners, shards],
+            f"DELETE FROM {table(TermCount)} t USING unnest(%s::text[], %s::text[], "
+            "%s::text[], %s::smallint[]) AS z(lexeme, tenant, role, shard) "
+            "WHERE t.lexeme = z.lexeme AND t.tenant = z.tenant AND t.role = z.role "
+            "AND t.shard = z.shard AND t.rows = 0",
+            [lexemes, owners, roles, shards],
         )
     if shrunk:
         cursor.execute(
@@ -216,23 +222,23 @@ def _count_new_terms(cursor: CursorWrapper, lexemes: list[str], *, one_pass: boo
     tenant, shard = bucket_sql()
     if one_pass:
         counts = (
-            f"SELECT l.lexeme, {tenant}, {shard}, count(*) "
+            f"SELECT l.lexeme, {tenant}, r.role, {shard}, count(*) "
             f"FROM {table(Message)} r CROSS JOIN LATERAL {TERMS} AS l(lexeme) "
             "WHERE r.search_vector IS NOT NULL "
-            "AND l.lexeme IN (SELECT unnest(%s::text[])) GROUP BY 1, 2, 3"
+            "AND l.lexeme IN (SELECT unnest(%s::text[])) GROUP BY 1, 2, 3, 4"
         )
         params: list[list[str]] = [lexemes]
     else:
         counts = (
-            "SELECT t.lexeme, c.tenant, c.shard, c.n "
+            "SELECT t.lexeme, c.tenant, c.role, c.shard, c.n "
             "FROM unnest(%s::text[], %s::tsquery[]) AS t(lexeme, query) CROSS JOIN LATERAL "
-            f"(SELECT {tenant} AS tenant, {shard} AS shard, count(*) AS n "
-            f"FROM {table(Message)} r WHERE r.search_vector @@ t.query GROUP BY 1, 2) c"
+            f"(SELECT {tenant} AS tenant, r.role, {shard} AS shard, count(*) AS n "
+            f"FROM {table(Message)} r WHERE r.search_vector @@ t.query GROUP BY 1, 2, 3) c"
         )
         params = [lexemes, [tsquery_operand(lexeme) for lexeme in lexemes]]
     # the terms that got a count row are the ones counted from now on
     cursor.execute(
-        f"WITH counted AS (INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
+        f"WITH counted AS (INSERT INTO {table(TermCount)} (lexeme, tenant, role, shard, rows) "
         f"{counts} RETURNING lexeme) "
         f"INSERT INTO {table(CountedTerm)} (lexeme) SELECT DISTINCT lexeme FROM counted",
         params,

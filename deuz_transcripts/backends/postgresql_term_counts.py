@@ -31,7 +31,8 @@ instead of deadlocking on count rows, writers of other shards and tenants run on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from typing import Any, NamedTuple
 
 from django.db import transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
@@ -47,6 +48,7 @@ __all__ = [
     "IS_TERM",
     "SHARDS",
     "TERMS",
+    "StoredCounts",
     "bucket_sql",
     "count_drift",
     "create_triggers",
@@ -93,83 +95,99 @@ def bucket_sql(*, every_tenant: bool = False) -> tuple[str, str]:
     )
 
 
-def _counted(rows: str, sign: int, *, every_tenant: bool = False) -> str:
-    """``(tenant, shard, lexeme, n)`` of the vectors of ``rows``: each counted term, and
-    ``""`` for every row with a vector."""
-    tenant, shard = bucket_sql(every_tenant=every_tenant)
+#: A count's key: migration 0005's (``legacy``), and since 0006 with the message's role.
+_LEGACY_KEY = ("lexeme", "tenant", "shard")
+_KEY = ("lexeme", "tenant", "role", "shard")
+_ARRAY_TYPES = {"lexeme": "text", "tenant": "text", "role": "text", "shard": "smallint"}
+
+
+def _key(*, legacy: bool) -> tuple[str, ...]:
+    return _LEGACY_KEY if legacy else _KEY
+
+
+def _counted(rows: str, sign: int, *, legacy: bool = False) -> str:
+    """``(tenant, role, shard, lexeme, n)`` of the vectors of ``rows`` (``legacy``: no
+    role, every tenant's own): each counted term, and ``""`` for every row with a vector."""
+    tenant, shard = bucket_sql(every_tenant=legacy)
+    role = "" if legacy else "r.role AS role, "
     return (
-        f"SELECT {tenant} AS tenant, {shard} AS shard, l.lexeme, {sign} AS n "
+        f"SELECT {tenant} AS tenant, {role}{shard} AS shard, l.lexeme, {sign} AS n "
         f"FROM {rows} r CROSS JOIN LATERAL {TERMS} AS l(lexeme) "
         "WHERE r.search_vector IS NOT NULL "
         f"AND l.lexeme IN (SELECT lexeme FROM {table(CountedTerm)}) "
-        f"UNION ALL SELECT r.tenant, {_SHARD}, '', {sign} "
+        f"UNION ALL SELECT r.tenant, {role}{_SHARD}, '', {sign} "
         f"FROM {rows} r WHERE r.search_vector IS NOT NULL"
     )
 
 
-def _shards(rows: str, *, every_tenant: bool) -> str:
+def _shards(rows: str, *, legacy: bool) -> str:
     """``(tenant, shard)`` of every count the rows of ``rows`` with a vector change (rows
     without one count nothing)."""
-    tenant, shard = bucket_sql(every_tenant=every_tenant)
+    tenant, shard = bucket_sql(every_tenant=legacy)
     return (
         f"SELECT r.tenant, {_SHARD} AS shard FROM {rows} r WHERE r.search_vector IS NOT NULL "
         f"UNION SELECT {tenant}, {shard} FROM {rows} r WHERE r.search_vector IS NOT NULL"
     )
 
 
-def _apply(shards: str, changes: str, *, removes: bool) -> str:
+def _apply(shards: str, changes: str, *, removes: bool, legacy: bool) -> str:
     """The statements that lock the (tenant, shard) pairs of ``shards`` and add the sums
     of ``changes`` to their counts; with ``removes``, counts that reach 0 are deleted, and
     a counted term left with no count at all stops being counted, so no term held only by
     deleted messages stays behind in either table (docs/guarantees.md)."""
     counts = table(TermCount)
+    key = _key(legacy=legacy)
+    columns = ", ".join(key)
+    grouped = ", ".join(f"c.{column}" for column in key)
     upsert = f"""
-        INSERT INTO {counts} (lexeme, tenant, shard, rows)
-        SELECT c.lexeme, c.tenant, c.shard, sum(c.n) FROM ({changes}) c
-        GROUP BY c.lexeme, c.tenant, c.shard HAVING sum(c.n) <> 0
-        ORDER BY c.lexeme, c.tenant, c.shard
-        ON CONFLICT (lexeme, tenant, shard) DO UPDATE SET rows = {counts}.rows + EXCLUDED.rows"""
+        INSERT INTO {counts} ({columns}, rows)
+        SELECT {grouped}, sum(c.n) FROM ({changes}) c
+        GROUP BY {grouped} HAVING sum(c.n) <> 0 ORDER BY {grouped}
+        ON CONFLICT ({columns}) DO UPDATE SET rows = {counts}.rows + EXCLUDED.rows"""
     locks = f"""
         PERFORM count(pg_advisory_xact_lock({_LOCK_NAMESPACE}, s.k)) FROM (
             SELECT DISTINCT hashtext(c.tenant || '/' || c.shard) AS k FROM ({shards}) c
             ORDER BY 1) s;"""
     if not removes:
         return f"{locks}{upsert};"
+    gone = ", ".join(f"gone_{column}s" for column in key)
+    same = " AND ".join(f"t.{column} = z.{column}" for column in key)
     return f"""{locks}
-        WITH up AS ({upsert} RETURNING lexeme, tenant, shard, rows)
-        SELECT array_agg(up.lexeme), array_agg(up.tenant), array_agg(up.shard)
-        INTO gone_lexemes, gone_tenants, gone_shards FROM up WHERE up.rows = 0;
+        WITH up AS ({upsert} RETURNING {columns}, rows)
+        SELECT {", ".join(f"array_agg(up.{column})" for column in key)}
+        INTO {gone} FROM up WHERE up.rows = 0;
         IF gone_lexemes IS NOT NULL THEN
-            DELETE FROM {counts} t USING unnest(gone_lexemes, gone_tenants, gone_shards)
-                AS z(lexeme, tenant, shard)
-            WHERE t.lexeme = z.lexeme AND t.tenant = z.tenant AND t.shard = z.shard
-                AND t.rows = 0;
+            DELETE FROM {counts} t USING unnest({gone}) AS z({columns})
+            WHERE {same} AND t.rows = 0;
             DELETE FROM {table(CountedTerm)} k WHERE k.lexeme = ANY(gone_lexemes)
                 AND NOT EXISTS (SELECT 1 FROM {counts} t WHERE t.lexeme = k.lexeme);
         END IF;"""
 
 
-def _function_sql(*, every_tenant: bool) -> str:
+def _function_sql(*, legacy: bool) -> str:
     changed = (
         "(SELECT o.* FROM deuz_old o JOIN deuz_new w ON w.id = o.id "
         "WHERE o.search_vector IS DISTINCT FROM w.search_vector "
-        "OR o.tenant <> w.tenant OR o.chat_id <> w.chat_id)"
+        "OR o.tenant <> w.tenant OR o.chat_id <> w.chat_id OR o.role <> w.role)"
     )
     changed_new = changed.replace("SELECT o.*", "SELECT w.*")
-    rule = {"every_tenant": every_tenant}
-    inserted = _apply(_shards("deuz_new", **rule), _counted("deuz_new", 1, **rule), removes=False)
-    deleted = _apply(_shards("deuz_old", **rule), _counted("deuz_old", -1, **rule), removes=True)
+    rule = {"legacy": legacy}
+    inserted = _apply(
+        _shards("deuz_new", **rule), _counted("deuz_new", 1, **rule), removes=False, **rule
+    )
+    deleted = _apply(
+        _shards("deuz_old", **rule), _counted("deuz_old", -1, **rule), removes=True, **rule
+    )
     updated = _apply(
         f"{_shards(changed, **rule)} UNION ALL {_shards(changed_new, **rule)}",
         f"{_counted(changed, -1, **rule)} UNION ALL {_counted(changed_new, 1, **rule)}",
         removes=True,
+        **rule,
     )
+    declared = "".join(f"gone_{c}s {_ARRAY_TYPES[c]}[];" for c in _key(legacy=legacy))
     return f"""
         CREATE OR REPLACE FUNCTION {_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $body$
-        DECLARE
-            gone_lexemes text[];
-            gone_tenants text[];
-            gone_shards smallint[];
+        DECLARE {declared}
         BEGIN
             IF TG_OP = 'INSERT' THEN {inserted}
             ELSIF TG_OP = 'DELETE' THEN {deleted}
@@ -185,19 +203,19 @@ def _trigger_name(event: str) -> str:
 
 
 def replace_function(
-    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, every_tenant: bool = False
+    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, legacy: bool = False
 ) -> None:
-    """The triggers' function: ``every_tenant`` counts each tenant's terms on its own
-    (migration 0005), else only a ``CountedTenant``'s (0006 on)."""
-    cursor_or_editor.execute(_function_sql(every_tenant=every_tenant))
+    """The triggers' function: ``legacy`` keeps migration 0005's counts (each tenant's
+    terms on its own, no role), else 0006's (a ``CountedTenant``'s own, by role)."""
+    cursor_or_editor.execute(_function_sql(legacy=legacy))
 
 
 def create_triggers(
-    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, every_tenant: bool = False
+    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, legacy: bool = False
 ) -> None:
     """The function and the message table's three triggers (again after the table is
     replaced: ``partition_messages``)."""
-    replace_function(cursor_or_editor, every_tenant=every_tenant)
+    replace_function(cursor_or_editor, legacy=legacy)
     for event, referencing in _TRIGGERS.items():
         cursor_or_editor.execute(
             f"CREATE TRIGGER {_trigger_name(event)} AFTER {event} ON {table(Message)} "
@@ -211,19 +229,19 @@ def drop_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
     schema_editor.execute(f"DROP FUNCTION IF EXISTS {_FUNCTION}()")
 
 
-def rebuild_term_counts(cursor: CursorWrapper, *, every_tenant: bool = False) -> None:
+def rebuild_term_counts(cursor: CursorWrapper, *, legacy: bool = False) -> None:
     """The counted terms' counts again from the vectors (after a ``TRUNCATE``, or a drift
     ``verify`` found), in one transaction holding off message writers (not searches); a
-    counted term no row holds any more stops being counted. ``every_tenant``: by
-    migration 0005's rule (``bucket_sql``)."""
+    counted term no row holds any more stops being counted. ``legacy``: migration
+    0005's counts."""
+    columns = ", ".join(_key(legacy=legacy))
+    grouped = ", ".join(f"c.{column}" for column in _key(legacy=legacy))
     with transaction.atomic(using=cursor.db.alias):
         cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
         cursor.execute(f"DELETE FROM {table(TermCount)}")
         cursor.execute(
-            f"INSERT INTO {table(TermCount)} (lexeme, tenant, shard, rows) "
-            f"SELECT c.lexeme, c.tenant, c.shard, sum(c.n) "
-            f"FROM ({_counted(table(Message), 1, every_tenant=every_tenant)}) c "
-            "GROUP BY c.lexeme, c.tenant, c.shard"
+            f"INSERT INTO {table(TermCount)} ({columns}, rows) SELECT {grouped}, sum(c.n) "
+            f"FROM ({_counted(table(Message), 1, legacy=legacy)}) c GROUP BY {grouped}"
         )
         # a counted term no row holds (its messages deleted) is not kept either
         cursor.execute(
@@ -232,47 +250,78 @@ def rebuild_term_counts(cursor: CursorWrapper, *, every_tenant: bool = False) ->
         )
 
 
-def count_drift(cursor: CursorWrapper, limit: int = 20) -> list[tuple[str, str, int, int]]:
-    """``(tenant, lexeme, stored, actual)`` of counts that differ from the vectors (at
-    most ``limit``): empty when every count is true. Reads every vector."""
+def count_drift(cursor: CursorWrapper, limit: int = 20) -> list[tuple[str, str, str, int, int]]:
+    """``(tenant, role, lexeme, stored, actual)`` of counts that differ from the vectors
+    (at most ``limit``): empty when every count is true. Reads every vector."""
     cursor.execute(
-        f"WITH actual AS (SELECT c.tenant, c.lexeme, sum(c.n) AS n "
-        f"FROM ({_counted(table(Message), 1)}) c GROUP BY c.tenant, c.lexeme), "
-        f"stored AS (SELECT tenant, lexeme, sum(rows) AS n FROM {table(TermCount)} "
-        "GROUP BY tenant, lexeme) "
-        "SELECT COALESCE(s.tenant, a.tenant), COALESCE(s.lexeme, a.lexeme), "
-        "COALESCE(s.n, 0), COALESCE(a.n, 0) FROM stored s FULL JOIN actual a "
-        "ON a.tenant = s.tenant AND a.lexeme = s.lexeme "
-        "WHERE COALESCE(s.n, 0) <> COALESCE(a.n, 0) ORDER BY 1, 2 LIMIT %s",
+        f"WITH actual AS (SELECT c.tenant, c.role, c.lexeme, sum(c.n) AS n "
+        f"FROM ({_counted(table(Message), 1)}) c GROUP BY c.tenant, c.role, c.lexeme), "
+        f"stored AS (SELECT tenant, role, lexeme, sum(rows) AS n FROM {table(TermCount)} "
+        "GROUP BY tenant, role, lexeme) "
+        "SELECT COALESCE(s.tenant, a.tenant), COALESCE(s.role, a.role), "
+        "COALESCE(s.lexeme, a.lexeme), COALESCE(s.n, 0), COALESCE(a.n, 0) "
+        "FROM stored s FULL JOIN actual a "
+        "ON a.tenant = s.tenant AND a.role = s.role AND a.lexeme = s.lexeme "
+        "WHERE COALESCE(s.n, 0) <> COALESCE(a.n, 0) ORDER BY 1, 2, 3 LIMIT %s",
         [limit],
     )
-    return [(str(t), str(lexeme), int(s), int(a)) for t, lexeme, s, a in cursor.fetchall()]
+    return [
+        (str(t), str(r), str(lexeme), int(s), int(a)) for t, r, lexeme, s, a in cursor.fetchall()
+    ]
+
+
+class StoredCounts(NamedTuple):
+    """Whose stored counts a search reads: a tenant's (``None``: every tenant's), of some
+    roles (``None``: every role)."""
+
+    tenant: str | None
+    roles: Collection[str] | None
+
+
+def _where(
+    tenant: str | None, roles: Collection[str] | None, alias: str = "t"
+) -> tuple[str, list[Any]]:
+    """`` AND t.tenant = %s AND t.role = ANY(%s)`` as far as they are set."""
+    where, params = "", list[Any]()
+    if tenant is not None:
+        where, params = f" AND {alias}.tenant = %s", [tenant]
+    if roles is not None:
+        where, params = f"{where} AND {alias}.role = ANY(%s)", [*params, sorted(roles)]
+    return where, params
 
 
 def stored_term_counts(
-    cursor: CursorWrapper, terms: Sequence[str], tenant: str | None
+    cursor: CursorWrapper,
+    terms: Sequence[str],
+    tenant: str | None,
+    roles: Collection[str] | None = None,
 ) -> list[int | None]:
-    """Each term's indexed messages in ``tenant`` (``None``: every tenant), or ``None``
-    for a term whose counts are not stored (in a tenant not counted: every term)."""
-    own, where, params = "", "", []
+    """Each term's indexed messages in ``tenant`` (``None``: every tenant) of ``roles``
+    (``None``: any role), or ``None`` for a term whose counts are not stored (in a tenant
+    not counted: every term)."""
+    own, own_params = "", []
     if tenant is not None:
         own = f" AND EXISTS (SELECT 1 FROM {table(CountedTenant)} o WHERE o.tenant = %s)"
-        where, params = "AND t.tenant = %s", [tenant]
+        own_params = [tenant]
+    where, params = _where(tenant, roles)
     cursor.execute(
         f"SELECT EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = q.lexeme){own}, "
         f"COALESCE((SELECT sum(t.rows) FROM {table(TermCount)} t "
-        f"WHERE t.lexeme = q.lexeme {where}), 0) "
+        f"WHERE t.lexeme = q.lexeme{where}), 0) "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, n) ORDER BY q.n",
-        [*params, *params, [stored_term(term) for term in terms]],
+        [*own_params, *params, [stored_term(term) for term in terms]],
     )
     return [int(count) if counted else None for counted, count in cursor.fetchall()]
 
 
-def stored_total(cursor: CursorWrapper, tenant: str | None) -> int:
-    """N: the indexed messages of ``tenant`` (``None``: of every tenant)."""
-    where, params = (" AND tenant = %s", [tenant]) if tenant is not None else ("", [])
+def stored_total(
+    cursor: CursorWrapper, tenant: str | None, roles: Collection[str] | None = None
+) -> int:
+    """N: the indexed messages of ``tenant`` (``None``: of every tenant) of ``roles``
+    (``None``: any role)."""
+    where, params = _where(tenant, roles)
     cursor.execute(
-        f"SELECT COALESCE(sum(rows), 0) FROM {table(TermCount)} WHERE lexeme = ''{where}",
+        f"SELECT COALESCE(sum(t.rows), 0) FROM {table(TermCount)} t WHERE t.lexeme = ''{where}",
         params,
     )
     row = cursor.fetchone()
