@@ -392,6 +392,10 @@ def test_only_big_tenants_count_their_terms_and_a_refresh_moves_tenants_that_gro
         store.delete_chat("a3")  # ada gone: its N row too, and at the refresh nothing moves
         assert count_terms(2, tenant_min_rows=4) == 2 and drift() == []
         assert not TermCount.objects.filter(tenant="ada").exists()
+        for n in range(4):  # a counted tenant deleted: no row names it any more
+            store.delete_chat(f"b{n}")
+        assert not CountedTenant.objects.exists() and drift() == []
+        assert not TermCount.objects.filter(tenant="bob").exists()
         assert_consistent()
 
 

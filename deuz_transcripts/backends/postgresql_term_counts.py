@@ -152,6 +152,15 @@ def _apply(shards: str, changes: str, *, removes: bool, legacy: bool) -> str:
         return f"{locks}{upsert};"
     gone = ", ".join(f"gone_{column}s" for column in key)
     same = " AND ".join(f"t.{column} = z.{column}" for column in key)
+    # a counted tenant whose last indexed message went leaves CountedTenant with it
+    tenant_gone = (
+        ""
+        if legacy
+        else f"""
+            DELETE FROM {table(CountedTenant)} o WHERE o.tenant = ANY(gone_tenants)
+                AND NOT EXISTS (SELECT 1 FROM {counts} t
+                    WHERE t.lexeme = '' AND t.tenant = o.tenant);"""
+    )
     return f"""{locks}
         WITH up AS ({upsert} RETURNING {columns}, rows)
         SELECT {", ".join(f"array_agg(up.{column})" for column in key)}
@@ -160,7 +169,7 @@ def _apply(shards: str, changes: str, *, removes: bool, legacy: bool) -> str:
             DELETE FROM {counts} t USING unnest({gone}) AS z({columns})
             WHERE {same} AND t.rows = 0;
             DELETE FROM {table(CountedTerm)} k WHERE k.lexeme = ANY(gone_lexemes)
-                AND NOT EXISTS (SELECT 1 FROM {counts} t WHERE t.lexeme = k.lexeme);
+                AND NOT EXISTS (SELECT 1 FROM {counts} t WHERE t.lexeme = k.lexeme);{tenant_gone}
         END IF;"""
 
 
