@@ -6,7 +6,7 @@ its every row (438 ms for one word of an unscoped search at 1M messages). So the
 at least ``COUNTED_MIN_ROWS`` indexed messages (``CountedTerm``) have their counts stored
 in ``TermCount``, with lexeme ``""`` for N. Statement-level ``AFTER`` triggers on the
 message table add each inserted vector's counted terms and take each deleted one's off
-(an UPDATE: the rows whose vector, tenant or chat changed, old off and new on) in the
+(an UPDATE: the rows whose vector, tenant, role or chat changed, old off and new on) in the
 writing transaction, so every path that changes message rows (ORM cascades, raw SQL, a
 partition conversion) keeps them true; a ``TRUNCATE`` of the message table does not fire
 them (``backfill_transcripts --fix`` rebuilds). Only common terms: counting every term
@@ -80,15 +80,11 @@ TERMS = "unnest(tsvector_to_array(r.search_vector))"
 IS_TERM = "left(l.lexeme, 1) NOT IN (E'\\uE000', E'\\uE002', E'\\uE003')"
 
 
-def bucket_sql(*, every_tenant: bool = False) -> tuple[str, str]:
+def bucket_sql(*, legacy: bool = False) -> tuple[str, str]:
     """``(tenant, shard)`` under which row ``r``'s terms are counted: its own tenant's
-    when that is a ``CountedTenant`` (``every_tenant``: any tenant but ``""``, migration
-    0005's rule), else ``""`` sharded by chat."""
-    own = (
-        "r.tenant <> ''"
-        if every_tenant
-        else f"r.tenant IN (SELECT tenant FROM {table(CountedTenant)})"
-    )
+    when that is a ``CountedTenant`` (``legacy``, migration 0005's rule: any tenant but
+    ``""``), else ``""`` sharded by chat."""
+    own = "r.tenant <> ''" if legacy else f"r.tenant IN (SELECT tenant FROM {table(CountedTenant)})"
     return (
         f"(CASE WHEN {own} THEN r.tenant ELSE '' END)",
         f"(CASE WHEN {own} THEN 0 ELSE mod(r.chat_id, {SHARDS}) END)::smallint",
@@ -108,7 +104,7 @@ def _key(*, legacy: bool) -> tuple[str, ...]:
 def _counted(rows: str, sign: int, *, legacy: bool = False) -> str:
     """``(tenant, role, shard, lexeme, n)`` of the vectors of ``rows`` (``legacy``: no
     role, every tenant's own): each counted term, and ``""`` for every row with a vector."""
-    tenant, shard = bucket_sql(every_tenant=legacy)
+    tenant, shard = bucket_sql(legacy=legacy)
     role = "" if legacy else "r.role AS role, "
     return (
         f"SELECT {tenant} AS tenant, {role}{shard} AS shard, l.lexeme, {sign} AS n "
@@ -123,7 +119,7 @@ def _counted(rows: str, sign: int, *, legacy: bool = False) -> str:
 def _shards(rows: str, *, legacy: bool) -> str:
     """``(tenant, shard)`` of every count the rows of ``rows`` with a vector change (rows
     without one count nothing)."""
-    tenant, shard = bucket_sql(every_tenant=legacy)
+    tenant, shard = bucket_sql(legacy=legacy)
     return (
         f"SELECT r.tenant, {_SHARD} AS shard FROM {rows} r WHERE r.search_vector IS NOT NULL "
         f"UNION SELECT {tenant}, {shard} FROM {rows} r WHERE r.search_vector IS NOT NULL"
