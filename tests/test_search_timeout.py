@@ -135,6 +135,40 @@ def test_zero_sets_no_limit(store, monkeypatch):
     assert store.transcript.search(ADA, "quokka") == []
 
 
+@pytest.mark.parametrize("budget_ms", [0, 5_000], ids=["no-budget", "budget"])
+def test_a_postgresql_search_runs_without_jit_and_puts_the_settings_back(store, budget_ms):
+    """JIT compiling a search's statement cost more than running it (151 of 157 ms for a
+    rare word at 10M messages): searches run with ``jit`` off, with or without a budget,
+    and leave the session's ``jit`` and ``statement_timeout`` as they were."""
+    if connection.vendor != "postgresql":
+        pytest.skip("JIT is PostgreSQL's")
+    seen: list[tuple[str, str]] = []
+    original = planner.SearchPlanner.page
+
+    def looking(self: Any, cursor: Any, request: Any) -> Any:
+        cursor.execute("SELECT current_setting('jit'), current_setting('statement_timeout')")
+        seen.append(cursor.fetchone())
+        return original(self, cursor, request)
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET jit = on")
+    with (
+        override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": budget_ms}),
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        patch.setattr(planner.SearchPlanner, "page", looking)
+        before = session_timeout()
+        with transaction.atomic():  # nested: the savepoint's settings are put back
+            assert [hit.chat_id for hit in store.transcript.search(ADA, "quokka")] == ["c1"]
+            assert session_timeout() == before
+        assert [hit.chat_id for hit in store.transcript.search(ADA, "quokka")] == ["c1"]
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone() == ("on",)
+    timeout = f"{budget_ms // 1000}s" if budget_ms else before
+    assert seen == [("off", timeout)] * 2
+
+
 def _sleeping_page(seconds: float) -> Any:
     def page(self: Any, cursor: Any, request: Any) -> None:
         cursor.execute("SELECT pg_sleep(%s)", [seconds])

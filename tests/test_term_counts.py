@@ -462,3 +462,45 @@ def test_a_roles_filter_reads_the_counts_of_its_roles_and_a_window_counts_in_gin
                     else "rows"
                 )
                 assert how == counted_by, (scope, roles, query)
+
+
+def test_a_counted_page_takes_its_total_and_next_pages_from_the_stored_counts():
+    """``search_page`` of the whole index or a counted tenant: the mask histogram (the
+    exact total, the next pages' masks) is built from the stored counts and the rarer
+    terms' rows, never by reading every match; every page, total and cursor as the
+    memory index gives them."""
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        memory = InMemoryTranscriptIndex()
+        for n in range(30):
+            words = ["common", *(["alpha"] * (n % 3 == 0)), *(["rare"] * (n in (4, 17)))]
+            record = chat(f"c{n:02}", "ada" if n % 5 else "bob", " ".join(words), minutes=n)
+            store.write_chat(record, expected_revision=0)
+            memory.index(record)
+        assert count_terms(8, tenant_min_rows=20) == 2  # common, alpha
+        forced = PlanPolicy(single_statement_max=0, walk_min_rows=6, essential_max_rows=15)
+        for scope in ({}, {"userId": "ada"}):
+            for query in ("common", "rare common", "alpha common rare", "alpha common"):
+                cursor, got, want = None, [], []
+                with (
+                    mock.patch.object(policy, "DEFAULT_POLICY", forced),
+                    CaptureQueriesContext(connection) as queries,
+                ):
+                    while True:
+                        page = store.transcript.search_page(scope, query, limit=4, cursor=cursor)
+                        got.append((page.total, [(h.message_id, h.score) for h in page.hits]))
+                        if (cursor := page.next_cursor) is None:
+                            break
+                cursor = None
+                while True:
+                    page = memory.search_page(scope, query, limit=4, cursor=cursor)
+                    want.append((page.total, [(h.message_id, h.score) for h in page.hits]))
+                    if (cursor := page.next_cursor) is None:
+                        break
+                assert got == want, (scope, query)
+                statements = [q["sql"] for q in queries.captured_queries]
+                assert not any("GROUP BY h.mask" in sql for sql in statements), (scope, query)
+                every_match = [
+                    s for s in statements if s.startswith("SELECT count(*)") and " | " in s
+                ]
+                assert every_match == [], (scope, query)

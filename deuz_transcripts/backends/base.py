@@ -236,6 +236,12 @@ class SearchMatcher(ABC):
         depends on what its n_t cost here)."""
         return self.policy.essential_min_terms
 
+    def stores_term_counts(self, chats: ChatFilter) -> bool:
+        """Whether n_t of this filter's common terms are stored counts, read without
+        visiting a match (PostgreSQL's ``TermCount``), so a mask histogram is cheaper
+        built from them and the rarer terms' rows than read from every match."""
+        return False
+
     def counts_terms(self, chats: ChatFilter, total: int) -> bool:
         """Whether ``term_counts`` counts each term in the index without reading rows
         (so the essential-terms plan pays off) for this filter and N."""

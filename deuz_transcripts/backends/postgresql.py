@@ -29,7 +29,7 @@ from .chat_filter import ChatFilter, table
 from .postgresql_checks import PostgresChecks
 from .postgresql_rows import PostgresRows
 from .postgresql_session import bitmap_scans as _bitmap_scans
-from .postgresql_session import statement_timeout as _statement_timeout
+from .postgresql_session import search_session
 from .postgresql_storage import (
     VECTOR_COLUMN,
     chat_lexeme,
@@ -115,6 +115,9 @@ class PostgresMatcher(SearchMatcher):
         if not chats.scope:
             return StoredCounts(None, chats.roles)
         return StoredCounts(chats.tenant, chats.roles) if chats.tenant_only else None
+
+    def stores_term_counts(self, chats: ChatFilter) -> bool:
+        return self.stored_counts_of(chats) is not None
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """N from the stored counts where they are the filter's, else as every backend."""
@@ -353,4 +356,5 @@ class PostgresBackend(SearchBackend):
         return rows.filter(scope__contains=dict(scope)) if scope else rows  # jsonb @>
 
     def time_limit(self, timeout_ms: int) -> AbstractContextManager[None]:
-        return _statement_timeout(self.alias, timeout_ms) if timeout_ms else super().time_limit(0)
+        """The budget, and JIT off for the search's statements (``search_session``)."""
+        return search_session(self.alias, timeout_ms)

@@ -1,5 +1,5 @@
 """PostgreSQL session settings a search sets for a while and puts back: no sequential scan
-and an exact bitmap for GIN counts, and the search's ``statement_timeout``."""
+and an exact bitmap for GIN counts, and the search's ``statement_timeout`` and ``jit``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.db.backends.utils import CursorWrapper
 from ..errors import SearchTimeout
 from ..sql.errors import sqlstate
 
-__all__ = ["BITMAP_WORK_MEM", "BUDGET_SLACK", "bitmap_scans", "statement_timeout"]
+__all__ = ["BITMAP_WORK_MEM", "BUDGET_SLACK", "bitmap_scans", "search_session"]
 
 #: ``work_mem`` of the GIN counts and bitmap reads (``bitmap_scans``): an exact bitmap of
 #: 1,000,000 rows fits in a few MB, so counts of common words need no recheck of each row.
@@ -58,10 +58,16 @@ BUDGET_SLACK = 0.1
 
 
 @contextmanager
-def statement_timeout(alias: str, timeout_ms: int) -> Iterator[None]:
-    """A time budget for every statement inside together, in a transaction (a savepoint
-    in the caller's): a cancelled search rolls back to it, leaving the caller's
-    transaction usable, and the session's own value is put back afterwards.
+def search_session(alias: str, timeout_ms: int) -> Iterator[None]:
+    """A search's statements in a transaction (a savepoint in the caller's) with JIT
+    compilation off and, unless ``timeout_ms`` is 0, a time budget for all of them
+    together; the session's own values are put back afterwards, and a cancelled search
+    rolls back to it, leaving the caller's transaction usable.
+
+    JIT: GIN's row estimates for a tsquery are often far too high (47,681 rows for a
+    word in 926 at 10M messages), which pushes a statement's estimated cost past
+    ``jit_above_cost``, and compiling it then took 151 of its 157 ms (bench/RESULTS.md).
+    A search reads a page; it never runs long enough to gain from compiled code.
 
     ``statement_timeout`` bounds one statement; a search runs several (32 term counts,
     each just under the limit, took 45 s of a 10 s budget at 10M messages). So before
@@ -92,16 +98,24 @@ def statement_timeout(alias: str, timeout_ms: int) -> Iterator[None]:
         with transaction.atomic(using=alias):
             with connection.cursor() as cursor:
                 cursor.execute(
-                    "SELECT current_setting('statement_timeout'), "
-                    "set_config('statement_timeout', %s, true)",
-                    [f"{timeout_ms}ms"],
+                    "SELECT current_setting('statement_timeout'), current_setting('jit'), "
+                    "set_config('statement_timeout', COALESCE(%s, "
+                    "current_setting('statement_timeout')), true), set_config('jit', 'off', true)",
+                    [f"{timeout_ms}ms" if timeout_ms else None],
                 )
                 row = cursor.fetchone()
-            with connection.execute_wrapper(within_budget):
+            if timeout_ms:
+                with connection.execute_wrapper(within_budget):
+                    yield
+            else:
                 yield
-            if nested and row is not None:  # released savepoint: the setting would stay
+            if nested and row is not None:  # released savepoint: the settings would stay
                 with connection.cursor() as cursor:
-                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [row[0]])
+                    cursor.execute(
+                        "SELECT set_config('statement_timeout', %s, true), "
+                        "set_config('jit', %s, true)",
+                        [row[0], row[1]],
+                    )
     except OperationalError as exc:
         if sqlstate(exc) == _QUERY_CANCELED:
             raise SearchTimeout(timeout_ms) from exc

@@ -191,7 +191,8 @@ def _function_sql(*, legacy: bool) -> str:
     )
     declared = "".join(f"gone_{c}s {_ARRAY_TYPES[c]}[];" for c in _key(legacy=legacy))
     return f"""
-        CREATE OR REPLACE FUNCTION {_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $body$
+        CREATE OR REPLACE FUNCTION {_FUNCTION}() RETURNS trigger LANGUAGE plpgsql
+        SET jit = off AS $body$
         DECLARE {declared}
         BEGIN
             IF TG_OP = 'INSERT' THEN {inserted}

@@ -1,17 +1,16 @@
 """Which rows one page of ranked hits needs, planned so cost follows the page.
 
-Three exact plans (same hits, order and scores): the newest-first walk when enough
-rows hold every query term; for big scopes the mask histogram first and only the
-page's masks read; otherwise one statement ranking every match. The thresholds
-are the backend's ``PlanPolicy``.
+Four exact plans (same hits, order and scores): the newest-first walk when enough
+rows hold every query term; the essential-terms plan (``essential``) when n_t are cheap
+to count; for big scopes the mask histogram first and only the page's masks read;
+otherwise one statement ranking every match. The thresholds are the backend's
+``PlanPolicy``.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import NamedTuple
 
 from django.db.backends.utils import CursorWrapper
 
@@ -20,19 +19,11 @@ from ..backends.base import Candidate, SearchMatcher, sort_in_tie_order
 from ..backends.chat_filter import ChatFilter
 from ..paging import PageAfter, PinnedRanking
 from ..search_request import SearchRequest
+from .essential import EssentialTerms, order_page
 
 __all__ = ["CountedPage", "PlannedPage", "SearchPlanner", "order_page"]
 
 PlannedPage = tuple[list[Candidate], ranking.RankPlan]
-
-
-class EssentialPage(NamedTuple):
-    """What the essential-terms plan found: the page and the plan scoring it (``None``:
-    past the last match), and the ranking to pin (``None``: nothing matches)."""
-
-    page: list[Candidate]
-    plan: ranking.RankPlan | None
-    pinned: PinnedRanking | None
 
 
 #: A counted page: its candidates, the plan scoring them, the pinned ranking and the
@@ -40,18 +31,7 @@ class EssentialPage(NamedTuple):
 CountedPage = tuple[list[Candidate], ranking.RankPlan, PinnedRanking, int]
 
 
-def order_page(candidates: Sequence[Candidate], plan: ranking.RankPlan) -> list[Candidate]:
-    """Candidates of the plan's masks, best first with the shared tie rules.
-
-    Stable sorts: the tie rules, then raw score.
-    """
-    found = [c for c in candidates if c.mask in plan.page_masks]
-    sort_in_tie_order(found)
-    found.sort(key=lambda c: plan.raws[c.mask], reverse=True)
-    return found
-
-
-class SearchPlanner:
+class SearchPlanner(EssentialTerms):
     """Plans and reads one page through a backend's matcher."""
 
     def __init__(self, matcher: SearchMatcher) -> None:
@@ -103,7 +83,7 @@ class SearchPlanner:
         masks_first = matcher.plans_masks(chats, terms, total)
         candidates: list[Candidate] = []
         if masks_first:
-            histogram = matcher.mask_histogram(cursor, chats, terms)
+            histogram = self._histogram(cursor, chats, terms, total)
         else:
             histogram, candidates = matcher.candidates(cursor, chats, terms, depth, total)
         ranked = ranking.plan_page(histogram, len(terms), total, request.offset, request.limit)
@@ -129,19 +109,28 @@ class SearchPlanner:
         if chats.narrowed:
             chats = replace(chats, size=total)
         if after is not None:
-            histogram = matcher.mask_histogram(cursor, chats, terms)
+            histogram = self._histogram(cursor, chats, terms, total)
             return self._page_after(cursor, chats, terms, histogram, after, request)
         if self._tries_essential(chats, terms, total):
             essential = self._essential_page(cursor, chats, terms, request, total)
             if essential is not None:
                 if essential.pinned is None:
                     return None
-                count = matcher.count_matches(cursor, chats, terms)
+                every = (
+                    essential.histogram
+                    if essential.complete
+                    else self._complete_histogram(cursor, chats, terms, total)
+                )
+                count = (
+                    matcher.count_matches(cursor, chats, terms)
+                    if every is None
+                    else sum(every.values())
+                )
                 plan = essential.plan or essential.pinned.plan({}, frozenset())
                 return essential.page, plan, essential.pinned, count
         masks_first = matcher.plans_masks(chats, terms, total)
         if masks_first:
-            histogram = matcher.mask_histogram(cursor, chats, terms)
+            histogram = self._histogram(cursor, chats, terms, total)
         else:
             histogram, candidates = matcher.candidates(cursor, chats, terms, depth, total)
         pinned = PinnedRanking.of(histogram, len(terms), total)
@@ -154,6 +143,14 @@ class SearchPlanner:
         if masks_first:
             candidates = self._page_rows(cursor, chats, terms, ranked, histogram, depth)
         return order_page(candidates, ranked)[request.offset : depth], ranked, pinned, count
+
+    def _histogram(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int
+    ) -> dict[int, int]:
+        """Every match's mask histogram: from stored counts and the rarer terms' rows
+        where it can (``_complete_histogram``), else read from every match."""
+        complete = self._complete_histogram(cursor, chats, terms, total)
+        return self.matcher.mask_histogram(cursor, chats, terms) if complete is None else complete
 
     def _page_after(
         self,
@@ -212,125 +209,6 @@ class SearchPlanner:
             rows.extend(matcher.newest_with_mask(cursor, chats, terms, mask, depth))
         return rows
 
-    def _tries_essential(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
-        return (
-            len(terms) >= self.matcher.essential_min_terms(chats)
-            and total > self.policy.single_statement_max
-            and self.matcher.counts_terms(chats, total)
-        )
-
-    def _essential_page(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        request: SearchRequest,
-        total: int,
-    ) -> EssentialPage | None:
-        """The page from the rows of the rarest terms alone, when that is exact.
-
-        Every term's n_t is counted first (the index counts; the rarest terms' rows are
-        read at once where the backend can: ``_rare_terms_rows``), which fixes every
-        idf. Terms are then read rarest first, each row with its full mask,
-        until at least a page of rows is read and the raw score of the page's last row
-        beats every row holding none of the terms read (the sum of the other terms'
-        idfs, in ``mask_raw``'s order: a row of a subset of them never sums higher).
-        A score is a sum of idfs, so this pruning is exact (MaxScore with "essential"
-        terms). When only the most common term is left and it holds too many rows to
-        read (``essential_max_rows``, or enough to walk: ``walk_min_rows``), its rows that
-        hold no other term are one mask whose count is known (n_t minus the rows read
-        holding it): the histogram is complete, and that mask's page rows are walked
-        newest chat first if it reaches the page. ``None``: too many rows to read with
-        two or more terms left; ranking every match is the cheaper plan.
-        """
-        matcher = self.matcher
-        depth = request.offset + request.limit
-        rows, counts, rare = self._rare_terms_rows(cursor, chats, terms)
-        idfs = [ranking.idf(max(total, *counts), count) for count in counts]
-        rarest_first = sorted(
-            (position for position, count in enumerate(counts) if count and position not in rare),
-            key=lambda position: (counts[position], position),
-        )
-        raw_of = functools.cache(lambda mask: ranking.mask_raw(mask, idfs))
-
-        def page_is_read(unread: Sequence[int]) -> bool:
-            if len(rows) < depth:
-                return False
-            raws = sorted((raw_of(row.mask) for row in rows), reverse=True)
-            return raw_of(sum(1 << other for other in unread)) < raws[depth - 1]
-
-        last: int | None = None  # the one term left unread
-        budget = self.policy.essential_max_rows - len(rows)
-        if rare and page_is_read(rarest_first):
-            rarest_first = []
-        for step, position in enumerate(rarest_first):
-            budget -= counts[position]
-            if step == len(rarest_first) - 1 and (
-                budget < 0 or counts[position] >= max(self.policy.walk_min_rows, depth)
-            ):
-                last = position  # counted, not read: its page rows are walked or read
-                break
-            if budget < 0:
-                return None
-            skipped = [*rare, *rarest_first[:step]]
-            expected = counts[position]
-            rows.extend(matcher.rows_with_terms(cursor, chats, terms, position, skipped, expected))
-            if page_is_read(rarest_first[step + 1 :]):
-                break
-        histogram: dict[int, int] = {}
-        for row in rows:
-            histogram[row.mask] = histogram.get(row.mask, 0) + 1
-        if last is not None:  # rows read never have this mask: each holds a term read
-            alone = counts[last] - sum(1 for row in rows if row.mask >> last & 1)
-            histogram[1 << last] = max(alone, 0)
-        plan = ranking.plan_page_by_idfs(histogram, idfs, request.offset, request.limit)
-        if plan is not None and last is not None and 1 << last in plan.page_masks:
-            alone_plan = replace(plan, page_masks=frozenset({1 << last}))
-            rows.extend(self._page_rows(cursor, chats, terms, alone_plan, histogram, depth))
-        page = [] if plan is None else order_page(rows, plan)[request.offset : depth]
-        best = max(histogram, key=lambda mask: ranking.mask_raw(mask, idfs), default=0)
-        pinned = PinnedRanking(max(total, *counts), tuple(counts), best) if best else None
-        return EssentialPage(page, plan, pinned)
-
-    def _rare_terms_rows(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
-    ) -> tuple[list[Candidate], list[int], frozenset[int]]:
-        """The rows of the rare terms, every term's n_t, and which terms were read.
-
-        The rarest terms, up to ``essential_rare_rows`` rows in all, are read in one
-        statement with their masks where the backend can. SQLite FTS5 picks them by
-        their rows in the whole index, counted up to that cap (reading them counts them
-        in the filter) and counts the other terms in the index (``term_counts``);
-        PostgreSQL counts every term in the filter first (stored counts or GIN) and
-        picks by those counts, for long queries (``rare_batch_min_terms``).
-        """
-        matcher, cap = self.matcher, self.policy.essential_rare_rows
-        if (
-            cap
-            and matcher.reads_rare_terms_counted
-            and len(terms) >= self.policy.rare_batch_min_terms
-        ):
-            counts = matcher.term_counts(cursor, chats, terms)
-            rare = _rarest(counts, cap)
-            held = [position for position in rare if counts[position]]
-            expected = sum(counts[position] for position in held)
-            rows = matcher.rows_with_any_terms(cursor, chats, terms, held, expected) if held else []
-            return rows, counts, frozenset(rare)
-        rare = []
-        if cap and matcher.reads_any_terms:
-            rare = _rarest(matcher.capped_term_counts(cursor, terms, cap + 1), cap)
-        rows = matcher.rows_with_any_terms(cursor, chats, terms, rare) if rare else []
-        counts = [0] * len(terms)
-        for row in rows:
-            for position in rare:
-                counts[position] += row.mask >> position & 1
-        others = [position for position in range(len(terms)) if position not in rare]
-        if others:
-            found = matcher.term_counts(cursor, chats, [terms[position] for position in others])
-            for position, count in zip(others, found, strict=True):
-                counts[position] = count
-        return rows, counts, frozenset(rare)
-
     def _newest_page(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
     ) -> list[Candidate] | None:
@@ -380,15 +258,3 @@ class SearchPlanner:
         page = self.matcher.mask_candidates(cursor, chats, terms, {mask}, depth, rows)
         sort_in_tie_order(page)
         return page
-
-
-def _rarest(counts: Sequence[int], cap: int) -> list[int]:
-    """Positions of the rarest terms whose ``counts`` sum to at most ``cap``."""
-    rare: list[int] = []
-    room = cap
-    for position in sorted(range(len(counts)), key=lambda p: (counts[p], p)):
-        if counts[position] > room:
-            break
-        room -= counts[position]
-        rare.append(position)
-    return rare
