@@ -76,14 +76,15 @@ class SearchPlanner(EssentialTerms):
         total = matcher.total(cursor, chats) if chats.size is None else chats.size
         if not total:
             return None
-        if self._tries_essential(chats, terms, total):
+        tried = self._tries_essential(chats, terms, total)
+        if tried:
             essential = self._essential_page(cursor, chats, terms, request, total)
             if essential is not None:
                 return None if essential.plan is None else (essential.page, essential.plan)
         masks_first = matcher.plans_masks(chats, terms, total)
         candidates: list[Candidate] = []
         if masks_first:
-            histogram = self._histogram(cursor, chats, terms, total)
+            histogram = self._histogram(cursor, chats, terms, total, over_budget=tried)
         else:
             histogram, candidates = matcher.candidates(cursor, chats, terms, depth, total)
         ranked = ranking.plan_page(histogram, len(terms), total, request.offset, request.limit)
@@ -111,7 +112,8 @@ class SearchPlanner(EssentialTerms):
         if after is not None:
             histogram = self._histogram(cursor, chats, terms, total)
             return self._page_after(cursor, chats, terms, histogram, after, request)
-        if self._tries_essential(chats, terms, total):
+        tried = self._tries_essential(chats, terms, total)
+        if tried:
             essential = self._essential_page(cursor, chats, terms, request, total)
             if essential is not None:
                 if essential.pinned is None:
@@ -130,7 +132,7 @@ class SearchPlanner(EssentialTerms):
                 return essential.page, plan, essential.pinned, count
         masks_first = matcher.plans_masks(chats, terms, total)
         if masks_first:
-            histogram = self._histogram(cursor, chats, terms, total)
+            histogram = self._histogram(cursor, chats, terms, total, over_budget=tried)
         else:
             histogram, candidates = matcher.candidates(cursor, chats, terms, depth, total)
         pinned = PinnedRanking.of(histogram, len(terms), total)
@@ -145,11 +147,18 @@ class SearchPlanner(EssentialTerms):
         return order_page(candidates, ranked)[request.offset : depth], ranked, pinned, count
 
     def _histogram(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        total: int,
+        *,
+        over_budget: bool = False,
     ) -> dict[int, int]:
         """Every match's mask histogram: from stored counts and the rarer terms' rows
-        where it can (``_complete_histogram``), else read from every match."""
-        complete = self._complete_histogram(cursor, chats, terms, total)
+        where it can (``_complete_histogram``), else read from every match (at once when
+        the essential plan just found those rows ``over_budget``)."""
+        complete = None if over_budget else self._complete_histogram(cursor, chats, terms, total)
         return self.matcher.mask_histogram(cursor, chats, terms) if complete is None else complete
 
     def _page_after(
