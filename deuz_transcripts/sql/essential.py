@@ -82,7 +82,8 @@ class _Read(NamedTuple):
 
 
 class EssentialTerms:
-    """The essential-terms plan, mixed into ``SearchPlanner``."""
+    """The essential-terms plan, and the reading of a page's rows it shares with
+    ``SearchPlanner`` (into which it is mixed)."""
 
     matcher: SearchMatcher
     policy: PlanPolicy
@@ -96,7 +97,25 @@ class EssentialTerms:
         histogram: Mapping[int, int],
         depth: int,
     ) -> list[Candidate]:
-        raise NotImplementedError
+        """The rows a page needs, once the histogram has told which masks reach it.
+
+        Masks with few rows are read in one statement through the index; a mask with
+        many (at least ``walk_min_rows``) is walked newest chat first, stopping after
+        ``depth`` rows, instead of sorting all of them.
+        """
+        matcher = self.matcher
+        walked = {
+            mask
+            for mask in plan.page_masks
+            if matcher.walks_newest_first
+            and histogram[mask] >= max(self.policy.walk_min_rows, depth)
+        }
+        few = plan.page_masks - walked
+        count = sum(histogram[mask] for mask in few)
+        rows = matcher.mask_candidates(cursor, chats, terms, few, depth, count) if few else []
+        for mask in walked:  # order_page orders the rows of every mask
+            rows.extend(matcher.newest_with_mask(cursor, chats, terms, mask, depth))
+        return rows
 
     def _tries_essential(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
         return (

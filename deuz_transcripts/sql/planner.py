@@ -189,35 +189,6 @@ class SearchPlanner(EssentialTerms):
         page = order_page(rows, plan)[request.offset : depth]
         return page, plan, after.pinned, sum(histogram.values())
 
-    def _page_rows(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        plan: ranking.RankPlan,
-        histogram: Mapping[int, int],
-        depth: int,
-    ) -> list[Candidate]:
-        """The rows a page needs, once the histogram has told which masks reach it.
-
-        Masks with few rows are read in one statement through the index; a mask with
-        many (at least ``walk_min_rows``) is walked newest chat first, stopping after
-        ``depth`` rows, instead of sorting all of them.
-        """
-        matcher = self.matcher
-        walked = {
-            mask
-            for mask in plan.page_masks
-            if matcher.walks_newest_first
-            and histogram[mask] >= max(self.policy.walk_min_rows, depth)
-        }
-        few = plan.page_masks - walked
-        count = sum(histogram[mask] for mask in few)
-        rows = matcher.mask_candidates(cursor, chats, terms, few, depth, count) if few else []
-        for mask in walked:  # order_page orders the rows of every mask
-            rows.extend(matcher.newest_with_mask(cursor, chats, terms, mask, depth))
-        return rows
-
     def _newest_page(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
     ) -> list[Candidate] | None:
