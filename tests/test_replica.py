@@ -115,7 +115,17 @@ def caught_up(timeout: float = 30.0) -> None:
 
 @contextmanager
 def replay_paused() -> Iterator[None]:
+    """Replay paused once the standby has replayed everything the primary committed, so
+    no replayed lock of an earlier test's transaction (a flush's ``TRUNCATE``) is held
+    while paused: a search would wait on it until its timeout."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_current_wal_lsn()::text")
+        primary_lsn = cursor.fetchone()[0]
     with control() as standby:
+        while not standby.execute(
+            "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [primary_lsn]
+        ).fetchone()[0]:
+            time.sleep(0.01)
         standby.execute("SELECT pg_wal_replay_pause()")
         while standby.execute("SELECT pg_get_wal_replay_pause_state()").fetchone()[0] != "paused":
             time.sleep(0.01)
