@@ -143,12 +143,15 @@ class EssentialTerms:
         terms: Sequence[str],
         request: SearchRequest,
         total: int,
+        *,
+        prune: bool = True,
     ) -> EssentialPage | None:
         """The page from the rows of the rarest terms alone, when that is exact (module
-        docstring). ``None``: too many rows to read with two or more terms left; ranking
-        every match is the cheaper plan."""
+        docstring); without ``prune``, every term but the most common is read, so the
+        histogram is complete. ``None``: too many rows to read with two or more terms
+        left; ranking every match is the cheaper plan."""
         depth = request.offset + request.limit
-        read = self._read_essential(cursor, chats, terms, total, depth=depth, prune=True)
+        read = self._read_essential(cursor, chats, terms, total, depth=depth, prune=prune)
         if read is None:
             return None
         rows, idfs, last = read.rows, read.idfs, read.last

@@ -114,19 +114,18 @@ class SearchPlanner(EssentialTerms):
             return self._page_after(cursor, chats, terms, histogram, after, request)
         tried = self._tries_essential(chats, terms, total)
         if tried:
-            essential = self._essential_page(cursor, chats, terms, request, total)
+            essential = None
+            if matcher.stores_term_counts(chats):  # the total needs every mask: read once
+                essential = self._essential_page(cursor, chats, terms, request, total, prune=False)
+            if essential is None:
+                essential = self._essential_page(cursor, chats, terms, request, total)
             if essential is not None:
                 if essential.pinned is None:
                     return None
-                every = (
-                    essential.histogram
-                    if essential.complete
-                    else self._complete_histogram(cursor, chats, terms, total)
-                )
                 count = (
-                    matcher.count_matches(cursor, chats, terms)
-                    if every is None
-                    else sum(every.values())
+                    sum(essential.histogram.values())
+                    if essential.complete
+                    else matcher.count_matches(cursor, chats, terms)
                 )
                 plan = essential.plan or essential.pinned.plan({}, frozenset())
                 return essential.page, plan, essential.pinned, count
