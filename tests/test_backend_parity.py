@@ -8,7 +8,7 @@ checked on both runs, every backend finds the same hits in the same order.
 from __future__ import annotations
 
 import string
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from unittest import mock
@@ -169,7 +169,15 @@ class Rollback(Exception):
     """Raised to undo one hypothesis example's writes."""
 
 
-def check_corpus(records: list[ChatRecord], searches: list[dict], *, substring: bool) -> None:
+def check_corpus(
+    records: list[ChatRecord],
+    searches: list[dict],
+    *,
+    substring: bool,
+    written: Callable[[], object] | None = None,
+) -> None:
+    """Every search gives the oracle's hits on both indexes (``written`` runs between the
+    writes and the searches)."""
     memory = InMemoryTranscriptIndex()
     sql = DjangoTranscriptIndex()
     try:
@@ -178,6 +186,8 @@ def check_corpus(records: list[ChatRecord], searches: list[dict], *, substring: 
             for record in unique:
                 memory.index(record)
                 sql.index(record)
+            if written is not None:
+                written()
             for search in searches:
                 expected = oracle.search(unique, **search, substring=substring)
                 everything = oracle.search(

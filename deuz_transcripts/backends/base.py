@@ -308,17 +308,45 @@ class SearchMatcher(ABC):
         )
         return fetch_int(cursor)
 
+    def stored_density(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> tuple[int, list[int]] | None:
+        """N and every term's n_t when all are stored counts (read without visiting a
+        match), else ``None``: the walk then has no guess of how dense its mask is."""
+        return None
+
     def newest_with_mask(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], mask: int, depth: int
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        mask: int,
+        depth: int,
+        *,
+        within_rows: int | None = None,
     ) -> list[Candidate]:
         """The first ``depth`` rows of ``mask`` in tie order, walking newest chats first
-        and stopping there: the cost follows how common the mask is, not N."""
+        and stopping there: the cost follows how common the mask is, not N. With
+        ``within_rows``, only the newest chats holding that many indexed messages before
+        them are walked: a bounded walk, whose rows are still the first in tie order."""
         admitted, admitted_params = chats.chat_condition()
         condition, params = self.mask_condition("m", terms, mask)
         more, more_params = chats.message_sql()
+        source = f"{table(Chat)} c {self.walk_join}"
+        if within_rows is not None:
+            chat_order = f"c.updated_at DESC, {self.chat_id_order}"
+            source = (  # a chat is walked when fewer than within_rows messages come before it
+                "(SELECT w.id, w.chat_id, w.updated_at FROM (SELECT c.id, c.chat_id, "
+                f"c.updated_at, SUM(c.indexed_count) OVER (ORDER BY {chat_order} "
+                "ROWS UNBOUNDED PRECEDING) - c.indexed_count AS before "
+                f"FROM {table(Chat)} c WHERE {admitted} ORDER BY {chat_order} LIMIT %s) w "
+                "WHERE w.before < %s) c JOIN"
+            )
+            admitted_params = [*admitted_params, within_rows, within_rows]
+            admitted = "TRUE"
         cursor.execute(
             "SELECT m.id, m.chat_id, c.chat_id, c.updated_at, m.position, m.visible_position "
-            f"FROM {table(Chat)} c {self.walk_join} {table(Message)} m ON m.chat_id = c.id "
+            f"FROM {source} {table(Message)} m ON m.chat_id = c.id "
             f"WHERE {admitted} AND m.has_terms AND {condition}{more} "
             f"ORDER BY {self.tie_order('m.position')} LIMIT %s",
             [*admitted_params, *params, *more_params, depth],

@@ -24,6 +24,13 @@ class PlanPolicy:
     #: The newest-first walk of rows holding every term is tried for queries of at most
     #: this many terms (longer ones rarely have a page of such rows).
     walk_max_terms: int = 4
+    #: Where the stored counts give N and every n_t (PostgreSQL): when they predict, as if
+    #: the terms were independent, ``walk_guess_margin`` pages of rows holding every term
+    #: within the newest chats of at most this many messages, those chats are walked at
+    #: once, without the probe (a GIN AND of whole posting lists); a walk that finds less
+    #: than a page falls back to the probe. 0: always probe.
+    walk_guess_max_rows: int = 16_384
+    walk_guess_margin: int = 4
     #: Longest query planned mask by mask; longer ones rank every match in one
     #: statement (PostgreSQL's exact-mask tsqueries grow with masks x terms).
     mask_plan_max_terms: int = 4

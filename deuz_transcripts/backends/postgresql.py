@@ -119,6 +119,22 @@ class PostgresMatcher(SearchMatcher):
     def stores_term_counts(self, chats: ChatFilter) -> bool:
         return self.stored_counts_of(chats) is not None
 
+    def stored_density(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> tuple[int, list[int]] | None:
+        """N and each n_t from the stored counts: one statement for the n_t (a term not
+        counted, rare or new, ends it there), and one for N unless the filter knows it."""
+        stored = self.stored_counts_of(chats)
+        if stored is None:
+            return None
+        counts = stored_term_counts(cursor, terms, stored.tenant, stored.roles)
+        known = [count for count in counts if count is not None]
+        if len(known) < len(counts):
+            return None
+        if chats.size is not None:
+            return chats.size, known
+        return stored_total(cursor, stored.tenant, stored.roles), known
+
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """N from the stored counts where they are the filter's, else as every backend."""
         stored = self.stored_counts_of(chats)

@@ -1,7 +1,7 @@
 """Which rows one page of ranked hits needs, planned so cost follows the page.
 
 Four exact plans (same hits, order and scores): the newest-first walk when enough
-rows hold every query term; the essential-terms plan (``essential``) when n_t are cheap
+rows hold every query term (a probe counts them, or stored counts predict them); the essential-terms plan (``essential``) when n_t are cheap
 to count; for big scopes the mask histogram first and only the page's masks read;
 otherwise one statement ranking every match. The thresholds are the backend's
 ``PlanPolicy``.
@@ -9,6 +9,7 @@ otherwise one statement ranking every match. The thresholds are the backend's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -199,7 +200,9 @@ class SearchPlanner(EssentialTerms):
         that is every match, however few. A probe counts such rows up to
         ``walk_min_rows`` (it stops there): that many are walked newest chat first,
         visiting about ``depth * N / rows`` messages instead of every match; fewer are
-        read and sorted, and nothing else is (no N, no n_t, no other mask).
+        read and sorted, and nothing else is (no N, no n_t, no other mask). Where
+        stored counts predict the page among the newest chats, a bounded walk of those
+        goes first and the probe only follows one that ends short (``_guessed_walk``).
         """
         matcher = self.matcher
         cap = max(self.policy.walk_min_rows, depth)
@@ -209,6 +212,9 @@ class SearchPlanner(EssentialTerms):
             or (chats.size is not None and chats.size < cap)  # the probe could not reach it
         ):
             return None
+        guessed = self._guessed_walk(cursor, chats, terms, depth)
+        if guessed is not None:
+            return guessed
         together = matcher.count_with_all_terms(cursor, chats, terms, cap)
         full = (1 << len(terms)) - 1
         if together >= cap:  # the walk comes out in tie order
@@ -220,6 +226,30 @@ class SearchPlanner(EssentialTerms):
         else:
             return None
         return page if len(page) >= depth else None  # rows deleted meanwhile: rank them all
+
+    def _guessed_walk(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
+    ) -> list[Candidate] | None:
+        """The page walked at once, without the probe, where the stored counts predict
+        that the newest chats hold it: ``walk_guess_margin`` pages of rows with every term
+        expected among at most ``walk_guess_max_rows`` messages, as if the terms were
+        independent. The walk is bounded to those chats, so words that rarely meet cost
+        that walk and then the probe, never the whole scope. ``None``: not tried, or the
+        walk found less than a page."""
+        policy = self.policy
+        if not policy.walk_guess_max_rows or not depth:
+            return None
+        density = self.matcher.stored_density(cursor, chats, terms)
+        if density is None or not density[0]:
+            return None
+        total, counts = density
+        share = math.prod(min(count / total, 1.0) for count in counts)
+        if share * policy.walk_guess_max_rows < policy.walk_guess_margin * depth:
+            return None
+        within = math.ceil(policy.walk_guess_margin * depth / share)
+        full = (1 << len(terms)) - 1
+        page = self.matcher.newest_with_mask(cursor, chats, terms, full, depth, within_rows=within)
+        return page if len(page) >= depth else None
 
     def _read_in_tie_order(
         self,

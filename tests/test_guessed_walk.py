@@ -1,0 +1,184 @@
+"""The newest-first walk guessed from stored counts, and the bounded walk it runs.
+
+Where PostgreSQL's stored counts give N and every n_t, and they predict (as if the words
+were independent) that the newest chats of a few messages hold a page of rows with every
+query word, those chats are walked at once: no probe, whose GIN AND merges whole posting
+lists. The walk is bounded to those chats, so words that rarely meet cost that walk and
+then the probe, never the whole scope. Every search here gives the memory index's hits.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deuz_transcripts import InMemoryTranscriptIndex
+from deuz_transcripts.backends import get_backend, policy
+from deuz_transcripts.backends.chat_filter import ChatFilter
+from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.search_request import SearchRequest
+from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.test_backend_parity import DENSE_SEARCHES, check_corpus, dense_corpora
+from tests.test_term_counts import WHEN, chat, count_terms, tenant_key
+
+pytestmark = pytest.mark.django_db
+
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="PostgreSQL's stored counts"
+)
+
+#: A page of 3 is guessed near when 2 pages of rows are expected within 64 messages.
+GUESS = PlanPolicy(walk_min_rows=4, walk_guess_max_rows=64, walk_guess_margin=2)
+BOUNDED = "AS before"  # the bounded walk's statement
+PROBE = "AS probe"  # the probe's
+
+
+class Corpus:
+    """The same chats in the database (scope ``userId``, stored counts) and in memory."""
+
+    def __init__(self) -> None:
+        self.store = DjangoConditionalChatStore()
+        self.memory = InMemoryTranscriptIndex()
+
+    def add(self, chat_id: str, user: str, *texts: str, minutes: int) -> None:
+        record = chat(chat_id, user, *texts, minutes=minutes)
+        self.store.write_chat(record, expected_revision=0)
+        self.memory.index(record)
+
+    def statements(
+        self, scope: dict[str, str], query: str, guess: PlanPolicy = GUESS, **options: object
+    ) -> list[str]:
+        """The statements of one search, whose hits must be the memory index's."""
+        with (
+            mock.patch.object(policy, "DEFAULT_POLICY", guess),
+            CaptureQueriesContext(connection) as queries,
+        ):
+            hits = self.store.transcript.search(scope, query, limit=3, **options)
+        want = self.memory.search(scope, query, limit=3, **options)
+        assert [(h.chat_id, h.message_id, h.score) for h in hits] == [
+            (h.chat_id, h.message_id, h.score) for h in want
+        ], (scope, query)
+        assert hits, (scope, query)
+        return [query["sql"] for query in queries.captured_queries]
+
+
+@postgresql_only
+def test_dense_words_are_walked_at_once_without_the_probe():
+    """Every message holds both words: the newest chats of a few messages hold the page,
+    for the whole index and for a counted tenant, with one word or two."""
+    with tenant_key("userId"):
+        corpus = Corpus()
+        for n in range(30):
+            user = "ada" if n % 3 else "bob"
+            corpus.add(f"c{n:02}", user, f"alpha beta w{n}", "alpha beta filler", minutes=n)
+        assert count_terms(10) == 3  # alpha, beta, filler
+        for scope in ({}, {"userId": "ada"}):
+            for query in ("alpha beta", "beta", "alpha filler beta"):
+                statements = corpus.statements(scope, query)
+                assert any(BOUNDED in sql for sql in statements), (scope, query)
+                assert not any(PROBE in sql for sql in statements), (scope, query)
+
+
+@postgresql_only
+def test_words_that_rarely_meet_end_the_bounded_walk_and_the_probe_plans():
+    """The counts say each word is in half the messages, so a quarter should hold both;
+    they meet once, in the oldest chat: the bounded walk of the newest chats finds
+    nothing, and the probe and the ranking find it, as the memory index does."""
+    with tenant_key("userId"):
+        corpus = Corpus()
+        corpus.add("old", "ada", "gamma delta together", minutes=0)
+        for n in range(1, 41):
+            word = "gamma" if n <= 20 else "delta"
+            corpus.add(f"c{n:02}", "ada", f"{word} one", f"{word} two", minutes=n)
+        assert count_terms(10) == 4  # gamma, delta, one, two
+        for scope in ({}, {"userId": "ada"}):
+            statements = corpus.statements(scope, "gamma delta")
+            bounded = [sql for sql in statements if BOUNDED in sql]
+            assert len(bounded) == 1 and any(PROBE in sql for sql in statements), scope
+
+
+@postgresql_only
+def test_no_guess_without_stored_counts_or_where_the_words_are_sparse():
+    """A word not counted (rare, or new since the refresh), a scope narrower than a
+    tenant, a window, or counts that predict too few rows in the bound: the probe, as
+    before the guess, and no bounded walk."""
+    with tenant_key("userId"):
+        corpus = Corpus()
+        for n in range(30):
+            rare = " zeta" if n == 7 else ""
+            corpus.add(f"c{n:02}", "ada", f"alpha beta{rare}", "alpha", minutes=n)
+        assert count_terms(10) == 2  # alpha, beta
+        after = WHEN + timedelta(minutes=3)
+        for scope, query, options in (
+            ({}, "alpha zeta", {}),
+            ({"userId": "ada"}, "beta zeta", {}),
+            ({}, "alpha beta", {"updated_after": after}),
+            ({}, "alpha beta", {"chat_ids": [f"c{n:02}" for n in range(20)]}),
+        ):
+            statements = corpus.statements(scope, query, **options)
+            assert not any(BOUNDED in sql for sql in statements), (scope, query, options)
+        sparse = PlanPolicy(walk_min_rows=4, walk_guess_max_rows=5, walk_guess_margin=2)
+        statements = corpus.statements({}, "alpha beta", sparse)
+        assert not any(BOUNDED in sql for sql in statements)
+        assert any(PROBE in sql for sql in statements)
+
+
+def test_a_bounded_walk_reads_the_newest_chats_of_at_most_its_rows():
+    """``newest_with_mask(within_rows=k)`` walks the chats with fewer than ``k`` indexed
+    messages newer than them (ties by chat id), and its rows come in tie order: the same
+    first rows as the unbounded walk wherever the bound holds enough of them."""
+    backend = get_backend("default")
+    if not backend.matcher.walks_newest_first:
+        pytest.skip("the LIKE fallback does not walk")
+    corpus = Corpus()
+    sizes = [3, 1, 2, 4, 1, 2]  # chat n has sizes[n] messages; chat 5 is the newest
+    for n, size in enumerate(sizes):
+        corpus.add(f"c{n}", "ada", *[f"omega m{k}" for k in range(size)], minutes=n)
+    corpus.add("tied", "ada", "omega tie", minutes=5)  # same time as c5, after it by id
+    request = SearchRequest.build({}, "omega", limit=100)
+    chats = ChatFilter.of(request, "default", role_tokens=backend.matcher.role_tokens)
+    newest_first = ["c5", "tied", "c4", "c3", "c2", "c1", "c0"]
+    size_of = {**{f"c{n}": size for n, size in enumerate(sizes)}, "tied": 1}
+    with connection.cursor() as cursor:
+        everything = backend.matcher.newest_with_mask(cursor, chats, ["omega"], 1, 100)
+        assert [row.chat_id for row in everything] == [
+            chat_id for chat_id in newest_first for _ in range(size_of[chat_id])
+        ]
+        for within in range(1, 16):
+            before, walked = 0, set()
+            for chat_id in newest_first:
+                if before < within:
+                    walked.add(chat_id)
+                before += size_of[chat_id]
+            rows = backend.matcher.newest_with_mask(
+                cursor, chats, ["omega"], 1, 100, within_rows=within
+            )
+            assert rows == [row for row in everything if row.chat_id in walked], within
+            page = backend.matcher.newest_with_mask(
+                cursor, chats, ["omega"], 1, 2, within_rows=within
+            )
+            assert page == everything[: len(page)] and len(page) == min(2, len(rows))
+
+
+@postgresql_only
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=dense_corpora(), searches=st.lists(DENSE_SEARCHES, min_size=1, max_size=4))
+def test_guessed_walks_give_the_oracles_hits(records, searches):
+    """Dense words with every term counted (for each tenant and the whole index), a guess
+    of a page within 64 messages: walks that fill the page, walks that end short, roles and
+    windows (no guess), pages and cursors, all as the oracle ranks them."""
+    guess = PlanPolicy(
+        walk_min_rows=1,
+        walk_guess_max_rows=64,
+        walk_guess_margin=1,
+        single_statement_max=0,
+        lexeme_scope_min=0,
+    )
+    with tenant_key("userId"), mock.patch.object(policy, "DEFAULT_POLICY", guess):
+        check_corpus(records, searches, substring=False, written=lambda: count_terms(1))
