@@ -317,6 +317,24 @@ ROUTES = {
         "ESSENTIAL_RARE_ROWS": 8,
         "RARE_BATCH_MIN_TERMS": 1,
     },
+    # ... two or more terms left over its budget: their masks, best first, walked within
+    # the newest chats the counts predict hold them
+    "essential+unread": {
+        "WALK_MIN_ROWS": 10**9,
+        "SINGLE_STATEMENT_MAX": 0,
+        "LEXEME_SCOPE_MIN": 0,
+        "ESSENTIAL_MIN_TERMS": 1,
+        "ESSENTIAL_MAX_ROWS": 0,
+    },
+    # ... each mask's rows read and sorted
+    "essential+unread+read": {
+        "WALK_MIN_ROWS": 10**9,
+        "SINGLE_STATEMENT_MAX": 0,
+        "LEXEME_SCOPE_MIN": 0,
+        "ESSENTIAL_MIN_TERMS": 1,
+        "ESSENTIAL_MAX_ROWS": 0,
+        "WALK_GUESS_MAX_ROWS": 0,
+    },
     # ... giving up for the mask plans after a few rows
     "essential+fallback": {
         "WALK_MIN_ROWS": 10**9,
@@ -324,6 +342,7 @@ ROUTES = {
         "LEXEME_SCOPE_MIN": 0,
         "ESSENTIAL_MIN_TERMS": 1,
         "ESSENTIAL_MAX_ROWS": 3,
+        "UNREAD_MAX_TERMS": 0,
     },
 }
 
@@ -343,6 +362,8 @@ def route(name: str) -> Iterator[None]:
                 essential_max_rows=values.get("ESSENTIAL_MAX_ROWS", 20_000),
                 essential_rare_rows=values.get("ESSENTIAL_RARE_ROWS", 0),
                 rare_batch_min_terms=values.get("RARE_BATCH_MIN_TERMS", 8),
+                walk_guess_max_rows=values.get("WALK_GUESS_MAX_ROWS", 16_384),
+                unread_max_terms=values.get("UNREAD_MAX_TERMS", 4),
             ),
         ),
         override_settings(

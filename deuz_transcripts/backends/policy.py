@@ -51,6 +51,10 @@ class PlanPolicy:
     #: ... which gives up (for the mask plans) before reading a term of more rows than
     #: this, summed over the terms it read: then ranking every match costs no more.
     essential_max_rows: int = 20_000
+    #: ... and past that, with at most this many terms left unread, fills the page from
+    #: their masks' rows, best raw score first (``sql.unread_masks``); 0: ranks every
+    #: match instead.
+    unread_max_terms: int = 4
     #: ... and first reads, in one statement, the rows of the rarest terms, up to this many
     #: rows in all (SQLite FTS5: by their rows in the whole index, each count capped there,
     #: and the scope's doclist read once, not once per term; PostgreSQL: by their counted

@@ -16,6 +16,10 @@ rows are walked newest chat first if it reaches the page.
 Read without pruning, the same steps give the complete histogram (what a counted page's
 total and a cursor's next page need) from stored counts and the rarer terms' rows,
 instead of reading every match (``_complete_histogram``).
+
+When two or more terms are left, each with too many rows to read, a page (not the
+histogram) is still exact from their masks' rows, best raw score first
+(``unread_masks``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from ..backends.chat_filter import ChatFilter
 from ..backends.policy import PlanPolicy
 from ..paging import PinnedRanking
 from ..search_request import SearchRequest
+from .unread_masks import unread_mask_rows
 
 __all__ = ["EssentialPage", "EssentialTerms", "order_page"]
 
@@ -61,13 +66,15 @@ class EssentialPage(NamedTuple):
 
 
 class _Read(NamedTuple):
-    """The rows read, every term's n_t and idf, the term counted but not read."""
+    """The rows read, every term's n_t and idf, the term counted but not read, and the
+    terms left unread because each holds more rows than the plan may read."""
 
     rows: list[Candidate]
     counts: list[int]
     idfs: list[float]
     last: int | None
     complete: bool
+    unread: tuple[int, ...] = ()
 
     def histogram(self) -> dict[int, int]:
         histogram: dict[int, int] = {}
@@ -148,14 +155,25 @@ class EssentialTerms:
     ) -> EssentialPage | None:
         """The page from the rows of the rarest terms alone, when that is exact (module
         docstring); without ``prune``, every term but the most common is read, so the
-        histogram is complete. ``None``: too many rows to read with two or more terms
-        left; ranking every match is the cheaper plan."""
+        histogram is complete. Two or more terms left with too many rows to read: the page
+        from their masks, best first (``unread_masks``; pruning only). ``None``: ranking
+        every match is the cheaper plan."""
         depth = request.offset + request.limit
         read = self._read_essential(cursor, chats, terms, total, depth=depth, prune=prune)
         if read is None:
             return None
         rows, idfs, last = read.rows, read.idfs, read.last
         histogram = read.histogram()
+        if read.unread:
+            unread, counts = read.unread, read.counts
+            fetched = unread_mask_rows(
+                self.matcher, cursor, chats, terms, rows, unread, counts, idfs, total, depth
+            )
+            if fetched is None:
+                return None
+            rows.extend(fetched)
+            for row in fetched:  # a mask's count up to the depth: enough to plan the page
+                histogram[row.mask] = histogram.get(row.mask, 0) + 1
         plan = ranking.plan_page_by_idfs(histogram, idfs, request.offset, request.limit)
         if plan is not None and last is not None and 1 << last in plan.page_masks:
             alone_plan = replace(plan, page_masks=frozenset({1 << last}))
@@ -177,7 +195,8 @@ class EssentialTerms:
         prune: bool,
     ) -> _Read | None:
         """The rarest terms' rows until (``prune``) the page of ``depth`` rows is read,
-        or until only the most common term is left to count; ``None``: over budget."""
+        or until only the most common term is left to count, or (``prune``) until the
+        terms left hold too many rows to read (``unread``); ``None``: over budget."""
         matcher = self.matcher
         rows, counts, rare = self._rare_terms_rows(cursor, chats, terms)
         idfs = [ranking.idf(max(total, *counts), count) for count in counts]
@@ -205,8 +224,10 @@ class EssentialTerms:
             ):
                 last = position  # counted, not read: its page rows are walked or read
                 break
-            if budget < 0:
-                return None
+            if budget < 0:  # two or more terms left: their masks' rows, best first
+                if not prune or not depth:
+                    return None
+                return _Read(rows, counts, idfs, None, False, tuple(rarest_first[step:]))
             skipped = [*rare, *rarest_first[:step]]
             expected = counts[position]
             rows.extend(matcher.rows_with_terms(cursor, chats, terms, position, skipped, expected))

@@ -1,0 +1,137 @@
+"""A page from the masks of the terms too common to read, best raw score first.
+
+The essential-terms plan reads the rarer terms' rows; when two or more terms are left,
+each holding more rows than it may read, the page comes from their masks (all of them
+first, then each smaller combination), each mask's first rows walked or read, instead of
+ranking every match. Every backend that counts terms in its index runs it, and every
+page is the memory index's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
+from deuz_transcripts.backends import policy
+from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.stores import DjangoConditionalChatStore
+
+pytestmark = pytest.mark.django_db
+
+WHEN = datetime(2025, 5, 1, tzinfo=UTC)
+#: Three words in most messages, often together, and two rare ones.
+TEXTS = [
+    "alpha beta gamma",
+    "alpha beta",
+    "beta gamma",
+    "alpha gamma",
+    "alpha",
+    "gamma filler",
+    "beta",
+    "plain words",
+]
+#: The rarer terms' rows fit the budget (4); the common ones do not, two or more left.
+UNREAD = PlanPolicy(
+    single_statement_max=0,
+    lexeme_scope_min=0,
+    walk_min_rows=10**9,
+    essential_min_terms=1,
+    essential_max_rows=4,
+    essential_rare_rows=0,  # term by term, rarest first
+    rare_batch_min_terms=1,
+)
+QUERIES = [
+    "alpha beta gamma",
+    "rare alpha beta",
+    "rare seldom alpha beta gamma",
+    "seldom beta gamma",
+    "alpha beta missing",
+]
+#: Reads of every match: what the plan avoids.
+FULL_READS = ("mask_histogram", "candidates")
+
+
+@pytest.fixture
+def indexes(settings: Any) -> tuple[DjangoConditionalChatStore, InMemoryTranscriptIndex]:
+    # SQLite FTS5: no scope scanned row by row (its own plan for small scopes)
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "SQLITE_SCAN_SCOPE_MAX": 0}
+    store = DjangoConditionalChatStore()
+    memory = InMemoryTranscriptIndex()
+    for n in range(24):
+        texts = [TEXTS[(n + k) % len(TEXTS)] for k in range(3)]
+        if n in (3, 17):
+            texts.append("rare alpha")
+        if n == 9:
+            texts.append("seldom gamma")
+        record = ChatRecord(
+            f"c{n:02}",
+            {"userId": "ada" if n % 3 else "bob"},
+            [
+                {"role": "user" if k % 2 else "assistant", "content": text}
+                for k, text in enumerate(texts)
+            ],
+            updated_at=WHEN + timedelta(minutes=n % 7),  # ties: chat id order
+        )
+        store.write_chat(record, expected_revision=0)
+        memory.index(record)
+    if store.transcript.backend.substring_matching:
+        pytest.skip("the LIKE fallback counts no term in an index")
+    return store, memory
+
+
+def spy_full_reads(monkeypatch: pytest.MonkeyPatch, store: Any) -> list[str]:
+    matcher = type(store.transcript.backend.matcher)
+    calls: list[str] = []
+    for name in FULL_READS:
+        original = getattr(matcher, name)
+
+        def spy(self: Any, *args: Any, _name: str = name, _original: Any = original) -> Any:
+            calls.append(_name)
+            return _original(self, *args)
+
+        monkeypatch.setattr(matcher, name, spy)
+    return calls
+
+
+def same_pages(store: Any, memory: InMemoryTranscriptIndex, **options: Any) -> None:
+    for query in QUERIES:
+        for scope in ({}, {"userId": "ada"}):
+            for offset, limit in ((0, 3), (2, 4), (0, 40)):
+                search = {"limit": limit, "offset": offset, **options}
+                hits = store.transcript.search(scope, query, **search)
+                want = memory.search(scope, query, **search)
+                assert [(h.chat_id, h.message_id, h.score) for h in hits] == [
+                    (h.chat_id, h.message_id, h.score) for h in want
+                ], (query, scope, offset, limit, options)
+
+
+@pytest.mark.parametrize("rare_rows", [0, 3], ids=["term-by-term", "rare-at-once"])
+@pytest.mark.parametrize("walk", [True, False], ids=["walked", "read"])
+def test_terms_too_common_to_read_fill_the_page_from_their_masks(
+    monkeypatch, indexes, walk, rare_rows
+):
+    """Walked within the newest chats the counts predict hold a mask's rows, or read and
+    sorted; the rare terms read one by one or at once: the memory index's pages, with
+    roles too, and no read of every match."""
+    store, memory = indexes
+    calls = spy_full_reads(monkeypatch, store)
+    guess = replace(UNREAD, essential_rare_rows=rare_rows)
+    if not walk:
+        guess = replace(guess, walk_guess_max_rows=0)
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", guess)
+    same_pages(store, memory)
+    same_pages(store, memory, roles=["user"])
+    assert calls == []
+
+
+def test_more_unread_terms_than_allowed_rank_every_match(monkeypatch, indexes):
+    """``unread_max_terms`` below the terms left: every match is ranked, as before."""
+    store, memory = indexes
+    calls = spy_full_reads(monkeypatch, store)
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", replace(UNREAD, unread_max_terms=1))
+    same_pages(store, memory)
+    assert calls
