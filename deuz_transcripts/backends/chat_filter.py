@@ -112,6 +112,15 @@ class ChatFilter:
         return bool(self.scope) or self.chat_ids is not None or not self.tokens_suffice
 
     @property
+    def windowed(self) -> bool:
+        """Whether an ``updated_at`` window narrows the chats."""
+        return self.updated_after is not None or self.updated_before is not None
+
+    def without_window(self) -> ChatFilter:
+        """This filter without its ``updated_at`` window (and without its N)."""
+        return replace(self, updated_after=None, updated_before=None, size=None)
+
+    @property
     def tenant_only(self) -> bool:
         """Whether the scope is exactly the ``TENANT_KEY`` field, tested as ``tenant``, so
         the tenant column alone says which chats it admits (not for ``""``: chats without

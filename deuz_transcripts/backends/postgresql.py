@@ -123,16 +123,20 @@ class PostgresMatcher(SearchMatcher):
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> tuple[int, list[int]] | None:
         """N and each n_t from the stored counts: one statement for the n_t (a term not
-        counted, rare or new, ends it there), and one for N unless the filter knows it."""
-        stored = self.stored_counts_of(chats)
+        counted, rare or new, ends it there), and one for N unless the filter knows it.
+        A date window gets its tenant's (or the whole index's) figures: it admits part
+        of each tenant's chats, which no count follows, and the guess only bounds a walk
+        that the window's own rows decide."""
+        whole = chats.without_window() if chats.windowed else chats
+        stored = self.stored_counts_of(whole)
         if stored is None:
             return None
         counts = stored_term_counts(cursor, terms, stored.tenant, stored.roles)
         known = [count for count in counts if count is not None]
         if len(known) < len(counts):
             return None
-        if chats.size is not None:
-            return chats.size, known
+        if whole.size is not None:
+            return whole.size, known
         return stored_total(cursor, stored.tenant, stored.roles), known
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:

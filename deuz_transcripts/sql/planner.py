@@ -55,11 +55,15 @@ class SearchPlanner(EssentialTerms):
         chats = self.chat_filter(request)
         depth = request.offset + request.limit
         terms = request.terms
-        if chats.narrowed:  # N first: its size picks how the backend finds the scope's rows
-            chats = replace(chats, size=matcher.total(cursor, chats))
-            if not chats.size:
-                return None
-        newest = self._newest_page(cursor, chats, terms, depth)
+        # a date window's N is a pass over its chats, which a guessed walk that fills the
+        # page never needs: that walk first
+        newest = self._guessed_walk(cursor, chats, terms, depth) if chats.windowed else None
+        if newest is None:
+            if chats.narrowed:  # N first: its size picks how the backend finds the rows
+                chats = replace(chats, size=matcher.total(cursor, chats))
+                if not chats.size:
+                    return None
+            newest = self._newest_page(cursor, chats, terms, depth, guess=not chats.windowed)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
             if len(newest) <= request.offset:  # one term's few matches (or none) before it
                 return None
@@ -190,7 +194,13 @@ class SearchPlanner(EssentialTerms):
         return page, plan, after.pinned, sum(histogram.values())
 
     def _newest_page(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        depth: int,
+        *,
+        guess: bool = True,
     ) -> list[Candidate] | None:
         """The first ``depth`` hits without ranking every match, when that is exact.
 
@@ -212,7 +222,7 @@ class SearchPlanner(EssentialTerms):
             or (chats.size is not None and chats.size < cap)  # the probe could not reach it
         ):
             return None
-        guessed = self._guessed_walk(cursor, chats, terms, depth)
+        guessed = self._guessed_walk(cursor, chats, terms, depth) if guess else None
         if guessed is not None:
             return guessed
         together = matcher.count_with_all_terms(cursor, chats, terms, cap)
@@ -234,10 +244,16 @@ class SearchPlanner(EssentialTerms):
         that the newest chats hold it: ``walk_guess_margin`` pages of rows with every term
         expected among at most ``walk_guess_max_rows`` messages, as if the terms were
         independent. The walk is bounded to those chats, so words that rarely meet cost
-        that walk and then the probe, never the whole scope. ``None``: not tried, or the
-        walk found less than a page."""
+        that walk and then the probe, never the whole scope. A date window is guessed as
+        dense as its tenant's rows (``stored_density``). ``None``: not tried, or the walk
+        found less than a page."""
         policy = self.policy
-        if not policy.walk_guess_max_rows or not depth:
+        if (
+            not policy.walk_guess_max_rows
+            or not depth
+            or not self.matcher.walks_newest_first
+            or len(terms) > policy.walk_max_terms
+        ):
             return None
         density = self.matcher.stored_density(cursor, chats, terms)
         if density is None or not density[0]:
