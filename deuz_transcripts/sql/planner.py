@@ -21,6 +21,7 @@ from ..backends.chat_filter import ChatFilter
 from ..paging import PageAfter, PinnedRanking
 from ..search_request import SearchRequest
 from .essential import EssentialTerms, order_page
+from .guessed_walk import walk_if_dense
 
 __all__ = ["CountedPage", "PlannedPage", "SearchPlanner", "order_page"]
 
@@ -248,24 +249,15 @@ class SearchPlanner(EssentialTerms):
         dense as its tenant's rows (``stored_density``). ``None``: not tried, or the walk
         found less than a page."""
         policy = self.policy
-        if (
-            not policy.walk_guess_max_rows
-            or not depth
-            or not self.matcher.walks_newest_first
-            or len(terms) > policy.walk_max_terms
-        ):
+        if not policy.walk_guess_max_rows or len(terms) > policy.walk_max_terms:
             return None
         density = self.matcher.stored_density(cursor, chats, terms)
         if density is None or not density[0]:
             return None
         total, counts = density
         share = math.prod(min(count / total, 1.0) for count in counts)
-        if share * policy.walk_guess_max_rows < policy.walk_guess_margin * depth:
-            return None
-        within = math.ceil(policy.walk_guess_margin * depth / share)
         full = (1 << len(terms)) - 1
-        page = self.matcher.newest_with_mask(cursor, chats, terms, full, depth, within_rows=within)
-        return page if len(page) >= depth else None
+        return walk_if_dense(self.matcher, cursor, chats, terms, full, share, depth)
 
     def _read_in_tie_order(
         self,

@@ -26,7 +26,7 @@ from django.db.backends.utils import CursorWrapper
 from .. import ranking
 from ..backends.base import Candidate, SearchMatcher
 from ..backends.chat_filter import ChatFilter
-from ..backends.policy import PlanPolicy
+from .guessed_walk import walk_if_dense
 
 __all__ = ["unread_mask_rows"]
 
@@ -58,39 +58,19 @@ def unread_mask_rows(
     raws = {mask: ranking.mask_raw(mask, idfs) for mask in masks}
     masks.sort(key=lambda mask: (-raws[mask], mask))
     known_raws = [ranking.mask_raw(row.mask, idfs) for row in known]
+    shares = [min(counts[position] / total, 1.0) for position in unread]
     fetched: list[Candidate] = []
     for raw, group in itertools.groupby(masks, key=raws.__getitem__):
         for mask in group:
-            shares = [min(counts[position] / total, 1.0) for position in unread]
             share = math.prod(
                 shares[bit] if mask >> position & 1 else 1.0 - shares[bit]
                 for bit, position in enumerate(unread)
             )
-            fetched.extend(_first_rows(matcher, policy, cursor, chats, terms, mask, share, depth))
+            # walked within the newest chats the guess says hold them, else read and sorted
+            rows = walk_if_dense(matcher, cursor, chats, terms, mask, share, depth)
+            if rows is None:
+                rows = matcher.mask_candidates(cursor, chats, terms, {mask}, depth)
+            fetched.extend(rows)
         if len(fetched) + sum(1 for known_raw in known_raws if known_raw >= raw) >= depth:
             break
     return fetched
-
-
-def _first_rows(
-    matcher: SearchMatcher,
-    policy: PlanPolicy,
-    cursor: CursorWrapper,
-    chats: ChatFilter,
-    terms: Sequence[str],
-    mask: int,
-    share: float,
-    depth: int,
-) -> list[Candidate]:
-    """The first ``depth`` rows of ``mask`` in tie order: walked within the newest chats
-    the guess says hold them, else (or when that walk ends short) read and sorted."""
-    if (
-        matcher.walks_newest_first
-        and policy.walk_guess_max_rows
-        and share * policy.walk_guess_max_rows >= policy.walk_guess_margin * depth
-    ):
-        within = math.ceil(policy.walk_guess_margin * depth / share)
-        rows = matcher.newest_with_mask(cursor, chats, terms, mask, depth, within_rows=within)
-        if len(rows) >= depth:
-            return rows
-    return matcher.mask_candidates(cursor, chats, terms, {mask}, depth)
