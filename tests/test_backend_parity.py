@@ -363,7 +363,7 @@ def route(name: str) -> Iterator[None]:
                 essential_rare_rows=values.get("ESSENTIAL_RARE_ROWS", 0),
                 rare_batch_min_terms=values.get("RARE_BATCH_MIN_TERMS", 8),
                 walk_guess_max_rows=values.get("WALK_GUESS_MAX_ROWS", 16_384),
-                unread_max_terms=values.get("UNREAD_MAX_TERMS", 4),
+                unread_max_terms=values.get("UNREAD_MAX_TERMS", 5),
             ),
         ),
         override_settings(

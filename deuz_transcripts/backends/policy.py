@@ -54,7 +54,7 @@ class PlanPolicy:
     #: ... and past that, with at most this many terms left unread, fills the page from
     #: their masks' rows, best raw score first (``sql.unread_masks``); 0: ranks every
     #: match instead.
-    unread_max_terms: int = 4
+    unread_max_terms: int = 5
     #: ... and first reads, in one statement, the rows of the rarest terms, up to this many
     #: rows in all (SQLite FTS5: by their rows in the whole index, each count capped there,
     #: and the scope's doclist read once, not once per term; PostgreSQL: by their counted
