@@ -1,9 +1,10 @@
 """Which rows one page of ranked hits needs, planned so cost follows the page.
 
 Four exact plans (same hits, order and scores): the newest-first walk when enough
-rows hold every query term (a probe counts them, or stored counts predict them); the essential-terms plan (``essential``) when n_t are cheap
-to count; for big scopes the mask histogram first and only the page's masks read;
-otherwise one statement ranking every match. The thresholds are the backend's
+rows hold every query term (a probe counts them, or stored counts predict them); the
+essential-terms plan (``essential``) when n_t are cheap to count; for big scopes the
+mask histogram first and only the page's masks read; otherwise one statement ranking
+every match. The thresholds are the backend's
 ``PlanPolicy``.
 """
 
