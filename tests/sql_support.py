@@ -17,7 +17,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -266,3 +266,18 @@ def vectors_holding_lexemes(prefix: str, using: str = "default") -> int:
         )
         row = cursor.fetchone()
     return int(row[0]) if row else 0
+
+
+def spy_matcher(monkeypatch: pytest.MonkeyPatch, matcher: Any, names: Iterable[str]) -> list[str]:
+    """The names of ``matcher``'s class methods among ``names`` as the search calls them."""
+    matcher_class = type(matcher)
+    calls: list[str] = []
+    for name in names:
+        original = getattr(matcher_class, name)
+
+        def spy(self: Any, *args: Any, _name: str = name, _original: Any = original) -> Any:
+            calls.append(_name)
+            return _original(self, *args)
+
+        monkeypatch.setattr(matcher_class, name, spy)
+    return calls

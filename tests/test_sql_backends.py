@@ -31,7 +31,7 @@ from deuz_transcripts.checks import check_search_backends, check_settings
 from deuz_transcripts.models import Chat, ChatScope, Message, Tombstone
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 from deuz_transcripts.text import stored_term
-from tests.sql_support import backend_settings
+from tests.sql_support import backend_settings, spy_matcher
 
 pytestmark = pytest.mark.django_db
 ADA = {"userId": "ada"}
@@ -194,16 +194,11 @@ def test_a_page_of_rows_holding_every_term_is_read_without_ranking_the_others(mo
     store = six_dated_chats("rare common", "x")
     if not store.transcript.backend.matcher.walks_newest_first:
         pytest.skip("the LIKE fallback's probe is a scan: it ranks every match")
-    matcher = type(store.transcript.backend.matcher)
-    calls: list[str] = []
-    for name in ("mask_histogram", "candidates", "term_counts", "mask_candidates"):
-        original = getattr(matcher, name)
-
-        def spy(self: Any, *args: Any, _name: str = name, _original: Any = original) -> Any:
-            calls.append(_name)
-            return _original(self, *args)
-
-        monkeypatch.setattr(matcher, name, spy)
+    calls = spy_matcher(
+        monkeypatch,
+        store.transcript.backend.matcher,
+        ("mask_histogram", "candidates", "term_counts", "mask_candidates"),
+    )
 
     def search(query: str, walk_from: int, limit: int = 3) -> list[tuple]:
         calls.clear()

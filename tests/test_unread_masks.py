@@ -19,6 +19,7 @@ from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
 from deuz_transcripts.backends import policy
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.sql_support import spy_matcher
 
 pytestmark = pytest.mark.django_db
 
@@ -83,20 +84,6 @@ def indexes(settings: Any) -> tuple[DjangoConditionalChatStore, InMemoryTranscri
     return store, memory
 
 
-def spy_full_reads(monkeypatch: pytest.MonkeyPatch, store: Any) -> list[str]:
-    matcher = type(store.transcript.backend.matcher)
-    calls: list[str] = []
-    for name in FULL_READS:
-        original = getattr(matcher, name)
-
-        def spy(self: Any, *args: Any, _name: str = name, _original: Any = original) -> Any:
-            calls.append(_name)
-            return _original(self, *args)
-
-        monkeypatch.setattr(matcher, name, spy)
-    return calls
-
-
 def same_pages(store: Any, memory: InMemoryTranscriptIndex, **options: Any) -> None:
     for query in QUERIES:
         for scope in ({}, {"userId": "ada"}):
@@ -118,7 +105,7 @@ def test_terms_too_common_to_read_fill_the_page_from_their_masks(
     sorted; the rare terms read one by one or at once: the memory index's pages, with
     roles too, and no read of every match."""
     store, memory = indexes
-    calls = spy_full_reads(monkeypatch, store)
+    calls = spy_matcher(monkeypatch, store.transcript.backend.matcher, FULL_READS)
     guess = replace(UNREAD, essential_rare_rows=rare_rows)
     if not walk:
         guess = replace(guess, walk_guess_max_rows=0)
@@ -131,7 +118,7 @@ def test_terms_too_common_to_read_fill_the_page_from_their_masks(
 def test_more_unread_terms_than_allowed_rank_every_match(monkeypatch, indexes):
     """``unread_max_terms`` below the terms left: every match is ranked, as before."""
     store, memory = indexes
-    calls = spy_full_reads(monkeypatch, store)
+    calls = spy_matcher(monkeypatch, store.transcript.backend.matcher, FULL_READS)
     monkeypatch.setattr(policy, "DEFAULT_POLICY", replace(UNREAD, unread_max_terms=1))
     same_pages(store, memory)
     assert calls
