@@ -23,65 +23,26 @@ from django.db.models import QuerySet
 
 from .. import ranking
 from ..models import Chat, Message
-from ..text import stored_term
 from .base import Candidate, SearchBackend, SearchMatcher, fetch_int, mask_sql
 from .chat_filter import ChatFilter, table
 from .postgresql_checks import PostgresChecks
 from .postgresql_rows import PostgresRows
 from .postgresql_session import bitmap_scans as _bitmap_scans
 from .postgresql_session import search_session
-from .postgresql_storage import (
-    VECTOR_COLUMN,
-    chat_lexeme,
-    role_lexeme,
-    scope_lexeme,
-    tsquery_operand,
-)
+from .postgresql_storage import VECTOR_COLUMN
 from .postgresql_term_counts import StoredCounts, stored_term_counts, stored_total
+from .postgresql_tsquery import (
+    every_term_tsquery,
+    filter_parts,
+    filtered_tsquery,
+    mask_tsquery,
+    tsquery_literal,
+)
 
 if TYPE_CHECKING:
     from ..records import Scope
 
 __all__ = ["PostgresBackend"]
-
-
-def tsquery_literal(term: str) -> str:
-    """A query term as a single quoted lexeme."""
-    return tsquery_operand(stored_term(term))
-
-
-def _every(terms: Sequence[str], subset: int) -> str:
-    """``'a' & 'c'``: the rows holding at least the terms of ``subset``."""
-    return " & ".join(tsquery_literal(t) for bit, t in enumerate(terms) if subset >> bit & 1)
-
-
-def _filter_parts(chats: ChatFilter) -> list[str]:
-    """``scope``, ``(chat | chat ...)``, ``(role | role ...)`` (roles when the filter takes
-    them from lexemes)."""
-    parts = [
-        tsquery_operand(scope_lexeme(key, value)) for key, value in sorted(chats.scope.items())
-    ]
-    if chats.chat_ids is not None:
-        tokens = (tsquery_operand(chat_lexeme(chat_id)) for chat_id in sorted(chats.chat_ids))
-        parts.append("(" + " | ".join(tokens) + ")")
-    if chats.roles is not None and chats.role_tokens:
-        roles = (tsquery_operand(role_lexeme(role)) for role in sorted(chats.roles))
-        parts.append("(" + " | ".join(roles) + ")")
-    return parts
-
-
-def filtered_tsquery(chats: ChatFilter, query: str) -> str:
-    """``scope & (chat | chat ...) & (role | ...) & (query)``: the rows of ``query`` the
-    filter admits (rows of a chat out of search have no vector, so none is ever found)."""
-    return " & ".join([*_filter_parts(chats), f"({query})"])
-
-
-def mask_tsquery(terms: Sequence[str], mask: int) -> str:
-    """``'a' & 'b' & !'c'``: the rows holding exactly the terms of ``mask``."""
-    return " & ".join(
-        tsquery_literal(term) if mask >> bit & 1 else f"!{tsquery_literal(term)}"
-        for bit, term in enumerate(terms)
-    )
 
 
 class PostgresMatcher(SearchMatcher):
@@ -158,7 +119,7 @@ class PostgresMatcher(SearchMatcher):
             cursor.execute(
                 f"SELECT count(*) FROM {table(Message)} m "
                 f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{tenant}",
-                [" & ".join(_filter_parts(chats)), *tenant_params],
+                [" & ".join(filter_parts(chats)), *tenant_params],
             )
             return fetch_int(cursor)
 
@@ -228,7 +189,10 @@ class PostgresMatcher(SearchMatcher):
                 [
                     param
                     for subset in subsets
-                    for param in [filtered_tsquery(chats, _every(terms, subset)), *more_params]
+                    for param in [
+                        filtered_tsquery(chats, every_term_tsquery(terms, subset)),
+                        *more_params,
+                    ]
                 ],
             )
             row = cursor.fetchone() or ()
