@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 #: Query classes measured with filters (the same queries as the search phase).
-FILTER_CLASSES = ("1-common", "2-mixed", "5-mixed")
+FILTER_CLASSES = ("1-common", "2-common", "2-mixed", "5-mixed")
 #: What each variant runs; every one with ``limit=20, around=1``.
 VARIANTS = {
     "plain": "search(scope, q)",
