@@ -31,11 +31,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Candidate",
+    "Known",
     "SearchBackend",
     "SearchDataChecks",
     "SearchMatcher",
     "SearchRows",
     "StoredMessage",
+    "TermStats",
     "fetch_int",
     "mask_sql",
     "sort_in_tie_order",
@@ -53,6 +55,11 @@ class Candidate:
     updated_at: datetime | str  # datetime on PostgreSQL, Django's sortable text on SQLite
     position: int
     visible_position: int
+
+
+#: N and every query term's n_t in a filter, where a caller has them.
+TermStats = tuple[int, Sequence[int]]
+Known = TermStats | None
 
 
 def sort_in_tie_order(candidates: list[Candidate]) -> None:
@@ -253,8 +260,11 @@ class SearchMatcher(ABC):
         """n_t of each term: the rows of the filter holding it."""
         raise NotImplementedError(f"{type(self).__name__} does not count terms")
 
-    def count_matches(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> int:
-        """The rows of the filter holding any of the terms."""
+    def count_matches(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], known: Known = None
+    ) -> int:
+        """The rows of the filter holding any of the terms (``known``: N and every n_t,
+        when the caller has them)."""
         return sum(self.mask_histogram(cursor, chats, terms).values())
 
     def rows_with_terms(

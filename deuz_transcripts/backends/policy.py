@@ -34,8 +34,9 @@ class PlanPolicy:
     #: Longest query planned mask by mask; longer ones rank every match in one
     #: statement (PostgreSQL's exact-mask tsqueries grow with masks x terms).
     mask_plan_max_terms: int = 4
-    #: SQLite FTS5: queries of at most this many terms count masks by
-    #: inclusion-exclusion over the counts of every term subset (2^n - 1 counts).
+    #: Queries of at most this many terms count masks (SQLite FTS5, and PostgreSQL where
+    #: GIN filters the scope) and PostgreSQL's exact totals (where it visits fewer rows)
+    #: by inclusion-exclusion over the counts of every term subset (2^n - 1 counts).
     subset_count_max_terms: int = 4
     #: PostgreSQL: scopes of more indexed messages are filtered inside GIN by their scope
     #: lexemes (cost follows the scope's matches, but a common word's whole posting list

@@ -23,13 +23,14 @@ from django.db.models import QuerySet
 
 from .. import ranking
 from ..models import Chat, Message
-from .base import Candidate, SearchBackend, SearchMatcher, fetch_int, mask_sql
+from .base import Candidate, Known, SearchBackend, SearchMatcher, fetch_int, mask_sql
 from .chat_filter import ChatFilter, table
 from .postgresql_checks import PostgresChecks
 from .postgresql_rows import PostgresRows
 from .postgresql_session import bitmap_scans as _bitmap_scans
 from .postgresql_session import search_session
 from .postgresql_storage import VECTOR_COLUMN
+from .postgresql_subset_counts import count_subsets, subsets_visit_fewer, union_size
 from .postgresql_term_counts import StoredCounts, stored_term_counts, stored_total
 from .postgresql_tsquery import (
     every_term_tsquery,
@@ -173,31 +174,37 @@ class PostgresMatcher(SearchMatcher):
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> dict[int, int]:
         """Few terms of a GIN-filtered search: one GIN count per term subset
-        (inclusion-exclusion), so rows are only checked for visibility, never read."""
+        (inclusion-exclusion), so rows are only checked for visibility, never read; a
+        term's own stored count is read, not counted."""
         if len(terms) > self.policy.subset_count_max_terms or not self.uses_lexemes(chats):
             return super().mask_histogram(cursor, chats, terms)
-        subsets = range(1, 1 << len(terms))
-        more, more_params = chats.token_sql()  # window filters read the rows
-        with _bitmap_scans(self.alias, cursor):
-            cursor.execute(
-                "SELECT "
-                + ", ".join(
-                    f"(SELECT count(*) FROM {table(Message)} m "
-                    f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more})"
-                    for _ in subsets
-                ),
-                [
-                    param
-                    for subset in subsets
-                    for param in [
-                        filtered_tsquery(chats, every_term_tsquery(terms, subset)),
-                        *more_params,
-                    ]
-                ],
-            )
-            row = cursor.fetchone() or ()
-        together = {subset: int(count) for subset, count in zip(subsets, row, strict=True)}
+        stored = self.stored_counts_of(chats)
+        known = (
+            [None] * len(terms)
+            if stored is None
+            else stored_term_counts(cursor, terms, stored.tenant, stored.roles)
+        )
+        together = {1 << p: count for p, count in enumerate(known) if count is not None}
+        together.update(self._count_subsets(cursor, chats, terms, together))
         return ranking.masks_from_subset_counts(together, len(terms))
+
+    def _count_subsets(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        known: Collection[int],
+    ) -> dict[int, int]:
+        """GIN counts of every non-empty term subset but the ``known`` ones."""
+        queries = {
+            subset: filtered_tsquery(chats, every_term_tsquery(terms, subset))
+            for subset in range(1, 1 << len(terms))
+            if subset not in known
+        }
+        if not queries:
+            return {}
+        with _bitmap_scans(self.alias, cursor):
+            return count_subsets(cursor, chats, queries)
 
     def counts_terms(self, chats: ChatFilter, total: int) -> bool:
         return chats.tokens_suffice and self.uses_lexemes(chats)
@@ -232,10 +239,22 @@ class PostgresMatcher(SearchMatcher):
                     counts[position] = fetch_int(cursor)
         return [int(count or 0) for count in counts]
 
-    def count_matches(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> int:
-        """One GIN count when GIN filters the scope and tokens say which rows are admitted."""
+    def count_matches(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], known: Known = None
+    ) -> int:
+        """GIN counts when GIN filters the scope and tokens say which rows are admitted:
+        of the union, or, with N and every n_t ``known``, of the term subsets where that
+        visits fewer rows (``subsets_visit_fewer``)."""
         if not (chats.tokens_suffice and self.uses_lexemes(chats)):
             return super().count_matches(cursor, chats, terms)
+        if (
+            known is not None
+            and len(terms) <= self.policy.subset_count_max_terms
+            and subsets_visit_fewer(*known)
+        ):
+            together = {1 << p: count for p, count in enumerate(known[1])}
+            together.update(self._count_subsets(cursor, chats, terms, together))
+            return union_size(together, len(terms))
         query = " | ".join(tsquery_literal(term) for term in terms)
         tenant, tenant_params = chats.tenant_sql()
         with _bitmap_scans(self.alias, cursor):

@@ -18,7 +18,7 @@ from .. import ranking
 from ..conf import conf
 from ..models import Chat, Message
 from ..text import stored_term
-from .base import Candidate, SearchMatcher, fetch_int, mask_sql
+from .base import Candidate, Known, SearchMatcher, fetch_int, mask_sql
 from .chat_filter import ChatFilter, table
 from .fts5_expressions import (
     chat_token,
@@ -305,8 +305,10 @@ class Fts5Matcher(SearchMatcher):
         counts = dict(cursor.fetchall())
         return [int(counts[position]) for position in range(len(terms))]
 
-    def count_matches(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> int:
-        """FTS5 alone when tokens say which rows are admitted."""
+    def count_matches(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], known: Known = None
+    ) -> int:
+        """FTS5 alone when tokens say which rows are admitted (it merges doclists)."""
         if not chats.tokens_suffice:
             return super().count_matches(cursor, chats, terms)
         cursor.execute(

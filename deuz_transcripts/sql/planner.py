@@ -132,7 +132,9 @@ class SearchPlanner(EssentialTerms):
                 count = (
                     sum(essential.histogram.values())
                     if essential.complete
-                    else matcher.count_matches(cursor, chats, terms)
+                    else matcher.count_matches(
+                        cursor, chats, terms, (essential.pinned.total, essential.pinned.matching)
+                    )
                 )
                 plan = essential.plan or essential.pinned.plan({}, frozenset())
                 return essential.page, plan, essential.pinned, count

@@ -1,0 +1,116 @@
+"""Exact totals and mask histograms from counts of term subsets (PostgreSQL,
+``postgresql_subset_counts``): ``search_page`` of common words counts the rows holding
+every term of each subset instead of every match, where that visits fewer rows, and
+reads a stored term's own count instead of counting it; totals, pages and cursors stay
+the memory index's."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deuz_transcripts import InMemoryTranscriptIndex
+from deuz_transcripts.backends import policy
+from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends.postgresql_subset_counts import subsets_visit_fewer, union_size
+from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.test_term_counts import chat, count_terms, tenant_key
+
+#: Every term of these queries is too common for the essential-terms plan to read, and GIN
+#: filters even a small tenant.
+FORCED = PlanPolicy(
+    single_statement_max=0, walk_min_rows=6, essential_max_rows=6, lexeme_scope_min=0
+)
+
+
+@given(st.lists(st.sets(st.integers(0, 40)), min_size=1, max_size=5))
+def test_the_union_is_inclusion_exclusion_over_every_subset(rows_of_terms):
+    together = {}
+    for subset in range(1, 1 << len(rows_of_terms)):
+        held = [rows for bit, rows in enumerate(rows_of_terms) if subset >> bit & 1]
+        together[subset] = len(set.intersection(*held))
+    assert union_size(together, len(rows_of_terms)) == len(set().union(*rows_of_terms))
+
+
+def test_subsets_are_counted_where_they_visit_fewer_rows_than_the_union():
+    assert subsets_visit_fewer(1_000_000, [400_000, 120_000])  # 48,000 rows against 472,000
+    assert subsets_visit_fewer(1_000_000, [50_000, 40_000, 30_000])
+    # nearly every row holds every term: 11 counts of ~all rows against one
+    assert not subsets_visit_fewer(1_000, [990, 980, 995, 999])
+    assert not subsets_visit_fewer(1_000, [500])  # one term: its count is the total
+    assert not subsets_visit_fewer(0, [0, 0])
+
+
+def pages(index, scope, query):
+    """Every page of ``search_page``: (total, [(message id, score)])."""
+    got, cursor = [], None
+    while True:
+        page = index.search_page(scope, query, limit=4, cursor=cursor)
+        got.append((page.total, [(hit.message_id, hit.score) for hit in page.hits]))
+        if (cursor := page.next_cursor) is None:
+            return got
+
+
+def count_statements(statements):
+    """The GIN counts among ``statements``: (of the union, of subsets, of one term)."""
+    counts = [sql for sql in statements if "count(*)" in sql and "@@" in sql]
+    union = [sql for sql in counts if sql.startswith("SELECT count(*)")]
+    return union, [sql for sql in counts if sql.startswith("SELECT (SELECT count(*)")]
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's GIN counts")
+@pytest.mark.parametrize("scope", [{}, {"userId": "ada"}])
+def test_common_words_total_and_next_pages_come_from_subset_counts(scope):
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        memory = InMemoryTranscriptIndex()
+        for n in range(40):
+            words = [*(["alpha"] * (n % 2 == 0)), *(["beta"] * (n % 3 != 1)), "filler"]
+            record = chat(f"c{n:02}", "ada" if n % 5 else "bob", " ".join(words), minutes=n)
+            store.write_chat(record, expected_revision=0)
+            memory.index(record)
+        assert count_terms(8, tenant_min_rows=20) == 3  # alpha, beta, filler
+        with (
+            mock.patch.object(policy, "DEFAULT_POLICY", FORCED),
+            CaptureQueriesContext(connection) as queries,
+        ):
+            got = pages(store.transcript, scope, "alpha beta")
+        assert got == pages(memory, scope, "alpha beta")
+        assert len(got) > 2
+        statements = [query["sql"] for query in queries.captured_queries]
+        union, subsets = count_statements(statements)
+        assert union == []  # no count of every match
+        # one count per page, of the one subset of two terms; the terms' own are stored
+        assert len(subsets) == len(got)
+        assert all(sql.count("count(*)") == 1 for sql in subsets)
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's GIN counts")
+def test_words_in_nearly_every_row_count_the_union_once():
+    """Four words in every row: eleven subset counts would each visit every row."""
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        memory = InMemoryTranscriptIndex()
+        for n in range(40):
+            words = "alpha beta gamma delta" + " omega" * (n == 7)
+            record = chat(f"c{n:02}", "ada", words, minutes=n)
+            store.write_chat(record, expected_revision=0)
+            memory.index(record)
+        assert count_terms(8) == 4
+        with (
+            mock.patch.object(policy, "DEFAULT_POLICY", FORCED),
+            CaptureQueriesContext(connection) as queries,
+        ):
+            page = store.transcript.search_page({}, "alpha beta gamma delta", limit=4)
+        want = memory.search_page({}, "alpha beta gamma delta", limit=4)
+        assert (page.total, page.hits) == (want.total, want.hits) == (40, want.hits)
+        union, subsets = count_statements([query["sql"] for query in queries.captured_queries])
+        assert len(union) == 1
+        assert subsets == []
