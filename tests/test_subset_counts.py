@@ -17,9 +17,17 @@ from hypothesis import strategies as st
 from deuz_transcripts import InMemoryTranscriptIndex
 from deuz_transcripts.backends import policy
 from deuz_transcripts.backends.policy import PlanPolicy
-from deuz_transcripts.backends.postgresql_subset_counts import subsets_visit_fewer, union_size
+from deuz_transcripts.backends.postgresql_subset_counts import (
+    subsets_beat_reading,
+    subsets_visit_fewer,
+    union_size,
+)
 from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.sql_support import spy_matcher
 from tests.test_term_counts import chat, count_terms, tenant_key
+
+#: The matcher's reads of matching rows (a count reads none).
+ROW_READS = ("rows_with_terms", "rows_with_any_terms", "mask_candidates", "candidates")
 
 #: Every term of these queries is too common for the essential-terms plan to read, and GIN
 #: filters even a small tenant.
@@ -44,6 +52,13 @@ def test_subsets_are_counted_where_they_visit_fewer_rows_than_the_union():
     assert not subsets_visit_fewer(1_000, [990, 980, 995, 999])
     assert not subsets_visit_fewer(1_000, [500])  # one term: its count is the total
     assert not subsets_visit_fewer(0, [0, 0])
+
+
+def test_subsets_give_the_histogram_where_they_visit_fewer_rows_than_reading():
+    # two common words of a 50,000-message tenant: ~1,000 visits against 7,000 rows read
+    assert subsets_beat_reading(50_000, [7_000, 7_000])
+    assert not subsets_beat_reading(40, [40, 8])  # every row holds one: 8 visits, 8 reads
+    assert not subsets_beat_reading(0, [0, 0])
 
 
 def pages(index, scope, query):
@@ -114,3 +129,55 @@ def test_words_in_nearly_every_row_count_the_union_once():
         union, subsets = count_statements([query["sql"] for query in queries.captured_queries])
         assert len(union) == 1
         assert subsets == []
+
+
+def written_tenant(store, memory, alpha_rows, beta_rows):
+    """40 chats of one tenant: ``alpha`` in the first ``alpha_rows``, ``beta`` in every
+    ``40 // beta_rows``-th; every term counted."""
+    for n in range(40):
+        words = [
+            "filler",
+            *(["alpha"] * (n < alpha_rows)),
+            *(["beta"] * (n % (40 // beta_rows) == 0)),
+        ]
+        record = chat(f"c{n:02}", "ada", " ".join(words), minutes=n)
+        store.write_chat(record, expected_revision=0)
+        memory.index(record)
+    assert count_terms(8, tenant_min_rows=20) == 3
+
+
+#: The default reading budget: the essential-terms plan could read either word's rows.
+READABLE = PlanPolicy(single_statement_max=0, walk_min_rows=6, lexeme_scope_min=0)
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's GIN counts")
+@pytest.mark.parametrize("scope", [{}, {"userId": "ada"}])
+def test_a_counted_page_ranks_by_subset_counts_where_they_beat_reading_rows(scope, monkeypatch):
+    """Two words of 24 and 20 rows among 40: one count of both (~12 rows visited) against
+    reading the 20 rows of the rarer: the histogram comes from the counts, no term's rows
+    are read, and every page is the memory index's."""
+    with tenant_key("userId"):
+        store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
+        written_tenant(store, memory, alpha_rows=24, beta_rows=20)
+        calls = spy_matcher(monkeypatch, store.transcript.backend.matcher, ROW_READS)
+        with mock.patch.object(policy, "DEFAULT_POLICY", READABLE):
+            got = pages(store.transcript, scope, "alpha beta")
+        assert got == pages(memory, scope, "alpha beta")
+        assert len(got) > 2
+        assert [call for call in calls if call != "mask_candidates"] == []
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's GIN counts")
+def test_a_rarer_word_is_read_where_its_rows_cost_less_than_the_counts(monkeypatch):
+    """``beta`` in 8 rows of 40, ``alpha`` in all: reading beta's 8 rows beats counting
+    both (40 x 0.2 = 8 rows visited, and two posting lists)."""
+    with tenant_key("userId"):
+        store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
+        written_tenant(store, memory, alpha_rows=40, beta_rows=8)
+        calls = spy_matcher(monkeypatch, store.transcript.backend.matcher, ROW_READS)
+        with mock.patch.object(policy, "DEFAULT_POLICY", READABLE):
+            got = pages(store.transcript, {}, "alpha beta")
+        assert got == pages(memory, {}, "alpha beta")
+        assert "rows_with_terms" in calls

@@ -267,6 +267,13 @@ class SearchMatcher(ABC):
         when the caller has them)."""
         return sum(self.mask_histogram(cursor, chats, terms).values())
 
+    def subset_histogram(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int
+    ) -> dict[int, int] | None:
+        """Every match's mask histogram from counts alone, where that is cheaper than the
+        essential-terms plan's reading (PostgreSQL's stored counts); ``None``: not here."""
+        return None
+
     def rows_with_terms(
         self,
         cursor: CursorWrapper,

@@ -17,6 +17,7 @@ from .postgresql_session import bitmap_scans as _bitmap_scans
 from .postgresql_storage import VECTOR_COLUMN
 from .postgresql_subset_counts import (
     count_subsets,
+    subsets_beat_reading,
     subsets_visit_fewer,
     union_size,
 )
@@ -189,3 +190,24 @@ class PostgresCounts(SearchMatcher):
                 [filtered_tsquery(chats, query), *tenant_params],
             )
             return fetch_int(cursor)
+
+    def subset_histogram(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int
+    ) -> dict[int, int] | None:
+        """Every match's mask histogram from the terms' stored counts and one GIN count of
+        each larger subset, where every n_t is stored and those counts visit fewer rows
+        than the essential-terms plan reads for it (``subsets_beat_reading``)."""
+        stored = self.stored_counts_of(chats)
+        if (
+            stored is None
+            or not 2 <= len(terms) <= self.policy.subset_count_max_terms
+            or not self.uses_lexemes(chats)
+        ):
+            return None
+        counts = stored_term_counts(cursor, terms, stored.tenant, stored.roles)
+        known = [count for count in counts if count is not None]
+        if len(known) < len(counts) or not subsets_beat_reading(total, known):
+            return None
+        together = {1 << position: count for position, count in enumerate(known)}
+        together.update(self._count_subsets(cursor, chats, terms, together))
+        return ranking.masks_from_subset_counts(together, len(terms))

@@ -117,10 +117,12 @@ class SearchPlanner(EssentialTerms):
         if chats.narrowed:
             chats = replace(chats, size=total)
         if after is not None:
-            histogram = self._histogram(cursor, chats, terms, total)
-            return self._page_after(cursor, chats, terms, histogram, after, request)
+            every = self._histogram(cursor, chats, terms, total)
+            return self._page_after(cursor, chats, terms, every, after, request)
         tried = self._tries_essential(chats, terms, total)
-        if tried:
+        # counts alone may give every mask (the total): then the page is read by masks
+        counted = matcher.subset_histogram(cursor, chats, terms, total) if tried else None
+        if tried and counted is None:
             essential = None
             if matcher.stores_term_counts(chats):  # the total needs every mask: read once
                 essential = self._essential_page(cursor, chats, terms, request, total, prune=False)
@@ -138,8 +140,11 @@ class SearchPlanner(EssentialTerms):
                 )
                 plan = essential.plan or essential.pinned.plan({}, frozenset())
                 return essential.page, plan, essential.pinned, count
-        masks_first = matcher.plans_masks(chats, terms, total)
-        if masks_first:
+        masks_first = counted is not None or matcher.plans_masks(chats, terms, total)
+        candidates: list[Candidate] = []
+        if counted is not None:
+            histogram = counted
+        elif masks_first:
             histogram = self._histogram(cursor, chats, terms, total, over_budget=tried)
         else:
             histogram, candidates = matcher.candidates(cursor, chats, terms, depth, total)
@@ -163,10 +168,15 @@ class SearchPlanner(EssentialTerms):
         *,
         over_budget: bool = False,
     ) -> dict[int, int]:
-        """Every match's mask histogram: from stored counts and the rarer terms' rows
-        where it can (``_complete_histogram``), else read from every match (at once when
-        the essential plan just found those rows ``over_budget``)."""
-        complete = None if over_budget else self._complete_histogram(cursor, chats, terms, total)
+        """Every match's mask histogram: from counts alone (``subset_histogram``) or stored
+        counts and the rarer terms' rows (``_complete_histogram``) where it can, else read
+        from every match (at once when the essential plan just found those rows
+        ``over_budget``)."""
+        complete = None
+        if not over_budget:
+            complete = self.matcher.subset_histogram(cursor, chats, terms, total)
+            if complete is None:
+                complete = self._complete_histogram(cursor, chats, terms, total)
         return self.matcher.mask_histogram(cursor, chats, terms) if complete is None else complete
 
     def _page_after(
