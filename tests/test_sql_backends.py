@@ -626,11 +626,14 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
     assert read == ["rare3"]
     deep = [(h.chat_id, h.score) for h in index.search(ADA, query, limit=40)]
     assert [(chat_id, score) for chat_id, _, score in search(10_000, 40)] == deep
-    assert read == ["rare3", "rare2", "rare1", "mid", "alpha", "common"]  # every match
-    # the most common term alone over the budget: its rows holding no other term are one
-    # mask of known count, read (or walked newest first) only for the page
+    # the most common term holds more rows (60) than the page (40), or is over the
+    # budget: its rows holding no other term are one mask of known count, read (or
+    # walked newest first) only for the page
+    assert read == ["rare3", "rare2", "rare1", "mid", "alpha"]
     everything = [(h.chat_id, h.message_id, h.score) for h in index.search(ADA, query, limit=70)]
     assert len(everything) == 60
+    assert search(10_000, 70) == everything  # a page as deep as every match reads them all
+    assert read == ["rare3", "rare2", "rare1", "mid", "alpha", "common"]
     assert search(45, 40) == everything[:40]
     assert read == ["rare3", "rare2", "rare1", "mid", "alpha"]
     assert search(45, 40, walk_min_rows=1) == everything[:40]

@@ -8,10 +8,11 @@ page of rows is read and the raw score of the page's last row beats every row ho
 none of the terms read (the sum of the other terms' idfs, in ``mask_raw``'s order: a row
 of a subset of them never sums higher). A score is a sum of idfs, so this pruning is
 exact (MaxScore with "essential" terms). When only the most common term is left and it
-holds too many rows to read (``essential_max_rows``, or enough to walk:
-``walk_min_rows``), its rows that hold no other term are one mask whose count is known
-(n_t minus the rows read holding it): the histogram is complete, and that mask's page
-rows are walked newest chat first if it reaches the page.
+holds more rows than a page (or more than ``essential_max_rows`` allows), it is not
+read: its rows that hold no other term are one mask whose count is known (n_t minus
+the rows read holding it), the histogram is complete, and that mask's page rows are
+walked newest chat first (``walk_min_rows`` of them or more) or read, if it reaches
+the page.
 
 Read without pruning, the same steps give the complete histogram (what a counted page's
 total and a cursor's next page need) from stored counts and the rarer terms' rows,
@@ -219,10 +220,11 @@ class EssentialTerms:
             complete, rarest_first = not rarest_first, []
         for step, position in enumerate(rarest_first):
             budget -= counts[position]
-            if step == len(rarest_first) - 1 and (
-                budget < 0 or counts[position] >= max(self.policy.walk_min_rows, depth)
-            ):
-                last = position  # counted, not read: its page rows are walked or read
+            if step == len(rarest_first) - 1 and (budget < 0 or counts[position] > depth):
+                # counted, not read: of its rows holding no term read (one mask, counted
+                # by difference), only a page is walked or read, and only if it reaches
+                # the page; reading them all here cost their transfer and rows in Python
+                last = position
                 break
             if budget < 0:  # two or more terms left: their masks' rows, best first
                 if not prune or not depth:
