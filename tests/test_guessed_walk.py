@@ -104,6 +104,41 @@ def test_words_that_rarely_meet_end_the_bounded_walk_and_the_probe_plans():
             assert len(bounded) == 1 and any(PROBE in sql for sql in statements), scope
 
 
+#: The planner's masks read by ranking their rows (``mask_candidates``).
+RANKED_READ = "WITH h AS MATERIALIZED"
+#: Masks of fewer than 1,000 rows are read, unless a guessed walk fills their page.
+UNDER_THE_WALK = PlanPolicy(
+    single_statement_max=0,
+    lexeme_scope_min=0,
+    walk_min_rows=1_000,
+    walk_guess_max_rows=64,
+    walk_guess_margin=2,
+)
+
+
+@postgresql_only
+@pytest.mark.parametrize("alpha_chats", [30, 6])
+def test_a_page_mask_under_walk_min_rows_is_walked_where_dense_and_read_where_not(
+    alpha_chats,
+):
+    """``alpha`` everywhere but the rare ``zeta``'s row: the rows holding alpha alone are
+    one mask of 59 rows, under ``walk_min_rows``, of which the newest chats of 7 messages
+    should hold two pages: walked there, not read and ranked whole. In the 6 oldest chats
+    only, the bounded walk of the newest chats finds none and the mask is read."""
+    with tenant_key("userId"):
+        corpus = Corpus()
+        corpus.add("c00", "ada", "alpha zeta", "filler", minutes=0)
+        for n in range(1, 30):
+            word = "alpha" if n < alpha_chats else "other"
+            corpus.add(f"c{n:02}", "ada", f"{word} one", f"{word} two", minutes=n)
+        assert count_terms(5) >= 1
+        statements = corpus.statements({}, "alpha zeta", guess=UNDER_THE_WALK)
+        walked = [sql for sql in statements if BOUNDED in sql]
+        ranked = [sql for sql in statements if RANKED_READ in sql]
+        assert len(walked) == 1
+        assert len(ranked) == (0 if alpha_chats == 30 else 1)
+
+
 @postgresql_only
 def test_a_date_window_is_walked_before_its_n_is_counted():
     """A window admits part of each tenant's chats; its rows are guessed as dense as the

@@ -38,6 +38,7 @@ from ..backends.chat_filter import ChatFilter
 from ..backends.policy import PlanPolicy
 from ..paging import PinnedRanking
 from ..search_request import SearchRequest
+from .guessed_walk import walk_if_dense
 from .unread_masks import unread_mask_rows
 
 __all__ = ["EssentialPage", "EssentialTerms", "order_page"]
@@ -104,12 +105,16 @@ class EssentialTerms:
         plan: ranking.RankPlan,
         histogram: Mapping[int, int],
         depth: int,
+        total: int = 0,
     ) -> list[Candidate]:
         """The rows a page needs, once the histogram has told which masks reach it.
 
         Masks with few rows are read in one statement through the index; a mask with
         many (at least ``walk_min_rows``) is walked newest chat first, stopping after
-        ``depth`` rows, instead of sorting all of them.
+        ``depth`` rows, instead of sorting all of them. A mask of fewer but at least a
+        page of rows, dense among the filter's ``total`` rows, is first walked within the
+        newest chats that should hold it (``walk_if_dense``), so its cost does not jump
+        at ``walk_min_rows``; a walk that ends short leaves it to the read.
         """
         matcher = self.matcher
         walked = {
@@ -118,9 +123,18 @@ class EssentialTerms:
             if matcher.walks_newest_first
             and histogram[mask] >= max(self.policy.walk_min_rows, depth)
         }
-        few = plan.page_masks - walked
-        count = sum(histogram[mask] for mask in few)
-        rows = matcher.mask_candidates(cursor, chats, terms, few, depth, count) if few else []
+        few = set(plan.page_masks - walked)
+        rows: list[Candidate] = []
+        for mask in sorted(few):
+            if total and depth and histogram[mask] >= depth:
+                share = histogram[mask] / total
+                found = walk_if_dense(matcher, cursor, chats, terms, mask, share, depth)
+                if found is not None:
+                    rows.extend(found)
+                    few.discard(mask)
+        if few:
+            count = sum(histogram[mask] for mask in few)
+            rows.extend(matcher.mask_candidates(cursor, chats, terms, few, depth, count))
         for mask in walked:  # order_page orders the rows of every mask
             rows.extend(matcher.newest_with_mask(cursor, chats, terms, mask, depth))
         return rows
@@ -178,7 +192,7 @@ class EssentialTerms:
         plan = ranking.plan_page_by_idfs(histogram, idfs, request.offset, request.limit)
         if plan is not None and last is not None and 1 << last in plan.page_masks:
             alone_plan = replace(plan, page_masks=frozenset({1 << last}))
-            rows.extend(self._page_rows(cursor, chats, terms, alone_plan, histogram, depth))
+            rows.extend(self._page_rows(cursor, chats, terms, alone_plan, histogram, depth, total))
         page = [] if plan is None else order_page(rows, plan)[request.offset : depth]
         best = max(histogram, key=lambda mask: ranking.mask_raw(mask, idfs), default=0)
         total = max(total, *read.counts)

@@ -98,7 +98,7 @@ class SearchPlanner(EssentialTerms):
         if ranked is None:
             return None
         if masks_first:
-            candidates = self._page_rows(cursor, chats, terms, ranked, histogram, depth)
+            candidates = self._page_rows(cursor, chats, terms, ranked, histogram, depth, total)
         return order_page(candidates, ranked)[request.offset : depth], ranked
 
     def counted_page(
@@ -156,7 +156,7 @@ class SearchPlanner(EssentialTerms):
         if ranked is None:  # the page is past the last match
             return [], pinned.plan(histogram, frozenset()), pinned, count
         if masks_first:
-            candidates = self._page_rows(cursor, chats, terms, ranked, histogram, depth)
+            candidates = self._page_rows(cursor, chats, terms, ranked, histogram, depth, total)
         return order_page(candidates, ranked)[request.offset : depth], ranked, pinned, count
 
     def _histogram(
@@ -196,14 +196,15 @@ class SearchPlanner(EssentialTerms):
         depth = request.offset + request.limit
         tied, lower = after.split_masks(histogram, depth)
         plan = after.pinned.plan(histogram, frozenset(tied | lower))
+        total = after.pinned.total  # the first page's N: a walk's guess only
         rows: list[Candidate] = []
         if tied and depth:  # read (or walked) from the cursor's chat on
             beyond = chats.after_key(after.key, self.matcher.alias, self.matcher.chat_id_order)
             tied_plan = replace(plan, page_masks=frozenset(tied))
-            rows.extend(self._page_rows(cursor, beyond, terms, tied_plan, histogram, depth))
+            rows.extend(self._page_rows(cursor, beyond, terms, tied_plan, histogram, depth, total))
         if lower and depth:
             lower_plan = replace(plan, page_masks=frozenset(lower))
-            rows.extend(self._page_rows(cursor, chats, terms, lower_plan, histogram, depth))
+            rows.extend(self._page_rows(cursor, chats, terms, lower_plan, histogram, depth, total))
         page = order_page(rows, plan)[request.offset : depth]
         return page, plan, after.pinned, sum(histogram.values())
 
