@@ -128,7 +128,7 @@ def masks_from_subset_counts(together: Mapping[int, int], term_count: int) -> di
             if extra == 0:
                 break
             extra = (extra - 1) & rest
-        if count:
+        if count > 0:  # < 0 only from counts of two snapshots a write came between
             exact[mask] = count
     return exact
 

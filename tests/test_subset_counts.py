@@ -15,13 +15,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deuz_transcripts import InMemoryTranscriptIndex
-from deuz_transcripts.backends import policy
+from deuz_transcripts.backends import policy, postgresql_counts
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.backends.postgresql_subset_counts import (
     subsets_beat_reading,
     subsets_visit_fewer,
     union_size,
 )
+from deuz_transcripts.models import Message
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.sql_support import spy_matcher
 from tests.test_term_counts import chat, count_terms, tenant_key
@@ -47,7 +48,10 @@ def test_the_union_is_inclusion_exclusion_over_every_subset(rows_of_terms):
 
 def test_subsets_are_counted_where_they_visit_fewer_rows_than_the_union():
     assert subsets_visit_fewer(1_000_000, [400_000, 120_000])  # 48,000 rows against 472,000
-    assert subsets_visit_fewer(1_000_000, [50_000, 40_000, 30_000])
+    # three or more: each subset at most its rarest word's rows (words may go together)
+    assert subsets_visit_fewer(1_000_000, [400_000, 30_000, 20_000])
+    assert not subsets_visit_fewer(1_000_000, [50_000, 40_000, 30_000])
+    assert not subsets_visit_fewer(1_000_000, [20_000] * 4)  # 11 counts of up to 20,000
     # nearly every row holds every term: 11 counts of ~all rows against one
     assert not subsets_visit_fewer(1_000, [990, 980, 995, 999])
     assert not subsets_visit_fewer(1_000, [500])  # one term: its count is the total
@@ -72,10 +76,10 @@ def pages(index, scope, query):
 
 
 def count_statements(statements):
-    """The GIN counts among ``statements``: (of the union, of subsets, of one term)."""
+    """The GIN counts among ``statements``: (of the union, of the term subsets)."""
     counts = [sql for sql in statements if "count(*)" in sql and "@@" in sql]
     union = [sql for sql in counts if sql.startswith("SELECT count(*)")]
-    return union, [sql for sql in counts if sql.startswith("SELECT (SELECT count(*)")]
+    return union, [sql for sql in counts if " END, (SELECT count(*)" in sql]
 
 
 @pytest.mark.django_db
@@ -101,9 +105,10 @@ def test_common_words_total_and_next_pages_come_from_subset_counts(scope):
         statements = [query["sql"] for query in queries.captured_queries]
         union, subsets = count_statements(statements)
         assert union == []  # no count of every match
-        # one count per page, of the one subset of two terms; the terms' own are stored
+        # one statement per page: the terms' own stored counts (GIN only where a term is
+        # not counted) and the count of the one subset of both, in one snapshot
         assert len(subsets) == len(got)
-        assert all(sql.count("count(*)") == 1 for sql in subsets)
+        assert all(sql.count("CASE WHEN EXISTS") == 2 for sql in subsets)
 
 
 @pytest.mark.django_db
@@ -146,6 +151,9 @@ def written_tenant(store, memory, alpha_rows, beta_rows):
     assert count_terms(8, tenant_min_rows=20) == 3
 
 
+#: No walk: the page's masks are read, so the counts are the histogram's only source.
+EVERY_SUBSET = PlanPolicy(single_statement_max=0, walk_min_rows=10**9, lexeme_scope_min=0)
+
 #: The default reading budget: the essential-terms plan could read either word's rows.
 READABLE = PlanPolicy(single_statement_max=0, walk_min_rows=6, lexeme_scope_min=0)
 
@@ -181,3 +189,57 @@ def test_a_rarer_word_is_read_where_its_rows_cost_less_than_the_counts(monkeypat
             got = pages(store.transcript, {}, "alpha beta")
         assert got == pages(memory, {}, "alpha beta")
         assert "rows_with_terms" in calls
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's GIN counts")
+def test_a_total_left_to_count_is_counted_by_subsets_where_they_visit_fewer_rows():
+    """``alpha`` in 36 rows of 40, ``beta`` in 8: reading beta's 8 rows costs less than
+    counting both (so the histogram is not taken from the counts), but both are over the
+    reading budget, so the page comes from the words' masks and the total is left to
+    count: ``n_a + n_b - |a and b|``, never every match."""
+    with tenant_key("userId"):
+        store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
+        written_tenant(store, memory, alpha_rows=36, beta_rows=8)
+        with (
+            mock.patch.object(policy, "DEFAULT_POLICY", FORCED),
+            CaptureQueriesContext(connection) as queries,
+        ):
+            page = store.transcript.search_page({}, "alpha beta", limit=4)
+        want = memory.search_page({}, "alpha beta", limit=4)
+        assert (page.total, page.hits) == (want.total, want.hits)
+        union, subsets = count_statements([query["sql"] for query in queries.captured_queries])
+        assert (len(union), len(subsets)) == (0, 1)
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's GIN counts")
+def test_a_write_between_the_statements_gives_a_total_of_before_or_after_it():
+    """Under READ COMMITTED each statement has its own snapshot: a delete committed
+    right after the stored counts are read (for the choice) must not mix into the total.
+    The counts are read again with the subset counts, in one statement."""
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        store.write_chat(chat("both", "ada", "alpha beta", minutes=0), expected_revision=0)
+        for n in range(10):
+            store.write_chat(chat(f"a{n}", "ada", "alpha", minutes=n + 1), expected_revision=0)
+        for n in range(5):
+            store.write_chat(chat(f"b{n}", "ada", "beta", minutes=n + 20), expected_revision=0)
+        count_terms(1)
+        scope = {"userId": "ada"}
+        assert store.transcript.search_page(scope, "alpha beta", limit=3).total == 16
+        doomed = Message.objects.get(chat__chat_id="both").pk
+        read_counts = postgresql_counts.stored_term_counts
+
+        def then_a_delete_commits(cursor, *args, **kwargs):
+            counts = read_counts(cursor, *args, **kwargs)
+            cursor.execute(f"DELETE FROM {Message._meta.db_table} WHERE id = %s", [doomed])
+            return counts
+
+        with (
+            mock.patch.object(policy, "DEFAULT_POLICY", EVERY_SUBSET),
+            mock.patch.object(postgresql_counts, "subsets_beat_reading", lambda *_: True),
+            mock.patch.object(postgresql_counts, "stored_term_counts", then_a_delete_commits),
+        ):
+            page = store.transcript.search_page(scope, "alpha beta", limit=3)
+        assert page.total == 15

@@ -5,7 +5,7 @@ checks each found row's visibility. ``PostgresMatcher`` reads rows on top of the
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 
 from django.db.backends.utils import CursorWrapper
 
@@ -17,11 +17,12 @@ from .postgresql_session import bitmap_scans as _bitmap_scans
 from .postgresql_storage import VECTOR_COLUMN
 from .postgresql_subset_counts import (
     count_subsets,
+    gin_count,
     subsets_beat_reading,
     subsets_visit_fewer,
     union_size,
 )
-from .postgresql_term_counts import StoredCounts, stored_term_counts, stored_total
+from .postgresql_term_counts import StoredCounts, stored_or, stored_term_counts, stored_total
 from .postgresql_tsquery import (
     every_term_tsquery,
     filter_parts,
@@ -99,38 +100,30 @@ class PostgresCounts(SearchMatcher):
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> dict[int, int]:
-        """Few terms of a GIN-filtered search: one GIN count per term subset
-        (inclusion-exclusion), so rows are only checked for visibility, never read; a
-        term's own stored count is read, not counted."""
+        """Few terms of a GIN-filtered search: one count per term subset in one
+        statement (inclusion-exclusion), so rows are only checked for visibility, never
+        read; a term's own count is its stored count where it has one."""
         if len(terms) > self.policy.subset_count_max_terms or not self.uses_lexemes(chats):
             return super().mask_histogram(cursor, chats, terms)
-        stored = self.stored_counts_of(chats)
-        known = (
-            [None] * len(terms)
-            if stored is None
-            else stored_term_counts(cursor, terms, stored.tenant, stored.roles)
+        return ranking.masks_from_subset_counts(
+            self._count_subsets(cursor, chats, terms), len(terms)
         )
-        together = {1 << p: count for p, count in enumerate(known) if count is not None}
-        together.update(self._count_subsets(cursor, chats, terms, together))
-        return ranking.masks_from_subset_counts(together, len(terms))
 
     def _count_subsets(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        known: Collection[int],
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> dict[int, int]:
-        """GIN counts of every non-empty term subset but the ``known`` ones."""
-        queries = {
-            subset: filtered_tsquery(chats, every_term_tsquery(terms, subset))
-            for subset in range(1, 1 << len(terms))
-            if subset not in known
-        }
-        if not queries:
-            return {}
+        """Every non-empty term subset's rows, in one statement (one snapshot): a term's
+        own count stored where it is (``stored_or``), every other count in GIN."""
+        stored = self.stored_counts_of(chats)
+        columns = {}
+        for subset in range(1, 1 << len(terms)):
+            counted = gin_count(chats, filtered_tsquery(chats, every_term_tsquery(terms, subset)))
+            if stored is not None and subset.bit_count() == 1:
+                term = terms[subset.bit_length() - 1]
+                counted = stored_or(term, stored.tenant, stored.roles, counted)
+            columns[subset] = counted
         with _bitmap_scans(self.alias, cursor):
-            return count_subsets(cursor, chats, queries)
+            return count_subsets(cursor, columns)
 
     def counts_terms(self, chats: ChatFilter, total: int) -> bool:
         return chats.tokens_suffice and self.uses_lexemes(chats)
@@ -178,9 +171,7 @@ class PostgresCounts(SearchMatcher):
             and len(terms) <= self.policy.subset_count_max_terms
             and subsets_visit_fewer(*known)
         ):
-            together = {1 << p: count for p, count in enumerate(known[1])}
-            together.update(self._count_subsets(cursor, chats, terms, together))
-            return union_size(together, len(terms))
+            return union_size(self._count_subsets(cursor, chats, terms), len(terms))
         query = " | ".join(tsquery_literal(term) for term in terms)
         tenant, tenant_params = chats.tenant_sql()
         with _bitmap_scans(self.alias, cursor):
@@ -208,6 +199,6 @@ class PostgresCounts(SearchMatcher):
         known = [count for count in counts if count is not None]
         if len(known) < len(counts) or not subsets_beat_reading(total, known):
             return None
-        together = {1 << position: count for position, count in enumerate(known)}
-        together.update(self._count_subsets(cursor, chats, terms, together))
+        # the counts again, in the subsets' statement: one snapshot for all of them
+        together = self._count_subsets(cursor, chats, terms)
         return ranking.masks_from_subset_counts(together, len(terms))

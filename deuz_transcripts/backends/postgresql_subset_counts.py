@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
@@ -28,6 +29,7 @@ from .postgresql_storage import VECTOR_COLUMN
 
 __all__ = [
     "count_subsets",
+    "gin_count",
     "subset_visits",
     "subsets_beat_reading",
     "subsets_visit_fewer",
@@ -40,22 +42,27 @@ __all__ = [
 POSTING_ENTRY_COST = 1 / 16
 
 
-def count_subsets(
-    cursor: CursorWrapper, chats: ChatFilter, queries: Mapping[int, str]
-) -> dict[int, int]:
-    """``{subset: rows of the filter holding every term of it}``: one GIN count of each
-    subset's tsquery (``queries``, the filter's lexemes in it), in one statement
-    (callers run it inside ``bitmap_scans``)."""
-    subsets = list(queries)
+def gin_count(chats: ChatFilter, query: str) -> tuple[str, list[Any]]:
+    """A scalar SQL expression: the filter's rows holding ``query`` (a tsquery with the
+    filter's lexemes in it), counted in GIN."""
     more, more_params = chats.token_sql()  # window filters read the rows
+    return (
+        f"(SELECT count(*) FROM {table(Message)} m WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more})",
+        [query, *more_params],
+    )
+
+
+def count_subsets(
+    cursor: CursorWrapper, columns: Mapping[int, tuple[str, list[Any]]]
+) -> dict[int, int]:
+    """``{subset: rows holding every term of it}``, each a scalar SQL expression of
+    ``columns`` (``gin_count``, or a stored count), all in one statement: under READ
+    COMMITTED each statement has its own snapshot, and counts from two statements may
+    disagree by a write committed between them (callers run it inside ``bitmap_scans``)."""
+    subsets = list(columns)
     cursor.execute(
-        "SELECT "
-        + ", ".join(
-            f"(SELECT count(*) FROM {table(Message)} m "
-            f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more})"
-            for _ in subsets
-        ),
-        [param for subset in subsets for param in [queries[subset], *more_params]],
+        "SELECT " + ", ".join(columns[subset][0] for subset in subsets),
+        [param for subset in subsets for param in columns[subset][1]],
     )
     row = cursor.fetchone() or ()
     return {subset: int(count) for subset, count in zip(subsets, row, strict=True)}
@@ -73,13 +80,19 @@ def union_size(together: Mapping[int, int], term_count: int) -> int:
 
 def subset_visits(total: int, counts: Sequence[int]) -> float:
     """Heap tuples and posting entries (weighted) that counting every subset of two or
-    more terms visits, for terms of ``counts`` rows among ``total``, as if the terms were
-    independent."""
+    more terms visits, for terms of ``counts`` rows among ``total``: as if two terms were
+    independent (rows holding both never outnumber rows holding either, so a pair never
+    costs more than its union); for three or more, each subset at its rarest term's
+    rows, the most it can hold (words that go together would otherwise cost each subset
+    count as much as the union: 11 counts of 4 words always found together)."""
     shares = [min(count / total, 1.0) for count in counts]
     visits = 0.0
     for size in range(2, len(counts) + 1):
         for chosen in itertools.combinations(range(len(counts)), size):
-            visits += total * math.prod(shares[position] for position in chosen)
+            if len(counts) == 2:
+                visits += total * math.prod(shares[position] for position in chosen)
+            else:
+                visits += min(counts[position] for position in chosen)
             visits += sum(counts[position] for position in chosen) * POSTING_ENTRY_COST
     return visits
 

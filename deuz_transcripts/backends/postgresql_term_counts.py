@@ -54,6 +54,7 @@ __all__ = [
     "create_triggers",
     "drop_term_counts",
     "rebuild_term_counts",
+    "stored_or",
     "stored_term_counts",
     "stored_total",
 ]
@@ -318,6 +319,29 @@ def stored_term_counts(
         [*own_params, *params, [stored_term(term) for term in terms]],
     )
     return [int(count) if counted else None for counted, count in cursor.fetchall()]
+
+
+def stored_or(
+    term: str,
+    tenant: str | None,
+    roles: Collection[str] | None,
+    fallback: tuple[str, list[Any]],
+) -> tuple[str, list[Any]]:
+    """A scalar SQL expression: ``term``'s stored count (as ``stored_term_counts``) where
+    it is counted for ``tenant``, else ``fallback`` (evaluated only then), so counts of a
+    statement share its snapshot."""
+    own, own_params = "", list[Any]()
+    if tenant is not None:
+        own = f" AND EXISTS (SELECT 1 FROM {table(CountedTenant)} o WHERE o.tenant = %s)"
+        own_params = [tenant]
+    where, params = _where(tenant, roles)
+    lexeme = stored_term(term)
+    return (
+        f"CASE WHEN EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = %s){own} "
+        f"THEN COALESCE((SELECT sum(t.rows) FROM {table(TermCount)} t "
+        f"WHERE t.lexeme = %s{where}), 0) ELSE {fallback[0]} END",
+        [lexeme, *own_params, lexeme, *params, *fallback[1]],
+    )
 
 
 def stored_total(

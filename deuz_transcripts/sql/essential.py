@@ -112,10 +112,11 @@ class EssentialTerms:
         Masks with few rows are read in one statement through the index; a mask with
         many (at least ``walk_min_rows``) is walked newest chat first, stopping after
         ``depth`` rows, instead of sorting all of them. A mask of fewer rows, dense
-        enough among the filter's ``total`` rows that a walk should visit fewer messages
-        (``depth * total / rows``) than it holds rows, is first walked within the newest
-        chats that should hold it (``walk_if_dense``), so its cost does not jump at
-        ``walk_min_rows``; a walk that ends short leaves it to the read.
+        enough among the filter's ``total`` rows that a walk bounded to
+        ``walk_guess_margin * depth * total / rows`` messages visits no more than it holds
+        rows, is first walked within the newest chats that should hold it
+        (``walk_if_dense``), so its cost does not jump at ``walk_min_rows``; a walk that
+        ends short (at most that bound) leaves it to the read.
         """
         matcher = self.matcher
         walked = {
@@ -127,8 +128,10 @@ class EssentialTerms:
         few = set(plan.page_masks - walked)
         rows: list[Candidate] = []
         for mask in sorted(few):
-            # the walk's expected visits (depth / share) beat reading the mask's rows
-            if total and depth and histogram[mask] ** 2 >= depth * total:
+            # the walk's bound (margin x its expected depth / share visits) is at most
+            # the mask's rows, which reading it costs
+            margin = self.policy.walk_guess_margin
+            if total and depth and histogram[mask] ** 2 >= margin * depth * total:
                 share = histogram[mask] / total
                 found = walk_if_dense(matcher, cursor, chats, terms, mask, share, depth)
                 if found is not None:
