@@ -20,7 +20,7 @@ from .records import (
     _check_identifier,
     validate_scope,
 )
-from .search_request import CountedHits, SearchRequest
+from .search_request import CountedHits, SearchRequest, validate_total_cap
 
 __all__ = [
     "BaseChatStore",
@@ -94,12 +94,17 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
         roles: Iterable[str] | None = None,
         updated_after: datetime | None = None,
         updated_before: datetime | None = None,
+        total_cap: int | None = None,
     ) -> SearchPage:
         """``search()`` with the exact number of matching messages and a cursor.
 
         Without ``cursor`` the page is the one ``search()`` returns for the same
         arguments. ``cursor`` (a page's ``next_cursor``) continues after that page's last
         hit, ranked as the search's first page was; ``offset`` then skips hits after it.
+        ``total_cap``: count exactly up to this many matches only; past it the total is
+        the cap and ``total_exact`` False, and the page costs what ``search()`` costs
+        instead of a count of every match. Hits, scores and cursors are the same either
+        way.
         """
         request = SearchRequest.build(
             scope,
@@ -112,17 +117,20 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
             updated_after=updated_after,
             updated_before=updated_before,
         )
+        cap = validate_total_cap(total_cap)
         after = None if cursor is None else decode_cursor(cursor, request)
         if request.matches_nothing:
             return SearchPage([], 0, None)
         # one hit more than the page tells whether a next page exists
-        counted = self._search_page(replace(request, limit=request.limit + 1), after)
+        counted = self._search_page(replace(request, limit=request.limit + 1), after, cap)
         hits = counted.hits[: request.limit]
         next_cursor = None
         if request.limit and len(counted.hits) > request.limit:
             pinned, key = counted.pinned, counted.keys[request.limit - 1]
             assert pinned is not None
             next_cursor = encode_cursor(request, PageAfter(pinned, key))
+        if cap is not None and counted.total > cap:
+            return SearchPage(hits, cap, next_cursor, total_exact=False)
         return SearchPage(hits, counted.total, next_cursor)
 
     @abstractmethod
@@ -130,8 +138,11 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
         """One backend's search of a validated, non-empty request."""
 
     @abstractmethod
-    def _search_page(self, request: SearchRequest, after: PageAfter | None) -> CountedHits:
-        """One backend's counted page (``request.limit`` hits at most, after ``after``)."""
+    def _search_page(
+        self, request: SearchRequest, after: PageAfter | None, total_cap: int | None = None
+    ) -> CountedHits:
+        """One backend's counted page (``request.limit`` hits at most, after ``after``);
+        with ``total_cap``, its count may stop anywhere above the cap."""
 
     def resolve_source(
         self, scope: Mapping[str, str], ref: MemorySourceRef
@@ -197,6 +208,7 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
         roles: Iterable[str] | None = None,
         updated_after: datetime | None = None,
         updated_before: datetime | None = None,
+        total_cap: int | None = None,
     ) -> SearchPage:
         return await self._run(
             self.search_page,
@@ -210,6 +222,7 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
             roles=roles,
             updated_after=updated_after,
             updated_before=updated_before,
+            total_cap=total_cap,
         )
 
     async def aresolve_source(

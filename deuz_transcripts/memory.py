@@ -191,7 +191,10 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
             ]
         return with_spans(hits, request.terms)
 
-    def _search_page(self, request: SearchRequest, after: PageAfter | None) -> CountedHits:
+    def _search_page(
+        self, request: SearchRequest, after: PageAfter | None, total_cap: int | None = None
+    ) -> CountedHits:
+        """Every match is in memory: the count is always exact (the index caps it)."""
         with self._lock:
             chats, masks, total = self._matches(request)
             pinned = (

@@ -60,14 +60,16 @@ class SearchPage:
     """One page of a counted search.
 
     ``hits``: best first, as ``search()`` returns them. ``total``: the exact number of
-    messages matching the search (scope, terms and filters) when the page was read.
-    ``next_cursor``: pass it as ``cursor=`` for the next page; ``None`` when no hit
-    follows this page.
+    messages matching the search (scope, terms and filters) when the page was read; with
+    ``total_cap=C``, at most ``C``: when more match, ``total`` is ``C`` and
+    ``total_exact`` is False ("more than C"). ``next_cursor``: pass it as ``cursor=`` for
+    the next page; ``None`` when no hit follows this page.
     """
 
     hits: list[TranscriptHit]
     total: int
     next_cursor: str | None = None
+    total_exact: bool = True
 
     @property
     def has_next(self) -> bool:

@@ -13,7 +13,13 @@ from .paging import HitKey, PinnedRanking
 from .records import TranscriptHit, _check_identifier, validate_scope
 from .text import query_terms
 
-__all__ = ["MAX_SEARCH_ARGUMENT", "CountedHits", "SearchRequest", "aware_datetime_from_text"]
+__all__ = [
+    "MAX_SEARCH_ARGUMENT",
+    "CountedHits",
+    "SearchRequest",
+    "aware_datetime_from_text",
+    "validate_total_cap",
+]
 
 
 #: ``limit``, ``offset`` and ``around`` are at most this (a 32-bit signed integer): every
@@ -26,6 +32,17 @@ def _non_negative_int(value: Any, name: str) -> int:
         raise InvalidRecord(name, "must be a non-negative integer")
     if value > MAX_SEARCH_ARGUMENT:
         raise InvalidRecord(name, f"must be at most {MAX_SEARCH_ARGUMENT:,}")
+    return value
+
+
+def validate_total_cap(value: Any) -> int | None:
+    """``search_page``'s ``total_cap``: ``None`` (an exact total) or a positive integer."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidRecord("total_cap", "must be a positive integer or None")
+    if value > MAX_SEARCH_ARGUMENT:
+        raise InvalidRecord("total_cap", f"must be at most {MAX_SEARCH_ARGUMENT:,}")
     return value
 
 
@@ -128,7 +145,9 @@ class SearchRequest:
 @dataclass(frozen=True)
 class CountedHits:
     """What a backend's ``_search_page`` returns: the hits, each hit's ``HitKey``, the
-    exact match count and the ranking the hits were scored by (``None``: no match)."""
+    match count and the ranking the hits were scored by (``None``: no match). The count
+    is exact, or, under a ``total_cap``, may be any number above the cap once more
+    than the cap match (the index then reports "more than the cap")."""
 
     hits: list[TranscriptHit]
     keys: list[HitKey]

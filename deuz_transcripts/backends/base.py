@@ -267,6 +267,17 @@ class SearchMatcher(ABC):
         when the caller has them)."""
         return sum(self.mask_histogram(cursor, chats, terms).values())
 
+    def count_matches_up_to(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
+    ) -> int:
+        """The rows of the filter holding any of the terms, counted up to ``cap`` (the
+        count stops there, so it costs at most ``cap`` matches)."""
+        matches, params = self.matches_sql(chats, terms)
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM ({matches}) h LIMIT %s) AS probe", [*params, cap]
+        )
+        return fetch_int(cursor)
+
     def subset_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int
     ) -> dict[int, int] | None:

@@ -182,6 +182,18 @@ class PostgresCounts(SearchMatcher):
             )
             return fetch_int(cursor)
 
+    def count_matches_up_to(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
+    ) -> int:
+        """``cap`` at once when a term's stored count reaches it (the union holds at least
+        that term's rows), else the matches counted in the index up to ``cap``."""
+        stored = self.stored_counts_of(chats)
+        if stored is not None:
+            counts = stored_term_counts(cursor, terms, stored.tenant, stored.roles)
+            if max((count or 0 for count in counts), default=0) >= cap:
+                return cap
+        return super().count_matches_up_to(cursor, chats, terms, cap)
+
     def subset_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int
     ) -> dict[int, int] | None:

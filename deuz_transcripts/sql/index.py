@@ -158,11 +158,13 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             hits = read_hits(cursor, page, plan, request.around, tenant)
         return with_spans(hits, request.terms, substring=backend.substring_matching)
 
-    def _search_page(self, request: SearchRequest, after: PageAfter | None) -> CountedHits:
-        return self.read(lambda alias: self._search_page_on(alias, request, after))
+    def _search_page(
+        self, request: SearchRequest, after: PageAfter | None, total_cap: int | None = None
+    ) -> CountedHits:
+        return self.read(lambda alias: self._search_page_on(alias, request, after, total_cap))
 
     def _search_page_on(
-        self, alias: str, request: SearchRequest, after: PageAfter | None
+        self, alias: str, request: SearchRequest, after: PageAfter | None, total_cap: int | None
     ) -> CountedHits:
         backend = get_backend(alias)
         with (
@@ -170,7 +172,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             backend.time_limit(conf.SEARCH_TIMEOUT_MS),
             connections[alias].cursor() as cursor,
         ):
-            counted = SearchPlanner(backend.matcher).counted_page(cursor, request, after)
+            counted = SearchPlanner(backend.matcher).counted_page(cursor, request, after, total_cap)
             if counted is None:
                 return CountedHits([], [], 0, None)
             page, plan, pinned, total = counted

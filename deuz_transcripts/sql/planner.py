@@ -21,6 +21,7 @@ from ..backends.base import Candidate, SearchMatcher, sort_in_tie_order
 from ..backends.chat_filter import ChatFilter
 from ..paging import PageAfter, PinnedRanking
 from ..search_request import SearchRequest
+from .capped_page import RankedPage, capped_page
 from .essential import EssentialTerms, order_page
 from .guessed_walk import walk_if_dense
 
@@ -53,6 +54,12 @@ class SearchPlanner(EssentialTerms):
 
     def page(self, cursor: CursorWrapper, request: SearchRequest) -> PlannedPage | None:
         """The page's candidates (offset applied) and the plan that scores them."""
+        ranked = self.ranked_page(cursor, request)
+        return None if ranked is None else (ranked.page, ranked.plan)
+
+    def ranked_page(self, cursor: CursorWrapper, request: SearchRequest) -> RankedPage | None:
+        """``page``, with the ranking it pinned where it read N and every n_t (``None``:
+        a walk of rows holding every term, scored without them)."""
         matcher = self.matcher
         chats = self.chat_filter(request)
         depth = request.offset + request.limit
@@ -65,12 +72,12 @@ class SearchPlanner(EssentialTerms):
                 chats = replace(chats, size=matcher.total(cursor, chats))
                 if not chats.size:
                     return None
-            newest = self._newest_page(cursor, chats, terms, depth, guess=not chats.windowed)
+            newest = self.newest_page(cursor, chats, terms, depth, guess=not chats.windowed)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
             if len(newest) <= request.offset:  # one term's few matches (or none) before it
                 return None
             full = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
-            return newest[request.offset :], full
+            return RankedPage(newest[request.offset :], full, chats, None)
         if len(terms) == 1 and chats.size is None and matcher.walks_newest_first:
             # One term: every hit scores 1.0 whatever N (raw / best), and the probe found
             # fewer rows holding it than a walk needs: one statement ranks them, N unread
@@ -79,7 +86,7 @@ class SearchPlanner(EssentialTerms):
             ranked = ranking.plan_page(histogram, 1, 0, request.offset, request.limit)
             if ranked is None:
                 return None
-            return order_page(found, ranked)[request.offset : depth], ranked
+            return RankedPage(order_page(found, ranked)[request.offset : depth], ranked, chats)
         total = matcher.total(cursor, chats) if chats.size is None else chats.size
         if not total:
             return None
@@ -87,7 +94,9 @@ class SearchPlanner(EssentialTerms):
         if tried:
             essential = self._essential_page(cursor, chats, terms, request, total)
             if essential is not None:
-                return None if essential.plan is None else (essential.page, essential.plan)
+                if essential.plan is None or essential.pinned is None:
+                    return None
+                return RankedPage(essential.page, essential.plan, chats, essential.pinned)
         masks_first = matcher.plans_masks(chats, terms, total)
         candidates: list[Candidate] = []
         if masks_first:
@@ -99,14 +108,24 @@ class SearchPlanner(EssentialTerms):
             return None
         if masks_first:
             candidates = self._page_rows(cursor, chats, terms, ranked, histogram, depth, total)
-        return order_page(candidates, ranked)[request.offset : depth], ranked
+        page = order_page(candidates, ranked)[request.offset : depth]
+        return RankedPage(page, ranked, chats, PinnedRanking.of(histogram, len(terms), total))
 
     def counted_page(
-        self, cursor: CursorWrapper, request: SearchRequest, after: PageAfter | None
+        self,
+        cursor: CursorWrapper,
+        request: SearchRequest,
+        after: PageAfter | None,
+        total_cap: int | None = None,
     ) -> CountedPage | None:
         """``page`` with the exact match count (the mask histogram's sum, which the
         ranking needs anyway) and the ranking to pin in a cursor; with ``after``, the
-        rows after the cursor's hit ranked by its pinned ranking. ``None``: no match."""
+        rows after the cursor's hit ranked by its pinned ranking. ``None``: no match.
+        With ``total_cap``, matches past the cap are not counted (``capped_page``)."""
+        if total_cap is not None:
+            capped = capped_page(self, cursor, request, after, total_cap)
+            if capped is not None:
+                return capped
         matcher = self.matcher
         chats = self.chat_filter(request)
         depth = request.offset + request.limit
@@ -208,7 +227,7 @@ class SearchPlanner(EssentialTerms):
         page = order_page(rows, plan)[request.offset : depth]
         return page, plan, after.pinned, sum(histogram.values())
 
-    def _newest_page(
+    def newest_page(
         self,
         cursor: CursorWrapper,
         chats: ChatFilter,

@@ -99,6 +99,57 @@ class PagingContract(ContractBase):
             assert (page.hits, page.total, page.next_cursor) == ([], 0, None)
         assert index.search_page(BOB, "alpha").total == 0
 
+    # ------------------------------------------------------------------ a capped total
+
+    @pytest.mark.parametrize("cap", [1, 7, 29, 30, 31, 10_000])
+    def test_a_capped_total_says_more_than_the_cap(self, store, index, cap):
+        _corpus(store)
+        page = index.search_page(ADA, "alpha beta", limit=5, around=1, total_cap=cap)
+        exact = index.search_page(ADA, "alpha beta", limit=5, around=1)
+        assert (page.total, page.total_exact) == ((30, True) if cap >= 30 else (cap, False))
+        # only the count is capped: the same hits, scores and cursor
+        assert page.hits == exact.hits
+        assert page.next_cursor == exact.next_cursor
+
+    @pytest.mark.parametrize("limit", [1, 4, 13])
+    def test_capped_cursors_walk_every_hit_once_in_order(self, store, index, limit):
+        _corpus(store)
+        options = {"total_cap": 5}
+        hits, totals = _walk(index, ADA, "alpha beta", limit=limit, **options)
+        assert _summary(hits) == _summary(index.search(ADA, "alpha beta", limit=1000))
+        assert set(totals) == {5}  # every page: more than 5 of the 30 match
+
+    def test_capped_pages_with_filters_and_offset(self, store, index):
+        _corpus(store)
+        options = {"roles": ["assistant"], "updated_after": T0}
+        expected = index.search(ADA, "alpha beta", limit=1000, **options)
+        assert len(expected) > 3
+        hits, totals = _walk(index, ADA, "alpha beta", limit=2, total_cap=3, **options)
+        assert _summary(hits) == _summary(expected)
+        assert set(totals) == {3}
+        first = index.search_page(ADA, "alpha beta", limit=2, total_cap=3, **options)
+        skipped = index.search_page(
+            ADA, "alpha beta", limit=2, offset=1, cursor=first.next_cursor, total_cap=2, **options
+        )
+        assert _summary(skipped.hits) == _summary(expected[3:5])
+        assert (skipped.total, skipped.total_exact) == (2, False)
+        one_term = index.search_page(ADA, "gamma", limit=0, total_cap=11)
+        assert (one_term.hits, one_term.total, one_term.total_exact) == ([], 11, False)
+
+    def test_a_cap_past_the_last_match_and_nothing_to_find(self, store, index):
+        _corpus(store)
+        past = index.search_page(ADA, "alpha beta", offset=40, total_cap=3)
+        assert (past.hits, past.total, past.total_exact, past.next_cursor) == ([], 3, False, None)
+        none = index.search_page(ADA, "nothinghere", total_cap=3)
+        assert (none.hits, none.total, none.total_exact) == ([], 0, True)
+
+    @pytest.mark.parametrize("cap", [0, -1, True, 1.5, "10", 2**31])
+    def test_a_bad_total_cap_is_invalid_record(self, store, index, cap):
+        _corpus(store)
+        with pytest.raises(InvalidRecord) as caught:
+            index.search_page(ADA, "alpha", total_cap=cap)
+        assert caught.value.field == "total_cap"
+
     # ------------------------------------------------------------------ cursors
 
     def test_a_cursor_belongs_to_its_search(self, store, index):
@@ -225,3 +276,5 @@ class PagingContract(ContractBase):
         first, second = asyncio.run(scenario())
         assert keys(first.hits + second.hits) == [("c1", 0), ("c1", 1)]
         assert (first.total, second.next_cursor) == (2, None)
+        capped = asyncio.run(index.asearch_page(ADA, "alpha", limit=1, total_cap=1))
+        assert (capped.hits, capped.total, capped.total_exact) == (first.hits, 1, False)

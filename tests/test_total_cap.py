@@ -1,0 +1,146 @@
+"""``search_page(total_cap=...)`` on the SQL backends (``sql/capped_page``): past the cap
+the page is planned as ``search()`` plans it, a walk for common words, and no statement
+counts every match; pages, scores and cursors stay the memory index's."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from unittest import mock
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+
+from deuz_transcripts import InMemoryTranscriptIndex
+from deuz_transcripts.backends import get_backend, policy
+from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.sql_support import spy_matcher
+from tests.test_term_counts import chat, count_terms
+
+
+@contextmanager
+def tenant_key_counted(key: str) -> Iterator[None]:
+    """``TENANT_KEY``, and SQLite counting terms in FTS5 even in a small scope (it would
+    read a scope of up to ``SQLITE_SCAN_SCOPE_MAX`` rows, every match included)."""
+    options = {**settings.DEUZ_TRANSCRIPTS, "TENANT_KEY": key, "SQLITE_SCAN_SCOPE_MAX": 0}
+    with override_settings(DEUZ_TRANSCRIPTS=options):
+        yield
+
+
+pytestmark = pytest.mark.django_db
+
+#: Walks pay off from six rows holding every term (the default is 2,048).
+WALKS = PlanPolicy(single_statement_max=0, walk_min_rows=6, lexeme_scope_min=0)
+#: One FTS5 expression or tsquery of both words (``"alpha" OR "beta"``, ``'alpha' & 'beta'``).
+BOTH_WORDS = re.compile(r"alpha[\"')\s]*(?:\||&|\bOR\b|\bAND\b)[\"'(\s!]*beta")
+#: What reads or counts every match (or every mask) of the scope.
+EVERY_MATCH = ("mask_histogram", "count_matches", "subset_histogram", "candidates")
+
+
+def fill(store, memory, chats: int = 48) -> None:
+    """Most messages hold alpha and beta (newest chats too), a few only one of them."""
+    for n in range(chats):
+        texts = ["alpha beta one", "alpha two" if n % 4 == 3 else "beta alpha three"]
+        if n % 7 == 0:
+            texts.append("beta four")
+        record = chat(f"c{n:02}", "ada" if n % 5 else "bob", *texts, minutes=n)
+        store.write_chat(record, expected_revision=0)
+        memory.index(record)
+
+
+def pages(index, scope, query, **options):
+    """Every page: (total, total_exact, [(message id, score)], whether a cursor follows)."""
+    got, cursor = [], None
+    while True:
+        page = index.search_page(scope, query, limit=4, cursor=cursor, **options)
+        hits = [(hit.message_id, hit.score) for hit in page.hits]
+        got.append((page.total, page.total_exact, hits))
+        if (cursor := page.next_cursor) is None:
+            return got
+
+
+@pytest.mark.parametrize("scope", [{}, {"userId": "ada"}])
+def test_capped_pages_of_common_words_count_no_match_past_the_cap(scope, monkeypatch):
+    with tenant_key_counted("userId"):
+        store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
+        fill(store, memory)
+        matcher = get_backend(connection.alias).matcher
+        with mock.patch.object(policy, "DEFAULT_POLICY", WALKS):
+            exact = pages(store.transcript, scope, "alpha beta")
+            calls = spy_matcher(monkeypatch, matcher, EVERY_MATCH)
+            with CaptureQueriesContext(connection) as queries:
+                first = store.transcript.search_page(scope, "alpha beta", limit=4, total_cap=10)
+                second = store.transcript.search_page(
+                    scope, "alpha beta", limit=4, total_cap=10, cursor=first.next_cursor
+                )
+            assert calls == []  # nothing read or counted every match
+            capped = pages(store.transcript, scope, "alpha beta", total_cap=10)
+    assert exact == pages(memory, scope, "alpha beta")
+    assert (first.total, first.total_exact, second.total, second.total_exact) == (
+        10,
+        False,
+        10,
+        False,
+    )
+    # the same hits and scores on every page; only the totals are capped
+    assert [hits for _total, _exact, hits in capped] == [hits for _t, _e, hits in exact]
+    assert {(total, exact) for total, exact, _hits in capped} == {(10, False)}
+    # a count of the rows holding either word (the union) or both (a subset) stops early;
+    # each word's own n_t is counted as search() counts it
+    counts = [q["sql"] for q in queries.captured_queries if "count(" in q["sql"].lower()]
+    together = [sql for sql in counts if BOTH_WORDS.search(sql)]
+    assert together and [sql for sql in together if "LIMIT" not in sql] == []
+
+
+def test_a_cap_above_the_matches_counts_them_exactly(monkeypatch):
+    """At most the cap match: the exact route, whose count is bounded by the cap."""
+    store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
+    fill(store, memory, chats=6)
+    with mock.patch.object(policy, "DEFAULT_POLICY", WALKS):
+        page = store.transcript.search_page({}, "alpha beta", total_cap=1_000)
+    expected = memory.search_page({}, "alpha beta")
+    assert (page.total, page.total_exact, page.hits) == (expected.total, True, expected.hits)
+    assert page.total == 13
+
+
+def test_the_next_page_after_the_rows_with_every_term_is_read_exactly(monkeypatch):
+    """The cursor's hit lacks a term: lower masks follow, which only every mask's count
+    orders, so that page takes the exact route (still capped in what it reports)."""
+    store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
+    fill(store, memory)
+    with mock.patch.object(policy, "DEFAULT_POLICY", WALKS):
+        first = store.transcript.search_page({}, "alpha beta", limit=90, total_cap=5)
+        assert first.hits[-1].score < 1.0  # past the rows holding both words
+        matcher = get_backend(connection.alias).matcher
+        calls = spy_matcher(monkeypatch, matcher, EVERY_MATCH)
+        rest = store.transcript.search_page(
+            {}, "alpha beta", limit=90, total_cap=5, cursor=first.next_cursor
+        )
+    expected = memory.search_page({}, "alpha beta", limit=200)
+    assert [h.message_id for h in first.hits + rest.hits] == [h.message_id for h in expected.hits]
+    assert (rest.total, rest.total_exact) == (5, False)
+    assert calls  # the exact route: every mask counted
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's stored counts")
+@pytest.mark.parametrize("scope", [{}, {"userId": "ada"}])
+def test_a_stored_count_past_the_cap_decides_without_counting(scope):
+    """One word's stored count already passes the cap: the union holds more."""
+    with tenant_key_counted("userId"):
+        store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
+        fill(store, memory)
+        assert count_terms(8, tenant_min_rows=20) >= 2  # alpha and beta counted
+        with (
+            mock.patch.object(policy, "DEFAULT_POLICY", WALKS),
+            CaptureQueriesContext(connection) as queries,
+        ):
+            page = store.transcript.search_page(scope, "alpha beta", limit=4, total_cap=30)
+    expected = memory.search_page(scope, "alpha beta", limit=4)
+    assert (page.hits, page.total, page.total_exact) == (expected.hits, 30, False)
+    counts = [q["sql"] for q in queries.captured_queries if "count(" in q["sql"].lower()]
+    assert [sql for sql in counts if BOTH_WORDS.search(sql)] == []
