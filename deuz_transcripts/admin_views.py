@@ -27,7 +27,7 @@ from .errors import InvalidRecord, ReplicaUnavailable, SearchTimeout
 from .forms import MAX_SCOPE_LENGTH, TranscriptSearchForm
 from .highlight import highlighted_excerpt, highlighted_snippet, printable, role_label
 from .models import Chat
-from .paging import MAX_CURSOR_LENGTH
+from .paging import MAX_CURSOR_LENGTH, SearchPage
 from .records import TranscriptHit, TranscriptMessage
 from .spans import Span, match_spans, snippet_bounds
 from .sql import DjangoTranscriptIndex
@@ -257,6 +257,7 @@ def _search(
             roles=form.roles,
             updated_after=data["updated_after"],
             updated_before=data["updated_before"],
+            total_cap=conf.SEARCH_TOTAL_CAP,
         )
     except InvalidRecord as exc:
         if exc.field == "cursor":  # a cursor of another search, or damaged
@@ -276,12 +277,7 @@ def _search(
         ),
         "page": page,
         "total": found.total,
-        "total_text": ngettext(
-            "%(count)s message matches this search.",
-            "%(count)s messages match this search.",
-            found.total,
-        )
-        % {"count": number_format(found.total, force_grouping=True)},
+        "total_text": _total_text(found),
         "all_scopes_banner": banner if not data["scope"] else "",
         "first_number": (page - 1) * size + 1,
         "last_number": (page - 1) * size + len(hits),
@@ -302,6 +298,17 @@ def _search(
             or _("No message matches this query in this scope.")
         )
     return result
+
+
+def _total_text(found: SearchPage) -> str:
+    count = number_format(found.total, force_grouping=True)
+    if not found.total_exact:  # more than SEARCH_TOTAL_CAP: not counted past it
+        return _("More than %(count)s messages match this search.") % {"count": count}
+    return ngettext(
+        "%(count)s message matches this search.",
+        "%(count)s messages match this search.",
+        found.total,
+    ) % {"count": count}
 
 
 def _scope_notice(index: DjangoTranscriptIndex, scope: dict[str, str]) -> str:

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from .base import BaseTranscriptIndex
+from .conf import conf
 from .errors import InvalidRecord, ReplicaUnavailable, SearchTimeout
 from .highlight import printable
 from .paging import SearchPage
@@ -51,8 +52,8 @@ _MAX_QUERY_CHARS = 1_000
 _DESCRIPTION = (
     "Search the user's past conversations by words (full-text, not semantic). Returns the "
     "best matching messages first, each with its chat id, message id, role, a short snippet "
-    "and a score from 0 to 1 (1 is the best hit), plus the total count and a cursor for "
-    "the next page."
+    "and a score from 0 to 1 (1 is the best hit), plus the total count (with "
+    '"count_exact": false, more match than it says) and a cursor for the next page.'
 )
 
 #: The tool's input, a JSON schema both the OpenAI and Anthropic tool APIs accept.
@@ -205,6 +206,8 @@ def _hit(hit: TranscriptHit, width: int) -> dict[str, Any]:
 def _render(page: SearchPage, count: int, width: int | None) -> str:
     hits = page.hits[:count]
     answer: dict[str, Any] = {"count": page.total, "hits": []}
+    if not page.total_exact:  # more than "count" match (SEARCH_TOTAL_CAP)
+        answer["count_exact"] = False
     if width is not None:
         answer["hits"] = [_hit(hit, width) for hit in hits]
     if count < len(page.hits) or width is None:
@@ -257,6 +260,7 @@ def _search(
         roles=call["roles"],
         updated_after=call["updated_after"],
         updated_before=call["updated_before"],
+        total_cap=conf.SEARCH_TOTAL_CAP,
     )
 
 
@@ -278,7 +282,9 @@ def run_search_tool(
 
     ``arguments``: the call's JSON arguments, as the model sent them (text or parsed).
     Returns JSON of at most ``budget_chars`` characters: ``{"count", "hits": [{"chat_id",
-    "message_id", "role", "snippet", "score"}], "next_cursor"}``, or ``{"error": ...}``
+    "message_id", "role", "snippet", "score"}], "next_cursor"}`` (and ``"count_exact":
+    false`` when more than ``SEARCH_TOTAL_CAP`` match: the count is the cap), or
+    ``{"error": ...}``
     for a bad call. When the hits do not fit, the last ones are left out and snippets
     shortened: ``next_cursor`` then continues right after the last hit shown, or, when
     not even it fits, the answer says ``"truncated": true`` instead.

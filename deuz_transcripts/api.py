@@ -195,7 +195,8 @@ def _request_scope(request: HttpRequest) -> dict[str, str] | JsonResponse:
 @csrf_exempt  # it only reads: a POST gets the JSON 405, not Django's HTML CSRF page
 def search_api(request: HttpRequest) -> JsonResponse:
     """GET ``q``, ``around``, ``limit``, ``cursor``, ``roles``, ``updated_after``,
-    ``updated_before``: the signed-in user's hits, best first, with the exact count."""
+    ``updated_before``: the signed-in user's hits, best first, with the count (exact up
+    to ``SEARCH_TOTAL_CAP``; past it the cap, and ``count_exact`` false)."""
     if request.method != "GET":
         response = _error(405, None, "only GET is allowed")
         response["Allow"] = "GET"
@@ -215,6 +216,7 @@ def search_api(request: HttpRequest) -> JsonResponse:
             roles=params.roles,
             updated_after=params.updated_after,
             updated_before=params.updated_before,
+            total_cap=conf.SEARCH_TOTAL_CAP,
         )
     except InvalidRecord as exc:
         return _error(400, _FIELD_NAMES.get(exc.field, exc.field), exc.problem)
@@ -229,6 +231,7 @@ def search_api(request: HttpRequest) -> JsonResponse:
         JsonResponse(
             {
                 "count": page.total,
+                "count_exact": page.total_exact,
                 "next_cursor": page.next_cursor,
                 "hits": [hit_json(hit, terms, substring) for hit in page.hits],
             }

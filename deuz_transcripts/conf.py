@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "REPLICA_WAIT_MS": 1_000,
     "REPLICA_FALLBACK": "primary",
     "TENANT_KEY": None,
+    "SEARCH_TOTAL_CAP": 10_000,
 }
 
 #: ``API_MAX_LIMIT`` is at most this: a page of the JSON endpoint stays small.
@@ -182,6 +183,13 @@ _RULES: dict[str, _Rule] = {
         "tenant column, the key a partitioned or distributed schema splits the data by.",
         "deuz_transcripts.E017",
     ),
+    "SEARCH_TOTAL_CAP": _Rule(
+        lambda value: value is None or (_is_int(value, 1) and value <= 2**31 - 1),
+        "must be None or an integer from 1 to 2147483647",
+        "The admin, the JSON endpoint, the agent tool and search_transcripts count matches "
+        "exactly up to this many and say 'more than' past it; None counts every match.",
+        "deuz_transcripts.E018",
+    ),
 }
 
 
@@ -230,6 +238,12 @@ class TranscriptSettings:
     def SQLITE_SCAN_SCOPE_MAX(self) -> int:
         """FTS5 searches of a scope with at most this many indexed messages scan its rows."""
         return int(self._raw["SQLITE_SCAN_SCOPE_MAX"])
+
+    @property
+    def SEARCH_TOTAL_CAP(self) -> int | None:
+        """The surfaces' ``search_page(total_cap=...)``: exact totals up to this many."""
+        value = self._raw["SEARCH_TOTAL_CAP"]
+        return None if value is None else int(value)
 
     @property
     def SEARCH_TIMEOUT_MS(self) -> int:

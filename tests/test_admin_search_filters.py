@@ -179,6 +179,34 @@ def test_total_is_exact_pluralised_and_grouped(support_client: Any, settings: An
     assert "0 messages match this search." in none.content.decode()
 
 
+def test_a_total_past_search_total_cap_says_more_than(support_client: Any, settings: Any) -> None:
+    settings.DEUZ_TRANSCRIPTS = {
+        **settings.DEUZ_TRANSCRIPTS,
+        "ADMIN_PAGE_SIZE": 5,
+        "SEARCH_TOTAL_CAP": 1_000,
+    }
+    write(record("big", [{"role": "user", "content": f"deploy {n}"} for n in range(1_001)]))
+    many = search(support_client, q="deploy", scope=ADA)
+    assert len(many.context["rows"]) == 5
+    assert (
+        '<p class="deuz-total" id="search-total">More than 1,000 messages match this search.'
+        in (many.content.decode())
+    )
+    onward = search(
+        support_client,
+        q="deploy",
+        scope=ADA,
+        page=2,
+        cursor=many.context["next_url"].split("cursor=")[1].split("&")[0],
+    )
+    assert (
+        len(onward.context["rows"]) == 5 and "More than 1,000 messages" in onward.content.decode()
+    )
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "SEARCH_TOTAL_CAP": 1_001}
+    exact = search(support_client, q="deploy", scope=ADA)
+    assert "1,001 messages match this search." in exact.content.decode()
+
+
 def test_each_hit_shows_its_chats_scope_and_update_time(admin_client: Any, settings: Any) -> None:
     write(record("a", [{"role": "user", "content": "deploy"}], user="ada", n=0))
     write(record("b", [{"role": "user", "content": "deploy <now>"}], user="b<o>b", n=90))

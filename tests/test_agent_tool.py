@@ -89,7 +89,7 @@ def test_the_schemas_take_each_api_shape() -> None:
 
 def test_a_call_returns_compact_hits_of_the_bound_scope_only(index: Any) -> None:
     answer = _run(index, '{"query": "izmir", "limit": 3}')
-    assert answer["count"] == 12
+    assert answer["count"] == 12 and "count_exact" not in answer
     assert [hit["chat_id"] for hit in answer["hits"]] == ["ada-5", "ada-5", "ada-4"]
     assert set(answer["hits"][0]) == {"chat_id", "message_id", "role", "snippet", "score"}
     assert answer["hits"][0]["score"] == 1.0
@@ -242,3 +242,9 @@ def test_the_sql_index_answers_as_memory_does(index: Any) -> None:
             assert run_search_tool(sql, ADA, arguments, budget_chars=budget) == run_search_tool(
                 index, ADA, arguments, budget_chars=budget
             )
+
+
+def test_a_count_past_search_total_cap_says_it_is_not_exact(index: Any, settings: Any) -> None:
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "SEARCH_TOTAL_CAP": 5}
+    answer = _run(index, '{"query": "izmir", "limit": 3}')
+    assert (answer["count"], answer["count_exact"], len(answer["hits"])) == (5, False, 3)

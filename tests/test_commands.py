@@ -292,6 +292,16 @@ def test_search_filters_count_and_cursor() -> None:
     lines = out.splitlines()
     assert lines[0].startswith("2 hit(s) (") and "of 3 matching message(s)" in lines[0]
     assert lines[-1].startswith("Next page: --cursor ")
+    capped, _ = run("search_transcripts", "--scope", "userId=ada", "izmir", "--total-cap", "2")
+    assert "of more than 2 matching message(s)" in capped.splitlines()[0]
+    out_json, _ = run(
+        "search_transcripts", "--scope", "userId=ada", "izmir", "--total-cap", "2", "--json"
+    )
+    assert (json.loads(out_json)["total"], json.loads(out_json)["totalExact"]) == (2, False)
+    exact, _ = run("search_transcripts", "--scope", "userId=ada", "izmir", "--total-cap", "0")
+    assert "of 3 matching message(s)" in exact.splitlines()[0]
+    with pytest.raises(CommandError, match="--total-cap"):
+        run("search_transcripts", "--scope", "userId=ada", "izmir", "--total-cap", "-1")
     cursor = lines[-1].split()[-1]
     out, _ = run(
         "search_transcripts", "--scope", "userId=ada", "izmir", "--limit", "2", "--cursor", cursor

@@ -86,6 +86,7 @@ def test_each_user_sees_only_their_own_hits(chats: None, ada: Client, bob: Clien
     assert status == 200
     assert {hit["chat_id"] for hit in body["hits"]} == {"ada-1", "ada-2"}
     assert body["count"] == 4 and body["next_cursor"] is None  # never the system message
+    assert body["count_exact"] is True
     status, body = _get(bob, q="izmir")
     assert status == 200
     assert [hit["chat_id"] for hit in body["hits"]] == ["bob-1"]
@@ -291,3 +292,14 @@ def test_api_max_limit_bounds_limit(chats: None, ada: Client, settings: Any) -> 
     assert _get(ada, q="izmir", limit=2)[0] == 200
     status, body = _get(ada, q="izmir", limit=3)
     assert status == 400 and body["error"]["message"] == "must be an integer from 1 to 2"
+
+
+def test_a_count_past_search_total_cap_is_not_exact(
+    chats: None, ada: Client, settings: Any
+) -> None:
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "SEARCH_TOTAL_CAP": 3}
+    status, body = _get(ada, q="izmir", limit=1)
+    assert status == 200
+    assert (body["count"], body["count_exact"], len(body["hits"])) == (3, False, 1)
+    status, body = _get(ada, q="izmir", limit=1, cursor=body["next_cursor"])
+    assert (status, body["count"], body["count_exact"], len(body["hits"])) == (200, 3, False, 1)

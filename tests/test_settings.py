@@ -42,6 +42,9 @@ def test_a_bad_sqlite_backend_is_reported_once_and_refused_at_use():
         ("LOCK_RETRIES", "3", "deuz_transcripts.E003"),
         ("SQLITE_SECURE_DELETE", "yes", "deuz_transcripts.E007"),
         ("SQLITE_SCAN_SCOPE_MAX", -1, "deuz_transcripts.E006"),
+        ("SEARCH_TOTAL_CAP", 0, "deuz_transcripts.E018"),
+        ("SEARCH_TOTAL_CAP", "10000", "deuz_transcripts.E018"),
+        ("SEARCH_TOTAL_CAP", 2**31, "deuz_transcripts.E018"),
     ],
 )
 def test_each_invalid_value_names_its_key(key, value, check_id):
@@ -50,6 +53,12 @@ def test_each_invalid_value_names_its_key(key, value, check_id):
         assert (problem.key, problem.check_id) == (key, check_id)
         assert key in problem.message and repr(value) in problem.message
         assert check_ids().count(check_id) == 1
+
+
+def test_search_total_cap_defaults_to_ten_thousand_and_may_be_none():
+    assert conf.SEARCH_TOTAL_CAP == 10_000
+    with override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TOTAL_CAP": None}):
+        assert (conf.SEARCH_TOTAL_CAP, conf.problems()) == (None, [])
 
 
 def test_not_a_dict_and_unknown_keys():

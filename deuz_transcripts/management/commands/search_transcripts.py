@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS
 
+from ...conf import conf
 from ...errors import InvalidRecord, ReplicaUnavailable, SearchTimeout
 from ...forms import parse_scope
 from ...paging import SearchPage
@@ -116,6 +117,13 @@ class Command(OneLineErrors):
         parser.add_argument(
             "--cursor", default=None, help="Continue after a page: the cursor it printed."
         )
+        parser.add_argument(
+            "--total-cap",
+            type=int,
+            default=None,
+            help="Count matches exactly up to this many, 'more than' past it (default: the "
+            "SEARCH_TOTAL_CAP setting, 10,000; 0 counts every match).",
+        )
         parser.add_argument("--json", action="store_true", help="Print one JSON document.")
         parser.add_argument("--database", default=DEFAULT_DB_ALIAS)
 
@@ -127,6 +135,11 @@ class Command(OneLineErrors):
             raise CommandError("--around must be between 0 and 100")
         if "\x00" in options["query"]:
             raise CommandError("the query must not contain NUL characters")
+        total_cap = options["total_cap"]
+        if total_cap is None:
+            total_cap = conf.SEARCH_TOTAL_CAP
+        elif total_cap < 0:
+            raise CommandError("--total-cap must be 0 (count every match) or more")
         from ...stores import DjangoTranscriptIndex
 
         index = DjangoTranscriptIndex(options["database"])
@@ -140,6 +153,7 @@ class Command(OneLineErrors):
                 roles=options["roles"],
                 updated_after=_moment(options["updated_after"], "--updated-after"),
                 updated_before=_moment(options["updated_before"], "--updated-before"),
+                total_cap=total_cap or None,
             )
         except (InvalidRecord, SearchTimeout, ReplicaUnavailable) as exc:
             raise CommandError(str(exc)) from None
@@ -154,6 +168,7 @@ class Command(OneLineErrors):
                 "scope": scope,
                 "query": options["query"],
                 "total": page.total,
+                "totalExact": page.total_exact,
                 "nextCursor": page.next_cursor,
                 "hits": [_hit_json(hit) for hit in page.hits],
             }
@@ -183,11 +198,12 @@ class Command(OneLineErrors):
 
     def _table(self, page: SearchPage, backend: str) -> None:
         hits = page.hits
+        total = f"{page.total}" if page.total_exact else f"more than {page.total}"
         if not hits:
-            self.stdout.write(f"No hits ({backend}); {page.total} matching message(s).")
+            self.stdout.write(f"No hits ({backend}); {total} matching message(s).")
             return
         self.stdout.write(
-            f"{len(hits)} hit(s) ({backend}) of {page.total} matching message(s), best first:"
+            f"{len(hits)} hit(s) ({backend}) of {total} matching message(s), best first:"
         )
         self.stdout.write(f"{'score':>6}  {'chat':<24} {'#':>4}  {'role':<9} snippet")
         for hit in hits:
