@@ -34,7 +34,11 @@ VARIANTS = {
     "roles+window": 'search(scope, q, roles=["user"], updated_after=T)',
     "page_first": "search_page(scope, q).hits: the first page with its exact total",
     "page_next": "search_page(scope, q, cursor=first page's next_cursor).hits",
+    "capped_first": "page_first with total_cap=10,000 (SEARCH_TOTAL_CAP, what the admin asks)",
+    "capped_next": "page_next with total_cap=10,000 (the cursor read with the cap too)",
 }
+#: The surfaces' default ``SEARCH_TOTAL_CAP``.
+CAP = 10_000
 
 
 def newest_half_cutoff(user: str | None) -> datetime:
@@ -52,15 +56,20 @@ class _NextPage:
     first page stopped by ``SEARCH_TIMEOUT_MS`` there is this variant's error when timed
     (it ended the whole run at 10M before)."""
 
-    def __init__(self, index: BaseTranscriptIndex, scope: dict[str, str]) -> None:
+    def __init__(
+        self, index: BaseTranscriptIndex, scope: dict[str, str], total_cap: int | None = None
+    ) -> None:
         self.index = index
         self.scope = scope
+        self.total_cap = total_cap
         self.cursors: dict[str, str | None] = {}
         self.failed: dict[str, SearchTimeout] = {}
 
     def prepare(self, user: str | None, q: str) -> None:
         try:
-            page = self.index.search_page(self.scope, q, limit=20, around=1)
+            page = self.index.search_page(
+                self.scope, q, limit=20, around=1, total_cap=self.total_cap
+            )
         except SearchTimeout as exc:
             self.failed[q] = exc
             return
@@ -74,7 +83,9 @@ class _NextPage:
         cursor = self.cursors[q]
         if cursor is None:  # one page holds every hit: nothing after it
             return []
-        return self.index.search_page(self.scope, q, limit=20, around=1, cursor=cursor).hits
+        return self.index.search_page(
+            self.scope, q, limit=20, around=1, cursor=cursor, total_cap=self.total_cap
+        ).hits
 
 
 def variant_engines(
@@ -98,6 +109,9 @@ def variant_engines(
     def page_first(_: str | None, q: str) -> list[Any]:
         return index.search_page(scope, q, limit=20, around=1).hits
 
+    def capped_first(_: str | None, q: str) -> list[Any]:
+        return index.search_page(scope, q, limit=20, around=1, total_cap=CAP).hits
+
     return {
         "plain": plain,
         "roles": roles,
@@ -105,6 +119,8 @@ def variant_engines(
         "roles+window": roles_window,
         "page_first": page_first,
         "page_next": _NextPage(index, scope),
+        "capped_first": capped_first,
+        "capped_next": _NextPage(index, scope, CAP),
     }
 
 
