@@ -9,7 +9,7 @@ from django.db import connections
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 from ..conf import conf
-from .base import SearchBackend
+from .search_backend import SearchBackend
 
 __all__ = ["SearchBackend", "backend_name_for", "get_backend", "storage_steps"]
 

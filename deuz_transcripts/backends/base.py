@@ -1,38 +1,36 @@
 """What every SQL search backend provides, by role.
 
-A backend is three parts: ``SearchRows`` (``search_rows``) writes and deletes message rows
-with their search data (and owns the chat write lock), ``SearchMatcher`` finds and counts the
-rows holding query terms (see ``deuz_transcripts.ranking`` for masks), and
-``SearchDataChecks`` (``data_checks``) verifies and repairs the search data against the
-rows. Rows, ``around`` and scores are built once, in ``deuz_transcripts.sql``.
+A backend (``search_backend.SearchBackend``) is three parts: ``SearchRows``
+(``search_rows``) writes and deletes message rows with their search data (and owns the chat
+write lock), ``SearchMatcher`` (here) finds and counts the rows holding query terms (see
+``deuz_transcripts.ranking`` for masks), and ``SearchDataChecks`` (``data_checks``) verifies
+and repairs the search data against the rows. Rows, ``around`` and scores are built once,
+in ``deuz_transcripts.sql``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from django.db import models
 from django.db.backends.utils import CursorWrapper
 
 from ..conf import conf
 from ..models import Chat, Message
 from .chat_filter import ChatFilter, table
 from .data_checks import SearchDataChecks, StoredMessage
-from .policy import PlanPolicy, current_policy
+from .policy import PlanPolicy
 from .search_rows import SearchRows
 
 if TYPE_CHECKING:
-    from ..records import Scope
+    pass
 
 __all__ = [
     "Candidate",
     "Known",
-    "SearchBackend",
     "SearchDataChecks",
     "SearchMatcher",
     "SearchRows",
@@ -380,32 +378,3 @@ class SearchMatcher(ABC):
             [*admitted_params, *params, *more_params, depth],
         )
         return [Candidate(row[0], mask, *row[1:]) for row in cursor.fetchall()]
-
-
-class SearchBackend:
-    """One database engine's way of storing and matching terms: its three parts."""
-
-    name: ClassVar[str]
-    #: True when a query term matches any word containing it (the LIKE fallback).
-    substring_matching: ClassVar[bool] = False
-    rows_class: ClassVar[type[SearchRows]]
-    matcher_class: ClassVar[type[SearchMatcher]]
-    checks_class: ClassVar[type[SearchDataChecks]] = SearchDataChecks
-
-    def __init__(self, alias: str) -> None:
-        self.alias = alias
-        self.rows = self.rows_class(alias)
-        self.matcher = self.matcher_class(alias, current_policy())
-        self.checks = self.checks_class(alias)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.alias!r})"
-
-    def time_limit(self, timeout_ms: int) -> AbstractContextManager[None]:
-        """Statements run inside are stopped by the database after ``timeout_ms``
-        (``0``: no limit), raising ``SearchTimeout``; nothing is left set afterwards."""
-        return nullcontext()
-
-    def legacy_scope_filter(self, rows: models.QuerySet[Any], scope: Scope) -> models.QuerySet[Any]:
-        """Legacy ``deuz_chats`` rows whose JSON scope has every field of ``scope``."""
-        raise NotImplementedError

@@ -22,7 +22,7 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 
 from ..models import Chat, Message
-from .base import Candidate, SearchBackend, fetch_int, mask_sql
+from .base import Candidate, fetch_int, mask_sql
 from .chat_filter import ChatFilter, table
 from .postgresql_checks import PostgresChecks
 from .postgresql_counts import PostgresCounts
@@ -36,6 +36,7 @@ from .postgresql_tsquery import (
     mask_tsquery,
     tsquery_literal,
 )
+from .search_backend import SearchBackend
 
 if TYPE_CHECKING:
     from ..records import Scope

@@ -18,8 +18,8 @@ from django.db.models.expressions import RawSQL
 from ..conf import conf
 from ..errors import SearchTimeout
 from ..models import LegacyChat, Message, Tombstone
-from .base import SearchBackend
 from .chat_filter import table
+from .search_backend import SearchBackend
 from .search_rows import SearchRows
 
 if TYPE_CHECKING:

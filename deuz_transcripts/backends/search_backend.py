@@ -1,0 +1,48 @@
+"""A database engine's search backend: its rows, matcher and checks together, picked by
+``deuz_transcripts.backends.get_backend`` from the connection's vendor."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from django.db import models
+
+from .base import SearchMatcher
+from .data_checks import SearchDataChecks
+from .policy import current_policy
+from .search_rows import SearchRows
+
+if TYPE_CHECKING:
+    from ..records import Scope
+
+__all__ = ["SearchBackend"]
+
+
+class SearchBackend:
+    """One database engine's way of storing and matching terms: its three parts."""
+
+    name: ClassVar[str]
+    #: True when a query term matches any word containing it (the LIKE fallback).
+    substring_matching: ClassVar[bool] = False
+    rows_class: ClassVar[type[SearchRows]]
+    matcher_class: ClassVar[type[SearchMatcher]]
+    checks_class: ClassVar[type[SearchDataChecks]] = SearchDataChecks
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+        self.rows = self.rows_class(alias)
+        self.matcher = self.matcher_class(alias, current_policy())
+        self.checks = self.checks_class(alias)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.alias!r})"
+
+    def time_limit(self, timeout_ms: int) -> AbstractContextManager[None]:
+        """Statements run inside are stopped by the database after ``timeout_ms``
+        (``0``: no limit), raising ``SearchTimeout``; nothing is left set afterwards."""
+        return nullcontext()
+
+    def legacy_scope_filter(self, rows: models.QuerySet[Any], scope: Scope) -> models.QuerySet[Any]:
+        """Legacy ``deuz_chats`` rows whose JSON scope has every field of ``scope``."""
+        raise NotImplementedError
