@@ -207,9 +207,24 @@ def check_pages(index, search: dict, expected: list, everything: list) -> None:
     page = index.search_page(**search)
     assert_same(page.hits, expected)
     assert page.total == len(everything)
+    first_cursor = page.next_cursor
     walked, cursor = list(page.hits), page.next_cursor
-    while cursor is not None:
+    while cursor is not None and len(walked) <= len(everything):  # a wrong cursor may loop
         page = index.search_page(**{**search, "offset": 0}, cursor=cursor)
+        walked.extend(page.hits)
+        cursor = page.next_cursor
+    assert_same(walked, everything[search["offset"] :])
+    # a total capped below the count: the same hits and cursors, each page "more than"
+    cap = len(everything) // 2
+    if not cap:
+        return
+    page = index.search_page(**search, total_cap=cap)
+    assert_same(page.hits, expected)
+    assert (page.total, page.total_exact, page.next_cursor) == (cap, False, first_cursor)
+    walked, cursor = list(page.hits), page.next_cursor
+    while cursor is not None and len(walked) <= len(everything):
+        page = index.search_page(**{**search, "offset": 0}, cursor=cursor, total_cap=cap)
+        assert (page.total, page.total_exact) == (cap, False)
         walked.extend(page.hits)
         cursor = page.next_cursor
     assert_same(walked, everything[search["offset"] :])
