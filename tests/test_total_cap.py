@@ -144,7 +144,16 @@ def test_a_stored_count_past_the_cap_decides_without_counting(scope):
             CaptureQueriesContext(connection) as queries,
         ):
             page = store.transcript.search_page(scope, "alpha beta", limit=4, total_cap=30)
+        with mock.patch.object(policy, "DEFAULT_POLICY", WALKS):
+            capped = pages(store.transcript, scope, "alpha beta", total_cap=30)
     expected = memory.search_page(scope, "alpha beta", limit=4)
     assert (page.hits, page.total, page.total_exact) == (expected.hits, 30, False)
-    counts = [q["sql"] for q in queries.captured_queries if "count(" in q["sql"].lower()]
+    assert page.next_cursor == expected.next_cursor  # N and n_t pinned from the counts
+    assert [hits for _t, _e, hits in capped] == [
+        hits for _t, _e, hits in pages(memory, scope, "alpha beta")
+    ]
+    statements = [q["sql"] for q in queries.captured_queries]
+    counts = [sql for sql in statements if "count(" in sql.lower()]
     assert [sql for sql in counts if BOTH_WORDS.search(sql)] == []
+    # N read once: the walk's guess and the pinned ranking share it
+    assert sum("t.lexeme = ''" in sql for sql in statements) == 1

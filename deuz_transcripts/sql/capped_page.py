@@ -75,7 +75,13 @@ def _pin_every_term(
     planner: SearchPlanner, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
 ) -> PinnedRanking:
     """The ranking of a walked page (its best rows hold every term): N and every n_t,
-    read as the exact route reads them (stored counts, else counted in the index)."""
+    read as the exact route reads them (stored counts, else counted in the index); the
+    stored ones the walk's guess already read, unless a date window made them a guess."""
+    full = (1 << len(terms)) - 1
+    density = None if chats.windowed else planner.stored_density(cursor, chats, terms)
+    if density is not None:  # the filter's own N and n_t: exact
+        total, counts = density
+        return PinnedRanking(max(total, *counts), tuple(counts), full)
     matcher = planner.matcher
     total = matcher.total(cursor, chats) if chats.size is None else chats.size
     if matcher.counts_terms(chats, total):
@@ -83,7 +89,7 @@ def _pin_every_term(
     else:
         histogram = matcher.mask_histogram(cursor, chats, terms)
         total, counts = ranking.term_counts(histogram, len(terms), total)
-    return PinnedRanking(max(total, *counts), tuple(counts), (1 << len(terms)) - 1)
+    return PinnedRanking(max(total, *counts), tuple(counts), full)
 
 
 def _full_rows_after(
