@@ -149,11 +149,33 @@ def test_a_stored_count_past_the_cap_decides_without_counting(scope):
     expected = memory.search_page(scope, "alpha beta", limit=4)
     assert (page.hits, page.total, page.total_exact) == (expected.hits, 30, False)
     assert page.next_cursor == expected.next_cursor  # N and n_t pinned from the counts
-    assert [hits for _t, _e, hits in capped] == [
-        hits for _t, _e, hits in pages(memory, scope, "alpha beta")
-    ]
+    exact_pages = pages(memory, scope, "alpha beta")
+    assert [hits for _t, _e, hits in capped] == [hits for _t, _e, hits in exact_pages]
     statements = [q["sql"] for q in queries.captured_queries]
     counts = [sql for sql in statements if "count(" in sql.lower()]
     assert [sql for sql in counts if BOTH_WORDS.search(sql)] == []
     # N read once: the walk's guess and the pinned ranking share it
     assert sum("t.lexeme = ''" in sql for sql in statements) == 1
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's stored counts")
+@pytest.mark.parametrize(
+    ("cap", "total", "exact", "counted"),
+    [
+        (95, 95, False, False),  # alpha alone (96 rows) passes the cap
+        (100, 100, False, True),  # neither word alone does, both may: counted up to 101
+        (103, 103, True, True),  # every one of the 103 rows holds one of them
+        (187, 103, True, False),  # n_alpha + n_beta = 187: the union cannot pass the cap
+    ],
+)
+def test_stored_counts_decide_the_cap_where_they_can(cap, total, exact, counted):
+    with tenant_key_counted("userId"):
+        store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
+        fill(store, memory)
+        count_terms(8, tenant_min_rows=20)
+        with CaptureQueriesContext(connection) as queries:
+            page = store.transcript.search_page({}, "alpha beta", limit=4, total_cap=cap)
+    assert (page.total, page.total_exact) == (total, exact)
+    assert page.hits == memory.search_page({}, "alpha beta", limit=4).hits
+    union = [q["sql"] for q in queries.captured_queries if f"LIMIT {cap + 1}" in q["sql"]]
+    assert bool([sql for sql in union if BOTH_WORDS.search(sql) and "count(" in sql]) == counted

@@ -265,16 +265,17 @@ class SearchMatcher(ABC):
         when the caller has them)."""
         return sum(self.mask_histogram(cursor, chats, terms).values())
 
-    def count_matches_up_to(
+    def matches_more_than(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
-    ) -> int:
-        """The rows of the filter holding any of the terms, counted up to ``cap`` (the
-        count stops there, so it costs at most ``cap`` matches)."""
+    ) -> bool:
+        """Whether more than ``cap`` rows of the filter hold any of the terms: a count that
+        stops after ``cap + 1`` matches, so it costs at most that many."""
         matches, params = self.matches_sql(chats, terms)
         cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM ({matches}) h LIMIT %s) AS probe", [*params, cap]
+            f"SELECT count(*) FROM (SELECT 1 FROM ({matches}) h LIMIT %s) AS probe",
+            [*params, cap + 1],
         )
-        return fetch_int(cursor)
+        return fetch_int(cursor) > cap
 
     def subset_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int

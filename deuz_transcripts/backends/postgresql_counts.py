@@ -182,17 +182,25 @@ class PostgresCounts(SearchMatcher):
             )
             return fetch_int(cursor)
 
-    def count_matches_up_to(
+    def matches_more_than(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
-    ) -> int:
-        """``cap`` at once when a term's stored count reaches it (the union holds at least
-        that term's rows), else the matches counted in the index up to ``cap``."""
+    ) -> bool:
+        """Decided from each term's n_t where the filter's counts are stored (a term not
+        counted is counted in GIN up to ``cap + 1``): one term past ``cap`` says yes, all
+        together within it no; only in between are the matches counted up to ``cap + 1``."""
         stored = self.stored_counts_of(chats)
-        if stored is not None:
-            counts = stored_term_counts(cursor, terms, stored.tenant, stored.roles)
-            if max((count or 0 for count in counts), default=0) >= cap:
-                return cap
-        return super().count_matches_up_to(cursor, chats, terms, cap)
+        if stored is None or not self.uses_lexemes(chats):
+            return super().matches_more_than(cursor, chats, terms, cap)
+        counts = stored_term_counts(cursor, terms, stored.tenant, stored.roles)
+        known = [
+            self.count_with_all_terms(cursor, chats, [term], cap + 1) if count is None else count
+            for term, count in zip(terms, counts, strict=True)
+        ]
+        if max(known) > cap:
+            return True
+        if sum(known) <= cap:  # the union holds at most every term's rows
+            return False
+        return super().matches_more_than(cursor, chats, terms, cap)
 
     def subset_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int

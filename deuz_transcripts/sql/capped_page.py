@@ -50,11 +50,12 @@ def capped_page(
 ) -> CountedPage | None:
     """The page, its ranking and ``cap + 1`` ("more than the cap") when more than ``cap``
     rows match; ``None``: the exact route instead (at most ``cap`` rows match, so counting
-    them costs at most that; or the page needs every mask's count)."""
+    them costs at most about that, or n_t say so without a count; or the page needs
+    every mask's count)."""
     matcher = planner.matcher
     chats = planner.chat_filter(request)
     terms = request.terms
-    if matcher.count_matches_up_to(cursor, chats, terms, cap + 1) <= cap:
+    if not matcher.matches_more_than(cursor, chats, terms, cap):
         return None
     more = cap + 1
     if after is not None:
