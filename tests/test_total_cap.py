@@ -160,22 +160,25 @@ def test_a_stored_count_past_the_cap_decides_without_counting(scope):
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's stored counts")
 @pytest.mark.parametrize(
-    ("cap", "total", "exact", "counted"),
+    ("query", "cap", "total", "exact", "counted"),
     [
-        (95, 95, False, False),  # alpha alone (96 rows) passes the cap
-        (100, 100, False, True),  # neither word alone does, both may: counted up to 101
-        (103, 103, True, True),  # every one of the 103 rows holds one of them
-        (187, 103, True, False),  # n_alpha + n_beta = 187: the union cannot pass the cap
+        ("alpha beta", 95, 95, False, False),  # alpha alone (96 rows) passes the cap
+        ("alpha beta", 100, 100, False, True),  # neither alone does, both may: counted
+        ("alpha beta", 103, 103, True, True),  # every one of the 103 rows holds one
+        ("alpha beta", 187, 103, True, False),  # n_alpha + n_beta = 187: cannot pass it
+        # four (7 rows) is not counted: GIN counts it, so 96 + 91 + 7 = 194 > 190
+        ("alpha beta four", 190, 103, True, True),
+        ("alpha beta four", 194, 103, True, False),
     ],
 )
-def test_stored_counts_decide_the_cap_where_they_can(cap, total, exact, counted):
+def test_stored_counts_decide_the_cap_where_they_can(query, cap, total, exact, counted):
     with tenant_key_counted("userId"):
         store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
         fill(store, memory)
         count_terms(8, tenant_min_rows=20)
         with CaptureQueriesContext(connection) as queries:
-            page = store.transcript.search_page({}, "alpha beta", limit=4, total_cap=cap)
+            page = store.transcript.search_page({}, query, limit=4, total_cap=cap)
     assert (page.total, page.total_exact) == (total, exact)
-    assert page.hits == memory.search_page({}, "alpha beta", limit=4).hits
+    assert page.hits == memory.search_page({}, query, limit=4).hits
     union = [q["sql"] for q in queries.captured_queries if f"LIMIT {cap + 1}" in q["sql"]]
     assert bool([sql for sql in union if BOTH_WORDS.search(sql) and "count(" in sql]) == counted

@@ -186,16 +186,22 @@ class PostgresCounts(SearchMatcher):
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
     ) -> bool:
         """Decided from each term's n_t where the filter's counts are stored (a term not
-        counted is counted in GIN up to ``cap + 1``): one term past ``cap`` says yes, all
-        together within it no; only in between are the matches counted up to ``cap + 1``."""
+        counted is counted in GIN up to ``cap + 1``, in the same statement): one term past
+        ``cap`` says yes, all together within it no; only in between are the matches
+        counted up to ``cap + 1``."""
         stored = self.stored_counts_of(chats)
         if stored is None or not self.uses_lexemes(chats):
             return super().matches_more_than(cursor, chats, terms, cap)
-        counts = stored_term_counts(cursor, terms, stored.tenant, stored.roles)
-        known = [
-            self.count_with_all_terms(cursor, chats, [term], cap + 1) if count is None else count
-            for term, count in zip(terms, counts, strict=True)
-        ]
+        columns = {
+            position: stored_or(
+                term,
+                stored.tenant,
+                stored.roles,
+                gin_count(chats, filtered_tsquery(chats, tsquery_literal(term)), cap + 1),
+            )
+            for position, term in enumerate(terms)
+        }
+        known = list(count_subsets(cursor, columns).values())
         if max(known) > cap:
             return True
         if sum(known) <= cap:  # the union holds at most every term's rows

@@ -42,14 +42,18 @@ __all__ = [
 POSTING_ENTRY_COST = 1 / 16
 
 
-def gin_count(chats: ChatFilter, query: str) -> tuple[str, list[Any]]:
+def gin_count(chats: ChatFilter, query: str, limit: int | None = None) -> tuple[str, list[Any]]:
     """A scalar SQL expression: the filter's rows holding ``query`` (a tsquery with the
-    filter's lexemes in it), counted in GIN."""
+    filter's lexemes in it), counted in GIN (up to ``limit``: the count stops there)."""
     more, more_params = chats.token_sql()  # window filters read the rows
-    return (
-        f"(SELECT count(*) FROM {table(Message)} m WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more})",
-        [query, *more_params],
-    )
+    rows = f"FROM {table(Message)} m WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more}"
+    if limit is None:
+        return f"(SELECT count(*) {rows})", [query, *more_params]
+    return f"(SELECT count(*) FROM (SELECT 1 {rows} LIMIT %s) AS probe)", [
+        query,
+        *more_params,
+        limit,
+    ]
 
 
 def count_subsets(
