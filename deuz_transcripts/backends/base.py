@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from django.db.backends.utils import CursorWrapper
 
@@ -24,9 +24,6 @@ from .chat_filter import ChatFilter, table
 from .data_checks import SearchDataChecks, StoredMessage
 from .policy import PlanPolicy
 from .search_rows import SearchRows
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "Candidate",

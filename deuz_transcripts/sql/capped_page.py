@@ -33,7 +33,8 @@ __all__ = ["RankedPage", "capped_page"]
 class RankedPage(NamedTuple):
     """A planned page, the filter it was read from (with N where the plan read it) and
     the ranking it was scored by; ``pinned`` is ``None`` where the page is a walk of rows
-    holding every term, scored 1.0 without N or any n_t."""
+    holding every term, scored 1.0 without N or any n_t (and, unless ``pin`` was asked,
+    where building it from the mask histogram would be extra work)."""
 
     page: list[Candidate]
     plan: ranking.RankPlan
@@ -65,7 +66,7 @@ def capped_page(
         full = (1 << len(terms)) - 1
         plan = after.pinned.plan({full: len(rows)}, frozenset({full}))
         return rows[request.offset :], plan, after.pinned, more
-    ranked = planner.ranked_page(cursor, request)
+    ranked = planner.ranked_page(cursor, request, pin=True)
     if ranked is None:  # the page is past the last match: the exact route says so
         return None
     pinned = ranked.pinned or _pin_every_term(planner, cursor, ranked.chats, terms)

@@ -71,9 +71,11 @@ class SearchPlanner(EssentialTerms):
         ranked = self.ranked_page(cursor, request)
         return None if ranked is None else (ranked.page, ranked.plan)
 
-    def ranked_page(self, cursor: CursorWrapper, request: SearchRequest) -> RankedPage | None:
-        """``page``, with the ranking it pinned where it read N and every n_t (``None``:
-        a walk of rows holding every term, scored without them)."""
+    def ranked_page(
+        self, cursor: CursorWrapper, request: SearchRequest, *, pin: bool = False
+    ) -> RankedPage | None:
+        """``page``, and with ``pin`` the ranking a cursor pins, where the plan read N and
+        every n_t (``None``: a walk of rows holding every term, scored without them)."""
         matcher = self.matcher
         chats = self.chat_filter(request)
         depth = request.offset + request.limit
@@ -123,7 +125,8 @@ class SearchPlanner(EssentialTerms):
         if masks_first:
             candidates = self._page_rows(cursor, chats, terms, ranked, histogram, depth, total)
         page = order_page(candidates, ranked)[request.offset : depth]
-        return RankedPage(page, ranked, chats, PinnedRanking.of(histogram, len(terms), total))
+        pinned = PinnedRanking.of(histogram, len(terms), total) if pin else None
+        return RankedPage(page, ranked, chats, pinned)
 
     def counted_page(
         self,
