@@ -17,6 +17,7 @@ from .postgresql_session import bitmap_scans as _bitmap_scans
 from .postgresql_storage import VECTOR_COLUMN
 from .postgresql_subset_counts import (
     count_subsets,
+    either_of_two_more_than,
     gin_count,
     subsets_beat_reading,
     subsets_visit_fewer,
@@ -187,8 +188,9 @@ class PostgresCounts(SearchMatcher):
     ) -> bool:
         """Decided from each term's n_t where the filter's counts are stored (a term not
         counted is counted in GIN up to ``cap + 1``, in the same statement): one term past
-        ``cap`` says yes, all together within it no; only in between are the matches
-        counted up to ``cap + 1``."""
+        ``cap`` says yes, all together within it no; in between, two terms count the rows
+        holding both (``either_of_two_more_than``), more terms their matches up to
+        ``cap + 1``."""
         stored = self.stored_counts_of(chats)
         if stored is None or not self.uses_lexemes(chats):
             return super().matches_more_than(cursor, chats, terms, cap)
@@ -201,6 +203,10 @@ class PostgresCounts(SearchMatcher):
             )
             for position, term in enumerate(terms)
         }
+        if len(terms) == 2:
+            both = filtered_tsquery(chats, every_term_tsquery(terms, 0b11))
+            with _bitmap_scans(self.alias, cursor):
+                return either_of_two_more_than(cursor, chats, both, (columns[0], columns[1]), cap)
         known = list(count_subsets(cursor, columns).values())
         if max(known) > cap:
             return True
