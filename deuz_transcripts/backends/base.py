@@ -117,9 +117,14 @@ class SearchMatcher(ABC):
         """``SELECT id, mask, chat_pk, position, visible_position`` of every match in scope."""
 
     def mask_matches_sql(
-        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int]
+        self,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        masks: Collection[int],
+        expected: int | None = None,
     ) -> tuple[str, list[Any]]:
-        """``matches_sql`` of the rows of ``masks`` only (backends narrow it in the index)."""
+        """``matches_sql`` of the rows of ``masks`` only (backends narrow it in the index;
+        ``expected``: how many rows, when known)."""
         matches, params = self.matches_sql(chats, terms)
         wanted = ", ".join(str(int(mask)) for mask in sorted(masks))
         return f"SELECT * FROM ({matches}) x WHERE x.mask IN ({wanted})", params
@@ -228,7 +233,7 @@ class SearchMatcher(ABC):
     ) -> list[Candidate]:
         """The first ``depth`` rows of each of ``masks`` (masks with few rows: ``expected``
         in all, when known)."""
-        matches, params = self.mask_matches_sql(chats, terms, masks)
+        matches, params = self.mask_matches_sql(chats, terms, masks, expected)
         return self.ranked_candidates(cursor, matches, params, depth, expected)[1]
 
     # the essential-terms plan (see ``deuz_transcripts.sql.planner``)

@@ -182,13 +182,21 @@ class ChatFilter:
             return "", []
         return f" AND {alias}.tenant = %s", [self.tenant]
 
-    def token_sql(self, alias: str = "m") -> tuple[str, list[Any]]:
+    def token_sql(self, alias: str = "m", *, few: bool = False) -> tuple[str, list[Any]]:
         """``message_sql`` plus the chat conditions tokens cannot say (the ``updated_at``
         window, the cursor's place), for rows found by tokens alone (roles left out when
-        they are tokens)."""
+        they are tokens). ``few``: the rows are known to be few, so each one's chat is
+        checked by one primary-key probe; as ``IN (chats)``, PostgreSQL hashes every chat
+        the window or cursor admits, whatever the rows (15 ms for 8 rows a cursor
+        followed, at 1M messages)."""
         window, params = self._window()
         sql = ""
-        if window:
+        if window and few:
+            sql = (
+                f" AND (SELECT {' AND '.join(window)} FROM {table(Chat)} c "
+                f"WHERE c.id = {alias}.chat_id)"
+            )
+        elif window:
             sql = f" AND {alias}.chat_id IN (SELECT c.id FROM {table(Chat)} c WHERE " + (
                 " AND ".join(window) + ")"
             )

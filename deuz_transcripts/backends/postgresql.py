@@ -55,7 +55,7 @@ class PostgresMatcher(PostgresCounts):
         ``LATERAL`` subquery with ``LIMIT`` is never flattened into a join. PostgreSQL's
         default costs otherwise hash the whole chat table for them (1M messages, 62,185
         chats: 18.6 ms for 108 rows where the lookups take 1.6 ms; bench/RESULTS.md)."""
-        if expected is None or expected > self.policy.chat_lookup_max_rows:
+        if not self._few(expected):
             return super().chat_join(chat_pk, expected)
         return (
             "CROSS JOIN LATERAL (SELECT c.id, c.chat_id, c.updated_at "
@@ -73,18 +73,33 @@ class PostgresMatcher(PostgresCounts):
         return self._matches(chats, terms, " | ".join(tsquery_literal(term) for term in terms))
 
     def mask_matches_sql(
-        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int]
+        self,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        masks: Collection[int],
+        expected: int | None = None,
     ) -> tuple[str, list[Any]]:
         """GIN finds the rows through one ``('a' & !'b') | ...`` tsquery of the masks."""
         query = " | ".join(f"({mask_tsquery(terms, mask)})" for mask in sorted(masks))
         only = next(iter(masks)) if len(masks) == 1 else None
-        return self._matches(chats, terms, query, only)
+        return self._matches(chats, terms, query, only, few=self._few(expected))
+
+    def _few(self, expected: int | None) -> bool:
+        """Whether rows known to be ``expected`` look their chats up one by one."""
+        return expected is not None and expected <= self.policy.chat_lookup_max_rows
 
     def _matches(
-        self, chats: ChatFilter, terms: Sequence[str], query: str, only: int | None = None
+        self,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        query: str,
+        only: int | None = None,
+        *,
+        few: bool = False,
     ) -> tuple[str, list[Any]]:
         """Rows of ``query`` with their masks; ``only``: the query admits this one mask, a
-        constant then (a vector test per term detoasts a long message's vector each time)."""
+        constant then (a vector test per term detoasts a long message's vector each time);
+        ``few``: the rows are known to be few (``ChatFilter.token_sql``)."""
         if only is not None or len(terms) == 1:
             mask, literals = str(int(1 if only is None else only)), []
         else:
@@ -95,7 +110,7 @@ class PostgresMatcher(PostgresCounts):
             f"m.visible_position FROM {table(Message)} m WHERE "
         )
         if self.uses_lexemes(chats):  # one GIN search of scope, chats and terms together
-            more, more_params = chats.token_sql()
+            more, more_params = chats.token_sql(few=few)
             return (
                 f"{select}m.{VECTOR_COLUMN} @@ %s::tsquery{more}",
                 [*literals, filtered_tsquery(chats, query), *more_params],
@@ -147,7 +162,7 @@ class PostgresMatcher(PostgresCounts):
         expected: int | None,
     ) -> list[Candidate]:
         """The filter's rows of ``query``, each with its mask over the ``tested`` terms."""
-        more, more_params = chats.token_sql()
+        more, more_params = chats.token_sql(few=self._few(expected))
         with _bitmap_scans(self.alias, cursor):
             cursor.execute(
                 "SELECT m.id, ("

@@ -194,7 +194,11 @@ class Fts5Matcher(SearchMatcher):
         )
 
     def mask_matches_sql(
-        self, chats: ChatFilter, terms: Sequence[str], masks: Collection[int]
+        self,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        masks: Collection[int],
+        expected: int | None = None,
     ) -> tuple[str, list[Any]]:
         """Rows of ``masks`` only, message rows read for those alone.
 
