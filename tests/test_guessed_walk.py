@@ -140,6 +140,39 @@ def test_a_page_mask_under_walk_min_rows_is_walked_where_dense_and_read_where_no
         assert (len(walked), len(ranked)) == (walks, reads)
 
 
+#: Masks of 4 rows or more are walked newest chat first.
+OVER_THE_WALK = PlanPolicy(
+    single_statement_max=0,
+    lexeme_scope_min=0,
+    walk_min_rows=4,
+    walk_guess_max_rows=64,
+    walk_guess_margin=2,
+)
+#: The unbounded walk: the planner's own join of chats and rows, in tie order.
+UNBOUNDED = " m ON m.chat_id = c.id WHERE"
+
+
+@postgresql_only
+@pytest.mark.parametrize("window", [{}, {"updated_after": WHEN - timedelta(minutes=1)}])
+@pytest.mark.parametrize(("alpha_chats", "unbounded"), [(30, 0), (20, 1), (5, 1)])
+def test_a_page_mask_over_walk_min_rows_is_walked_bounded_first(window, alpha_chats, unbounded):
+    """The rows holding alpha alone are one mask of at least ``walk_min_rows``: walked
+    newest chat first. The bounded walk comes first, so the cost follows the page even
+    where PostgreSQL would sort every row of the mask (it misjudges a window's chats);
+    where the newest chats hold none, the unbounded walk finds them."""
+    with tenant_key("userId"):
+        corpus = Corpus()
+        corpus.add("c00", "ada", "alpha zeta", "filler", minutes=0)
+        for n in range(1, 30):
+            word = "alpha" if n < alpha_chats else "other"
+            corpus.add(f"c{n:02}", "ada", f"{word} one", f"{word} two", minutes=n)
+        assert count_terms(5) >= 1
+        statements = corpus.statements({}, "alpha zeta", guess=OVER_THE_WALK, **window)
+        walks = [sql for sql in statements if BOUNDED in sql or UNBOUNDED in sql]
+        assert any(BOUNDED in sql for sql in walks)
+        assert [UNBOUNDED in sql and BOUNDED not in sql for sql in walks].count(True) == unbounded
+
+
 @postgresql_only
 def test_a_date_window_is_walked_before_its_n_is_counted():
     """A window admits part of each tenant's chats; its rows are guessed as dense as the

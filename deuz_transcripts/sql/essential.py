@@ -141,7 +141,15 @@ class EssentialTerms:
             count = sum(histogram[mask] for mask in few)
             rows.extend(matcher.mask_candidates(cursor, chats, terms, few, depth, count))
         for mask in walked:  # order_page orders the rows of every mask
-            rows.extend(matcher.newest_with_mask(cursor, chats, terms, mask, depth))
+            # bounded first: the planner's own walk may sort every row of the mask when it
+            # misjudges a window (1,531 chats and 8,609 rows for 20 at 1M: 78 ms)
+            found = None
+            if total:
+                share = histogram[mask] / total
+                found = walk_if_dense(matcher, cursor, chats, terms, mask, share, depth)
+            if found is None:
+                found = matcher.newest_with_mask(cursor, chats, terms, mask, depth)
+            rows.extend(found)
         return rows
 
     def _tries_essential(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
