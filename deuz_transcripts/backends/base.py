@@ -93,6 +93,9 @@ class SearchMatcher(ABC):
     reads_rare_terms_counted: ClassVar[bool] = False
     #: Joins ``c`` (chats) to ``m`` (messages) so rows come out newest chat first.
     walk_join: ClassVar[str] = "JOIN"
+    #: Whether ``term_counts_up_to`` counts terms in the index alone for any filter that
+    #: tokens describe, cheaply enough to decide a capped total before any match is read.
+    caps_by_term_counts: ClassVar[bool] = False
     #: Whether the search data holds a role token per row (``ChatFilter.role_tokens``).
     role_tokens: ClassVar[bool] = False
     #: Whether statements test the tenant column (PostgreSQL: partitions, shards pruned).
@@ -260,6 +263,13 @@ class SearchMatcher(ABC):
         """n_t of each term: the rows of the filter holding it."""
         raise NotImplementedError(f"{type(self).__name__} does not count terms")
 
+    def term_counts_up_to(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
+    ) -> list[int]:
+        """Each term's n_t counted up to ``cap`` (``min(n_t, cap)``): where
+        ``caps_by_term_counts``, what decides a capped total."""
+        raise NotImplementedError(f"{type(self).__name__} does not count terms")
+
     def count_matches(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], known: Known = None
     ) -> int:
@@ -271,7 +281,20 @@ class SearchMatcher(ABC):
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
     ) -> bool:
         """Whether more than ``cap`` rows of the filter hold any of the terms: a count that
-        stops after ``cap + 1`` matches, so it costs at most that many."""
+        stops after ``cap + 1`` matches, so it costs at most that many. Where the index
+        counts each term without reading rows (``caps_by_term_counts``), the n_t decide
+        first: one past ``cap`` says yes, all together within it no; two terms in between
+        pass it exactly when fewer than ``n_a + n_b - cap`` rows hold both, counted up to
+        there (rows holding both are far fewer than the union's ``cap + 1``)."""
+        if self.caps_by_term_counts and chats.tokens_suffice:
+            counts = self.term_counts_up_to(cursor, chats, terms, cap + 1)
+            if max(counts) > cap:
+                return True
+            if sum(counts) <= cap:
+                return False
+            if len(terms) == 2:
+                bound = sum(counts) - cap
+                return self.count_with_all_terms(cursor, chats, terms, bound) < bound
         matches, params = self.matches_sql(chats, terms)
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM ({matches}) h LIMIT %s) AS probe",

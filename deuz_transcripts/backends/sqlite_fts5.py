@@ -51,6 +51,7 @@ class Fts5Matcher(SearchMatcher):
     # walks chats newest first (sorting only ties) and stops at the LIMIT.
     walk_join = "INDEXED BY deuz_chat_updated CROSS JOIN"
     role_tokens = True  # every FTS row holds its message's role token (migration 0003)
+    caps_by_term_counts = True  # doclist counts
 
     def reads_scope_rows(self, size: int) -> bool:
         return size <= self.policy.scan_scope_max
@@ -234,6 +235,22 @@ class Fts5Matcher(SearchMatcher):
                 for position in range(len(terms))
             ),
             [match_expression(chats, [term]) for term in terms],
+        )
+        counts = dict(cursor.fetchall())
+        return [int(counts[position]) for position in range(len(terms))]
+
+    def term_counts_up_to(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
+    ) -> list[int]:
+        """Each term's rows in the filter, in FTS5 alone, each count stopping at ``cap``:
+        the vocabulary reads a common word's whole doclist (11 ms for 700,000 rows)."""
+        cursor.execute(
+            " UNION ALL ".join(
+                f"SELECT {position}, (SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} "
+                f"WHERE {FTS_TABLE} MATCH %s LIMIT %s))"
+                for position in range(len(terms))
+            ),
+            [param for term in terms for param in (match_expression(chats, [term]), cap)],
         )
         counts = dict(cursor.fetchall())
         return [int(counts[position]) for position in range(len(terms))]
