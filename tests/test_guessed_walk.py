@@ -9,6 +9,7 @@ then the probe, never the whole scope. Every search here gives the memory index'
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from unittest import mock
 
@@ -116,6 +117,18 @@ UNDER_THE_WALK = PlanPolicy(
 )
 
 
+def alpha_beside_zeta(alpha_chats: int) -> Corpus:
+    """``alpha zeta`` in the oldest chat, then 29 chats of two messages each holding
+    ``alpha`` (the ``alpha_chats - 1`` oldest of them) or ``other``; terms counted."""
+    corpus = Corpus()
+    corpus.add("c00", "ada", "alpha zeta", "filler", minutes=0)
+    for n in range(1, 30):
+        word = "alpha" if n < alpha_chats else "other"
+        corpus.add(f"c{n:02}", "ada", f"{word} one", f"{word} two", minutes=n)
+    assert count_terms(5) >= 1
+    return corpus
+
+
 @postgresql_only
 @pytest.mark.parametrize(("alpha_chats", "walks", "reads"), [(30, 1, 0), (20, 1, 1), (5, 0, 1)])
 def test_a_page_mask_under_walk_min_rows_is_walked_where_dense_and_read_where_not(
@@ -128,12 +141,7 @@ def test_a_page_mask_under_walk_min_rows_is_walked_where_dense_and_read_where_no
     read. In 5 chats (8 rows), a walk would visit more messages (3 x 60 / 8) than the
     mask holds rows: read at once."""
     with tenant_key("userId"):
-        corpus = Corpus()
-        corpus.add("c00", "ada", "alpha zeta", "filler", minutes=0)
-        for n in range(1, 30):
-            word = "alpha" if n < alpha_chats else "other"
-            corpus.add(f"c{n:02}", "ada", f"{word} one", f"{word} two", minutes=n)
-        assert count_terms(5) >= 1
+        corpus = alpha_beside_zeta(alpha_chats)
         statements = corpus.statements({}, "alpha zeta", guess=UNDER_THE_WALK)
         walked = [sql for sql in statements if BOUNDED in sql]
         ranked = [sql for sql in statements if RANKED_READ in sql]
@@ -141,13 +149,7 @@ def test_a_page_mask_under_walk_min_rows_is_walked_where_dense_and_read_where_no
 
 
 #: Masks of 4 rows or more are walked newest chat first.
-OVER_THE_WALK = PlanPolicy(
-    single_statement_max=0,
-    lexeme_scope_min=0,
-    walk_min_rows=4,
-    walk_guess_max_rows=64,
-    walk_guess_margin=2,
-)
+OVER_THE_WALK = replace(UNDER_THE_WALK, walk_min_rows=4)
 #: The unbounded walk: the planner's own join of chats and rows, in tie order.
 UNBOUNDED = " m ON m.chat_id = c.id WHERE"
 
@@ -161,12 +163,7 @@ def test_a_page_mask_over_walk_min_rows_is_walked_bounded_first(window, alpha_ch
     where PostgreSQL would sort every row of the mask (it misjudges a window's chats);
     where the newest chats hold none, the unbounded walk finds them."""
     with tenant_key("userId"):
-        corpus = Corpus()
-        corpus.add("c00", "ada", "alpha zeta", "filler", minutes=0)
-        for n in range(1, 30):
-            word = "alpha" if n < alpha_chats else "other"
-            corpus.add(f"c{n:02}", "ada", f"{word} one", f"{word} two", minutes=n)
-        assert count_terms(5) >= 1
+        corpus = alpha_beside_zeta(alpha_chats)
         statements = corpus.statements({}, "alpha zeta", guess=OVER_THE_WALK, **window)
         walks = [sql for sql in statements if BOUNDED in sql or UNBOUNDED in sql]
         assert any(BOUNDED in sql for sql in walks)
