@@ -205,6 +205,9 @@ class PostgresCounts(SearchMatcher):
         }
         if len(terms) == 2:
             both = filtered_tsquery(chats, every_term_tsquery(terms, 0b11))
+            # no sequential scan: GIN overestimates an AND's rows, and a LIMIT would then
+            # make reading the table until the bound look cheaper (it is never reached
+            # when fewer rows hold both: the whole table read)
             with _bitmap_scans(self.alias, cursor):
                 return either_of_two_more_than(cursor, chats, both, (columns[0], columns[1]), cap)
         known = list(count_subsets(cursor, columns).values())
