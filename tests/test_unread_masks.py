@@ -122,3 +122,31 @@ def test_more_unread_terms_than_allowed_rank_every_match(monkeypatch, indexes):
     monkeypatch.setattr(policy, "DEFAULT_POLICY", replace(UNREAD, unread_max_terms=1))
     same_pages(store, memory)
     assert calls
+
+
+#: Every page from masks: no walk, and room to read the rarer terms' rows.
+MASKS = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9)
+
+
+def test_a_cursor_page_of_five_words_reads_only_its_masks_in_fts5(monkeypatch, indexes):
+    """FTS5 counts each word in its index: a cursor's next page of five words takes the
+    mask histogram from those counts and the rarer words' rows, not from every match's
+    mask, and reads its few masks by one exact query each (at 1M, 508 -> 22 ms)."""
+    store, memory = indexes
+    matcher = store.transcript.backend.matcher
+    if store.transcript.backend.name != "sqlite-fts5":
+        pytest.skip("PostgreSQL without stored counts reads every match of five words")
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", MASKS)
+    query = "rare seldom alpha beta gamma"
+    for scope in ({}, {"userId": "ada"}):
+        want = memory.search_page(scope, query, limit=1_000).hits
+        page = store.transcript.search_page(scope, query, limit=3)
+        got = list(page.hits)
+        calls = spy_matcher(monkeypatch, matcher, ("mask_histogram", "_fts_masks"))
+        while page.next_cursor is not None:
+            page = store.transcript.search_page(scope, query, limit=3, cursor=page.next_cursor)
+            got.extend(page.hits)
+        assert calls == []
+        monkeypatch.undo()
+        monkeypatch.setattr(policy, "DEFAULT_POLICY", MASKS)
+        assert [(h.message_id, h.score) for h in got] == [(h.message_id, h.score) for h in want]

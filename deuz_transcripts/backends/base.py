@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from django.db.backends.utils import CursorWrapper
 
 from ..conf import conf
 from ..models import Chat, Message
+from .candidates import Candidate, Known, TermStats, fetch_int, mask_sql, sort_in_tie_order
 from .chat_filter import ChatFilter, table
 from .data_checks import SearchDataChecks, StoredMessage
 from .policy import PlanPolicy
@@ -37,45 +37,6 @@ __all__ = [
     "mask_sql",
     "sort_in_tie_order",
 ]
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A matching message that may reach the page: the best of its mask by the tie rules."""
-
-    pk: int
-    mask: int
-    chat_pk: int
-    chat_id: str
-    updated_at: datetime | str  # datetime on PostgreSQL, Django's sortable text on SQLite
-    position: int
-    visible_position: int
-
-
-#: N and every query term's n_t in a filter, where a caller has them.
-TermStats = tuple[int, Sequence[int]]
-Known = TermStats | None
-
-
-def sort_in_tie_order(candidates: list[Candidate]) -> None:
-    """Sort in place by the tie rules (newer chat, chat id by code point, lower index):
-    two stable sorts, because ``updated_at`` may be Django's sortable SQLite text, which
-    cannot be negated."""
-    candidates.sort(key=lambda c: (c.chat_id, c.position))
-    candidates.sort(key=lambda c: c.updated_at, reverse=True)
-
-
-def mask_sql(conditions: Sequence[str]) -> str:
-    """``CASE WHEN cond_i THEN 2^i ELSE 0 END + ...``: which query terms a row holds."""
-    return " + ".join(
-        f"(CASE WHEN {condition} THEN {1 << bit} ELSE 0 END)"
-        for bit, condition in enumerate(conditions)
-    )
-
-
-def fetch_int(cursor: CursorWrapper) -> int:
-    row = cursor.fetchone()
-    return 0 if row is None else int(row[0])
 
 
 class SearchMatcher(ABC):
@@ -173,6 +134,11 @@ class SearchMatcher(ABC):
         """N counted from the index's scope, chat and role tokens (backends with
         ``role_tokens``)."""
         raise NotImplementedError(f"{type(self).__name__} has no role tokens")
+
+    def few_rows(self, expected: int | None) -> bool:
+        """Whether rows known to be ``expected`` look their chats up one by one (a join,
+        or ``IN`` the chats a window or cursor admits, reads or hashes every such chat)."""
+        return expected is not None and expected <= self.policy.chat_lookup_max_rows
 
     def chat_join(self, chat_pk: str, expected: int | None = None) -> str:
         """Joins chat ``c`` (``id``, ``chat_id``, ``updated_at``) to rows whose chat pk is

@@ -55,7 +55,7 @@ class PostgresMatcher(PostgresCounts):
         ``LATERAL`` subquery with ``LIMIT`` is never flattened into a join. PostgreSQL's
         default costs otherwise hash the whole chat table for them (1M messages, 62,185
         chats: 18.6 ms for 108 rows where the lookups take 1.6 ms; bench/RESULTS.md)."""
-        if not self._few(expected):
+        if not self.few_rows(expected):
             return super().chat_join(chat_pk, expected)
         return (
             "CROSS JOIN LATERAL (SELECT c.id, c.chat_id, c.updated_at "
@@ -82,11 +82,7 @@ class PostgresMatcher(PostgresCounts):
         """GIN finds the rows through one ``('a' & !'b') | ...`` tsquery of the masks."""
         query = " | ".join(f"({mask_tsquery(terms, mask)})" for mask in sorted(masks))
         only = next(iter(masks)) if len(masks) == 1 else None
-        return self._matches(chats, terms, query, only, few=self._few(expected))
-
-    def _few(self, expected: int | None) -> bool:
-        """Whether rows known to be ``expected`` look their chats up one by one."""
-        return expected is not None and expected <= self.policy.chat_lookup_max_rows
+        return self._matches(chats, terms, query, only, few=self.few_rows(expected))
 
     def _matches(
         self,
@@ -162,7 +158,7 @@ class PostgresMatcher(PostgresCounts):
         expected: int | None,
     ) -> list[Candidate]:
         """The filter's rows of ``query``, each with its mask over the ``tested`` terms."""
-        more, more_params = chats.token_sql(few=self._few(expected))
+        more, more_params = chats.token_sql(few=self.few_rows(expected))
         with _bitmap_scans(self.alias, cursor):
             cursor.execute(
                 "SELECT m.id, ("

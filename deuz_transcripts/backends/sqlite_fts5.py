@@ -36,6 +36,11 @@ from .sqlite import FTS_TABLE, SQLiteBackend
 from .sqlite_fts5_checks import Fts5Checks
 from .sqlite_fts5_rows import Fts5Rows
 
+#: Up to this many masks of a longer query are read by one exact FTS5 query each (the
+#: positive terms' doclists merged, the others excluded) rather than by computing every
+#: match's mask (a cursor's next page of five words: 2 x 200+ ms at 1M).
+_EXACT_MASKS_MAX = 4
+
 #: Per connection, in ``temp``: FTS5's vocabulary (a term's rows), for unfiltered counts.
 FTS_VOCAB = "deuz_transcripts_fts_vocab"
 
@@ -135,7 +140,7 @@ class Fts5Matcher(SearchMatcher):
         Few terms: one exact FTS5 query per mask (``a NOT b``), the mask a constant.
         More: masks computed in FTS5 as for the histogram, then filtered.
         """
-        if len(terms) <= self.policy.subset_count_max_terms:
+        if len(terms) <= self.policy.subset_count_max_terms or len(masks) <= _EXACT_MASKS_MAX:
             ordered = sorted(masks)
             found = " UNION ALL ".join(
                 f"SELECT rowid AS id, {int(mask)} AS mask FROM {FTS_TABLE} "
@@ -147,7 +152,7 @@ class Fts5Matcher(SearchMatcher):
         else:
             found, params = self._fts_masks(chats, terms, match_expression(chats, terms))
             where = f"f.mask IN ({', '.join(str(int(mask)) for mask in sorted(masks))})"
-        more, more_params = chats.token_sql()
+        more, more_params = chats.token_sql(few=self.few_rows(expected))
         return (
             "SELECT m.id, f.mask, m.chat_id AS chat_pk, m.position, m.visible_position "
             f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id WHERE {where}{more}",
