@@ -35,8 +35,20 @@ __all__ = [
     "TermStats",
     "fetch_int",
     "mask_sql",
+    "more_than_by_counts",
     "sort_in_tie_order",
 ]
+
+
+def more_than_by_counts(counts: Sequence[int], cap: int) -> bool | None:
+    """Whether more than ``cap`` rows hold any of the terms, from each term's rows
+    (counted up to past ``cap``): yes when one term passes it, no when all of them together
+    stay within it; ``None`` in between."""
+    if max(counts) > cap:
+        return True
+    if sum(counts) <= cap:  # the union holds at most every term's rows
+        return False
+    return None
 
 
 class SearchMatcher(ABC):
@@ -218,6 +230,12 @@ class SearchMatcher(ABC):
         built from them and the rarer terms' rows than read from every match."""
         return False
 
+    def histogram_from_term_counts(self, chats: ChatFilter, terms: Sequence[str]) -> bool:
+        """Whether a mask histogram costs less built from the n_t and the rarer terms'
+        rows than by ``mask_histogram`` (which reads every match): where the counts are
+        stored."""
+        return self.stores_term_counts(chats)
+
     def counts_terms(self, chats: ChatFilter, total: int) -> bool:
         """Whether ``term_counts`` counts each term in the index without reading rows
         (so the essential-terms plan pays off) for this filter and N."""
@@ -254,10 +272,9 @@ class SearchMatcher(ABC):
         there (rows holding both are far fewer than the union's ``cap + 1``)."""
         if self.caps_by_term_counts and chats.tokens_suffice:
             counts = self.term_counts_up_to(cursor, chats, terms, cap + 1)
-            if max(counts) > cap:
-                return True
-            if sum(counts) <= cap:
-                return False
+            decided = more_than_by_counts(counts, cap)
+            if decided is not None:
+                return decided
             if len(terms) == 2:
                 bound = sum(counts) - cap
                 return self.count_with_all_terms(cursor, chats, terms, bound) < bound

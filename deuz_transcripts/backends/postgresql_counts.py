@@ -11,7 +11,7 @@ from django.db.backends.utils import CursorWrapper
 
 from .. import ranking
 from ..models import Message
-from .base import Known, SearchMatcher, fetch_int
+from .base import Known, SearchMatcher, fetch_int, more_than_by_counts
 from .chat_filter import ChatFilter, table
 from .postgresql_session import bitmap_scans as _bitmap_scans
 from .postgresql_storage import VECTOR_COLUMN
@@ -210,11 +210,9 @@ class PostgresCounts(SearchMatcher):
             # when fewer rows hold both: the whole table read)
             with _bitmap_scans(self.alias, cursor):
                 return either_of_two_more_than(cursor, chats, both, (columns[0], columns[1]), cap)
-        known = list(count_subsets(cursor, columns).values())
-        if max(known) > cap:
-            return True
-        if sum(known) <= cap:  # the union holds at most every term's rows
-            return False
+        decided = more_than_by_counts(list(count_subsets(cursor, columns).values()), cap)
+        if decided is not None:
+            return decided
         return super().matches_more_than(cursor, chats, terms, cap)
 
     def subset_histogram(

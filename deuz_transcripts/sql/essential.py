@@ -164,18 +164,13 @@ class EssentialTerms:
     ) -> dict[int, int] | None:
         """Every match's mask histogram from the terms' n_t and the rows of all but the
         most common term, where the counts are stored (PostgreSQL's common terms: no
-        match of that term is read) or counted in FTS5; ``None``: read the matches
-        instead (no such counts, or more rows than ``essential_max_rows`` to read)."""
-        matcher, policy = self.matcher, self.policy
-        # FTS5 counts each term without reading a row, and its own histogram of more
-        # terms than it counts by subset computes every match's mask (299 ms for five
-        # words, one common, at 1M): the rarer terms' rows cost less
-        counted = matcher.stores_term_counts(chats) or (
-            matcher.caps_by_term_counts
-            and chats.tokens_suffice
-            and len(terms) > policy.subset_count_max_terms
-        )
-        if not counted or total <= policy.single_statement_max:
+        match of that term is read) or counted in FTS5 (``histogram_from_term_counts``);
+        ``None``: read the matches instead (no such counts, or more rows than
+        ``essential_max_rows`` to read)."""
+        if (
+            not self.matcher.histogram_from_term_counts(chats, terms)
+            or total <= self.policy.single_statement_max
+        ):
             return None
         read = self._read_essential(cursor, chats, terms, total, depth=0, prune=False)
         return None if read is None else read.histogram()
