@@ -158,8 +158,9 @@ class Backfill:
         for batch in pk_batches(rows, self.batch_size):
             for start in range(0, len(batch), step):
                 group = batch[start : start + step]
+                ready = self._prepare_new_legacy(group) if label == "legacy" else {}
                 with self._group_transaction():
-                    outcomes = self._new_legacy_chats(group) if label == "legacy" else {}
+                    outcomes = self._new_legacy_chats(group, ready) if label == "legacy" else {}
                     for pk, chat_id in group:
                         try:
                             outcome = outcomes.get(chat_id)
@@ -173,7 +174,36 @@ class Backfill:
                         done += 1
                         self.progress(shown, done, max(total, done))
 
-    def _new_legacy_chats(self, group: list[tuple[int, str]]) -> dict[str, Outcome | Exception]:
+    def _prepare_new_legacy(self, group: list[tuple[int, str]]) -> dict[str, _ReadLegacy]:
+        """Read and prepare, before the group's transaction, the legacy chats that have no
+        chat row yet: their validation, JSON encoding and term extraction.
+
+        Why: on SQLite the group's transaction holds the database's one write lock, so
+        work done inside it is work no other worker can overlap. Done here, workers fold
+        text on both cores while one of them writes. Inside the transaction each chat's
+        row is read again under the lock; a chat whose row changed meanwhile is prepared
+        again from what the lock saw, so nothing stale is written.
+        """
+        if self.dry_run:
+            return {}
+        chat_ids = [chat_id for _, chat_id in group]
+        indexed = set(
+            Chat.objects.using(self.using)
+            .filter(chat_id__in=chat_ids)
+            .values_list("chat_id", flat=True)
+        )
+        fresh = [chat_id for chat_id in chat_ids if chat_id not in indexed]
+        return {row[0]: _ReadLegacy(row, _prepared(row)) for row in self._legacy_rows(fresh)}
+
+    def _legacy_rows(self, chat_ids: list[str]) -> list[tuple[Any, ...]]:
+        if not chat_ids:
+            return []
+        rows = LegacyChat.objects.using(self.using).filter(chat_id__in=chat_ids)
+        return list(rows.values_list(*_LEGACY_FIELDS))
+
+    def _new_legacy_chats(
+        self, group: list[tuple[int, str]], ready: dict[str, _ReadLegacy]
+    ) -> dict[str, Outcome | Exception]:
         """Index the group's legacy chats that have no chat row yet, all in one go.
 
         A first backfill meets only such chats, and statements per group instead of
@@ -182,21 +212,21 @@ class Backfill:
         are written together by ``insert_new_chats``. Returns the outcome (or error)
         of each chat decided here. Chats with a row already, and every chat when
         anything here fails (rolled back to the savepoint), take the chat-by-chat path.
+        ``ready``: chats prepared before the transaction (``_prepare_new_legacy``).
         """
         if self.dry_run:
             return {}
         try:
             with transaction.atomic(using=self.using):
-                return self._write_new_legacy_chats([chat_id for _, chat_id in group])
+                return self._write_new_legacy_chats([chat_id for _, chat_id in group], ready)
         except Exception:  # the chat-by-chat path retries each chat and reports its error
             return {}
 
-    def _write_new_legacy_chats(self, chat_ids: list[str]) -> dict[str, Outcome | Exception]:
-        db = self.using
+    def _write_new_legacy_chats(
+        self, chat_ids: list[str], ready: dict[str, _ReadLegacy]
+    ) -> dict[str, Outcome | Exception]:
         locked = self.writer.lock_many(chat_ids)
-        legacy = {
-            row.chat_id: row for row in LegacyChat.objects.using(db).filter(chat_id__in=chat_ids)
-        }
+        legacy = {row[0]: row for row in self._legacy_rows(chat_ids)}
         outcomes: dict[str, Outcome | Exception] = {}
         fresh = []
         for chat_id in chat_ids:
@@ -205,10 +235,13 @@ class Backfill:
             elif chat_id not in legacy:
                 outcomes[chat_id] = Outcome.SKIPPED  # deleted since the batch was read
             elif locked[chat_id].row is None:
-                try:
-                    fresh.append(PreparedChat.of(DjangoChatStore.record_of(legacy[chat_id])))
-                except Exception as exc:  # reported as this chat's failure
-                    outcomes[chat_id] = exc
+                row = legacy[chat_id]
+                early = ready.get(chat_id)
+                chat = early.chat if early is not None and early.row == row else _prepared(row)
+                if isinstance(chat, PreparedChat):
+                    fresh.append(chat)
+                else:
+                    outcomes[chat_id] = chat  # reported as this chat's failure
         if fresh:
             self.writer.insert_new(fresh)
             for chat in fresh:
@@ -282,3 +315,31 @@ class Backfill:
                 self.writer.write(locked, chat)
                 self._announce(chat)
             return Outcome.INDEXED
+
+
+#: The ``deuz_chats`` columns a legacy chat's record comes from, in ``values_list`` order.
+_LEGACY_FIELDS = ("chat_id", "scope", "payload", "updated_at")
+
+
+@dataclass(frozen=True)
+class _ReadLegacy:
+    """A legacy row as read before the group's transaction, and the chat prepared from it."""
+
+    row: tuple[Any, ...]
+    chat: PreparedChat | Exception
+
+
+def _prepared(row: tuple[Any, ...]) -> PreparedChat | Exception:
+    """The chat of a ``_LEGACY_FIELDS`` row with its terms and digests computed (what a
+    write of it needs), or the error that makes it fail alone."""
+    chat_id, scope, payload, updated_at = row
+    try:
+        record = DjangoChatStore.record_of(
+            LegacyChat(chat_id=chat_id, scope=scope, payload=payload, updated_at=updated_at)
+        )
+        chat = PreparedChat.of(record)
+    except Exception as exc:  # the chat fails alone, as in the chat-by-chat path
+        return exc
+    for message in chat.prepared:
+        _ = message.terms, message.digest
+    return chat

@@ -210,6 +210,44 @@ def test_a_failing_group_write_falls_back_to_chat_by_chat(monkeypatch: Any) -> N
     assert len(found("alpha")) == 8 and problems() == []
 
 
+@pytest.mark.django_db(transaction=True)
+def test_new_legacy_chats_are_folded_before_their_transaction(monkeypatch: Any) -> None:
+    """SQLite's one write lock is held for a group's transaction: the text is folded
+    before it, so a second worker folds while the first one writes."""
+    legacy(*(record(f"c{n}", f"alpha w{n}", n=n) for n in range(4)))
+    inside: list[bool] = []
+    fold = prepared.message_terms
+
+    def recording(message: Any) -> Any:
+        inside.append(connection.in_atomic_block)
+        return fold(message)
+
+    monkeypatch.setattr(prepared, "message_terms", recording)
+    stats = Backfill().run("legacy")
+    assert (stats.indexed, stats.failed) == (4, 0)
+    assert len(inside) == 12 and not any(inside)  # the 3 messages of 4 chats, once each
+    monkeypatch.setattr(prepared, "message_terms", fold)
+    assert len(found("alpha")) == 8 and problems() == []
+
+
+def test_a_legacy_row_changed_before_the_lock_is_written_as_the_lock_reads_it(
+    monkeypatch: Any,
+) -> None:
+    legacy(record("a", "deploy alpha"), record("b", "deploy beta", n=1))
+    read_early = Backfill._prepare_new_legacy
+
+    def then_changed(self: Backfill, group: Any) -> Any:
+        ready = read_early(self, group)
+        legacy(record("a", "deploy gamma"))  # a legacy write between the read and the lock
+        return ready
+
+    monkeypatch.setattr(Backfill, "_prepare_new_legacy", then_changed)
+    stats = Backfill().run("legacy")
+    assert (stats.indexed, stats.failed) == (2, 0)
+    assert found("alpha") == [] and len(found("gamma")) == 2 and len(found("beta")) == 2
+    assert problems() == []
+
+
 class Killed(BaseException):
     """Stands for the process dying: not an ``Exception``, so the run does not catch it."""
 
