@@ -7,9 +7,10 @@ run are still seen. Chats are written ``chats_per_transaction`` to a transaction
 own savepoint, so a failing chat rolls back alone. Legacy chats with no row yet
 (all of them, in a first backfill) are written a group at a time in a few
 multi-row statements, falling back to the chat-by-chat path if the group write
-fails. A killed run loses at most
-the transaction in flight, and a rerun converges because a chat already in its
-indexed form is recognised as unchanged and not written.
+fails; their records are read, validated and folded before the group's transaction
+(on SQLite it holds the one write lock) and read again under it. A killed run loses
+at most the transaction in flight, and a rerun converges because a chat already in
+its indexed form is recognised as unchanged and not written.
 """
 
 from __future__ import annotations
@@ -337,9 +338,6 @@ def _prepared(row: tuple[Any, ...]) -> PreparedChat | Exception:
         record = DjangoChatStore.record_of(
             LegacyChat(chat_id=chat_id, scope=scope, payload=payload, updated_at=updated_at)
         )
-        chat = PreparedChat.of(record)
+        return PreparedChat.of(record).compute_ahead()
     except Exception as exc:  # the chat fails alone, as in the chat-by-chat path
         return exc
-    for message in chat.prepared:
-        _ = message.terms, message.digest
-    return chat

@@ -121,6 +121,14 @@ class PreparedChat:
     def message_ids(self) -> list[str]:
         return [message.message_id for message in self.prepared]
 
+    def compute_ahead(self) -> PreparedChat:
+        """Compute every message's digest and terms now, as a write of a new chat needs
+        them: before its transaction (``backfill``), so the lock is not held through
+        them. On SQLite that lock is the database's one write lock."""
+        for message in self.prepared:
+            _ = message.digest, message.terms
+        return self
+
     @property
     def indexed_count(self) -> int:
         """Messages with at least one term (extracts every message's terms)."""
