@@ -188,13 +188,17 @@ class Backfill:
         if self.dry_run:
             return {}
         chat_ids = [chat_id for _, chat_id in group]
-        indexed = set(
-            Chat.objects.using(self.using)
-            .filter(chat_id__in=chat_ids)
-            .values_list("chat_id", flat=True)
-        )
-        fresh = [chat_id for chat_id in chat_ids if chat_id not in indexed]
-        return {row[0]: _ReadLegacy(row, _prepared(row)) for row in self._legacy_rows(fresh)}
+        try:
+            indexed = set(
+                Chat.objects.using(self.using)
+                .filter(chat_id__in=chat_ids)
+                .values_list("chat_id", flat=True)
+            )
+            fresh = [chat_id for chat_id in chat_ids if chat_id not in indexed]
+            rows = self._legacy_rows(fresh)
+        except Exception:  # e.g. a busy database: the transaction reads and prepares them
+            return {}
+        return {row[0]: _ReadLegacy(row, _prepared(row)) for row in rows}
 
     def _legacy_rows(self, chat_ids: list[str]) -> list[tuple[Any, ...]]:
         if not chat_ids:

@@ -248,6 +248,25 @@ def test_a_legacy_row_changed_before_the_lock_is_written_as_the_lock_reads_it(
     assert problems() == []
 
 
+def test_a_failing_read_before_the_transaction_leaves_the_work_to_it(monkeypatch: Any) -> None:
+    from django.db import OperationalError
+
+    legacy(*(record(f"c{n}", f"alpha w{n}", n=n) for n in range(3)))
+    read = Backfill._legacy_rows
+    calls: list[bool] = []
+
+    def busy_first(self: Backfill, chat_ids: list[str]) -> Any:
+        calls.append(True)
+        if len(calls) == 1:  # the read before the transaction
+            raise OperationalError("database is locked")
+        return read(self, chat_ids)
+
+    monkeypatch.setattr(Backfill, "_legacy_rows", busy_first)
+    stats = Backfill().run("legacy")
+    assert (stats.indexed, stats.failed) == (3, 0) and len(calls) == 2
+    assert len(found("alpha")) == 6 and problems() == []
+
+
 class Killed(BaseException):
     """Stands for the process dying: not an ``Exception``, so the run does not catch it."""
 
