@@ -156,12 +156,13 @@ class Backfill:
         shown = label if count == 1 else f"{label} (worker {index + 1}/{count})"
         self.progress(shown, done, total)
         step = self.chats_per_transaction
+        legacy = label == "legacy"  # new legacy chats take the group's fast path
         for batch in pk_batches(rows, self.batch_size):
             for start in range(0, len(batch), step):
                 group = batch[start : start + step]
-                ready = self._prepare_new_legacy(group) if label == "legacy" else {}
+                ready = self._prepare_new_legacy(group) if legacy else {}
                 with self._group_transaction():
-                    outcomes = self._new_legacy_chats(group, ready) if label == "legacy" else {}
+                    outcomes = self._new_legacy_chats(group, ready) if legacy else {}
                     for pk, chat_id in group:
                         try:
                             outcome = outcomes.get(chat_id)
