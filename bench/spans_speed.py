@@ -31,21 +31,24 @@ from .corpus import Corpus
 
 
 def _old_spans(revision: str) -> ModuleType:
-    """``deuz_transcripts/spans.py`` at ``revision``, as a module of the current package
-    (its relative imports resolve to today's ``text`` and ``records``)."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:deuz_transcripts/spans.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    """The span finder at ``revision`` (``span_match.py`` where it exists, else
+    ``spans.py``), as a module of the current package (its relative imports resolve to
+    today's ``text``, ``span_rule`` and ``records``)."""
+    for path in ("deuz_transcripts/span_match.py", "deuz_transcripts/spans.py"):
+        shown = subprocess.run(
+            ["git", "show", f"{revision}:{path}"], capture_output=True, text=True, check=False
+        )
+        if shown.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"no span finder at {revision}")
     name = "deuz_transcripts._old_spans"
     spec = importlib.util.spec_from_loader(name, loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     module.__package__ = "deuz_transcripts"
     sys.modules[name] = module
-    exec(compile(source, f"{revision}:spans.py", "exec"), module.__dict__)
+    exec(compile(shown.stdout, f"{revision}:{path}", "exec"), module.__dict__)
     return module
 
 
@@ -53,9 +56,12 @@ def _forget_queries(old: ModuleType) -> None:
     """What a new search starts from: the compiled patterns and the segments seen by the
     previous query forgotten (per character folds stay: they outlive any query)."""
     re.purge()
-    old._ascii_word_pattern.cache_clear()
-    span_match._whole_ascii_word.cache_clear()
-    span_match._LAST_RULE.clear()
+    for module in (old, span_match):
+        for cache in ("_ascii_word_pattern", "_whole_ascii_word"):
+            if hasattr(module, cache):
+                getattr(module, cache).cache_clear()
+        if hasattr(module, "_LAST_RULE"):
+            module._LAST_RULE.clear()
 
 
 def _page_ms(
