@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from .span_rule import Span, highlight_spans
-from .text import MAX_FOLD_GROWTH, MAX_INDEXED_BYTES, cjk_bigrams_enabled, fold
+from .text import MAX_FOLD_GROWTH, MAX_INDEXED_BYTES, cjk_bigrams_enabled, fold, folded_terms
 
 __all__ = ["indexed_prefix", "match_spans"]
 
@@ -169,6 +169,9 @@ class _SegmentRule:
         self.wanted = set(terms)
         self.substring = substring
         self.known: dict[str, tuple[Span, ...]] = {}
+        self.classified: set[str] = set()
+        self.anywhere: set[str] = set()
+        self.fitting: dict[str, tuple[list[int], dict[bytes, list[bytes]]]] = {}
 
     @functools.cached_property
     def term_chars(self) -> frozenset[str]:
@@ -192,6 +195,26 @@ class _SegmentRule:
             for char, rests in rests_by_char.items()
         }
 
+    def looked_at(self, distinct: set[str]) -> tuple[set[str], set[str]]:
+        """Of a text's distinct non-ASCII characters, those to look at wherever they occur
+        (folding to nothing or to several characters sharing one with a term) and those
+        folding to a single character of ``fits_by_char``; each character is classified
+        once per query, the rest of a page's hits only intersect sets."""
+        new = distinct - self.classified
+        if new:
+            term_chars = self.term_chars
+            fits_by_char = self.fits_by_char
+            for char in new:
+                folded = _char_fold(char)
+                if folded and term_chars.isdisjoint(folded):
+                    continue
+                if len(folded) != 1:
+                    self.anywhere.add(char)
+                elif folded in fits_by_char:
+                    self.fitting[char] = fits_by_char[folded]
+            self.classified |= new
+        return distinct & self.anywhere, distinct & self.fitting.keys()
+
     def __call__(self, segment: str) -> tuple[Span, ...]:
         spans = self.known.get(segment)
         if spans is None:
@@ -207,7 +230,10 @@ class _SegmentRule:
                 hit = word in self.wanted
             return ((0, len(segment)),) if hit else ()
         folded = fold(segment)
-        if not any(term in folded for term in self.terms):
+        if self.substring:
+            if not any(term in folded for term in self.terms):
+                return ()
+        elif self.wanted.isdisjoint(folded_terms(folded)):  # the segment's terms, in C
             return ()
         return tuple(highlight_spans(segment, self.wanted, substring=self.substring))
 
@@ -221,7 +247,12 @@ def _rule(terms: tuple[str, ...], substring: bool) -> _SegmentRule:
     """The segment rule for ``terms``, kept from the previous text when it was the same."""
     key = (terms, substring, cjk_bigrams_enabled())
     last = _LAST_RULE[-1] if _LAST_RULE else None
-    if last is not None and last[0] == key and len(last[1].known) < _KNOWN_SEGMENTS_CAP:
+    if (
+        last is not None
+        and last[0] == key
+        and len(last[1].known) < _KNOWN_SEGMENTS_CAP
+        and len(last[1].classified) < _CHAR_FOLDS_CAP
+    ):
         return last[1]
     rule = _SegmentRule(terms, substring)
     _LAST_RULE[:] = [(key, rule)]
@@ -238,23 +269,15 @@ def _occurrence_starts(prefix: str, lowered: bytes, others: str, rule: _SegmentR
     ones in ASCII (lowered), and the ASCII characters after it, up to the next non-ASCII
     one, go on with the term. Any other character cannot be part of an occurrence.
     """
-    term_chars = rule.term_chars
-    fits_by_char = rule.fits_by_char
+    anywhere, fitting = rule.looked_at(set(others))
     starts: list[int] = []
-    for char in set(others):
-        folded = _char_fold(char)
-        if folded and term_chars.isdisjoint(folded):
-            continue
-        if len(folded) != 1:
-            at = prefix.find(char)
-            while at >= 0:
-                starts.append(at)
-                at = prefix.find(char, at + 1)
-            continue
-        fits = fits_by_char.get(folded)
-        if fits is None:
-            continue
-        lengths, rests_after = fits
+    for char in anywhere:
+        at = prefix.find(char)
+        while at >= 0:
+            starts.append(at)
+            at = prefix.find(char, at + 1)
+    for char in fitting:
+        lengths, rests_after = rule.fitting[char]
         at = prefix.find(char)
         while at >= 0:
             for length in lengths:  # the term's first characters, just before ``at``

@@ -24,6 +24,7 @@ __all__ = [
     "cjk_bigrams_enabled",
     "cut_utf8",
     "fold",
+    "folded_terms",
     "indexed_text",
     "is_system",
     "is_term_char",
@@ -141,6 +142,11 @@ _findall: Callable[[str], list[str]] = _TERM_RE.findall
 def iter_terms(folded: str) -> Iterator[str]:
     """Terms of already folded text, in order, repeats kept."""
     yield from _findall(folded)
+
+
+def folded_terms(folded: str) -> list[str]:
+    """``list(iter_terms(folded))``, without a generator."""
+    return _findall(folded)
 
 
 def terms(text: str) -> list[str]:
