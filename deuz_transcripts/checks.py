@@ -228,6 +228,37 @@ def check_tenant_columns(databases: Any = None, **kwargs: Any) -> list[CheckMess
     return messages
 
 
+@register(Tags.database)
+def check_search_index(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warns when PostgreSQL's search index is missing or invalid: a ``backfill_transcripts
+    --defer-index`` killed before its end (``deferred_index``) leaves every search reading
+    the whole message table until a backfill builds it."""
+    from django.db import DatabaseError
+
+    from .backends.postgresql_storage import VECTOR_INDEX, vector_index_state
+
+    messages: list[CheckMessage] = []
+    for alias in databases or ():
+        if connections[alias].vendor != "postgresql":
+            continue
+        try:
+            with connections[alias].cursor() as cursor:
+                state = vector_index_state(cursor)
+        except DatabaseError:  # nothing to search yet
+            continue
+        if state in ("missing", "invalid"):
+            messages.append(
+                Warning(
+                    f"Database {alias!r}: the search index {VECTOR_INDEX} is {state}: every "
+                    "search reads the whole message table.",
+                    hint="Run `manage.py backfill_transcripts` (it builds the index when its "
+                    "run ends).",
+                    id="deuz_transcripts.W006",
+                )
+            )
+    return messages
+
+
 @register(Tags.compatibility)
 def check_sqlite_transaction_mode(**kwargs: Any) -> list[CheckMessage]:
     """Warns about each SQLite database the app writes to whose transactions are deferred.

@@ -9,6 +9,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.backends.utils import CursorWrapper
 
 from ..models import Chat, ChatScope, Message
 from .chat_filter import table
@@ -18,6 +19,7 @@ __all__ = [
     "ROLE_TOKEN_SQL",
     "SCOPE_TOKEN_SQL",
     "VECTOR_COLUMN",
+    "VECTOR_INDEX",
     "add_role_lexemes",
     "add_scope_lexemes",
     "chat_lexeme",
@@ -29,20 +31,44 @@ __all__ = [
     "scope_lexeme",
     "scope_lexemes",
     "tsquery_operand",
+    "vector_index_sql",
+    "vector_index_state",
 ]
 
 VECTOR_COLUMN = "search_vector"
 VECTOR_INDEX = "deuz_message_vector"
 
 
+def vector_index_sql() -> str:
+    """The GIN index every search goes through (the migration's, and a deferred build's)."""
+    # A small pending list bounds the latency a search pays for fast inserts.
+    return (
+        f"CREATE INDEX IF NOT EXISTS {VECTOR_INDEX} ON {table(Message)} "
+        f"USING gin ({VECTOR_COLUMN}) WITH (fastupdate = on, gin_pending_list_limit = 256)"
+    )
+
+
+def vector_index_state(cursor: CursorWrapper) -> str:
+    """``"ready"``, ``"missing"``, ``"invalid"`` (a build that did not finish), or
+    ``"unmigrated"`` (no vector column: nothing to index yet)."""
+    cursor.execute(
+        "SELECT (SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)), "
+        "EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass(%s) "
+        "AND a.attname = %s AND NOT a.attisdropped)",
+        [VECTOR_INDEX, table(Message), VECTOR_COLUMN],
+    )
+    valid, migrated = cursor.fetchone() or (None, False)
+    if not migrated:
+        return "unmigrated"
+    if valid is None:
+        return "missing"
+    return "ready" if valid else "invalid"
+
+
 def create_storage(schema_editor: BaseDatabaseSchemaEditor) -> None:
     """The migration's PostgreSQL step: a tsvector column and its GIN index."""
     schema_editor.execute(f"ALTER TABLE {table(Message)} ADD COLUMN {VECTOR_COLUMN} tsvector")
-    # A small pending list bounds the latency a search pays for fast inserts.
-    schema_editor.execute(
-        f"CREATE INDEX {VECTOR_INDEX} ON {table(Message)} USING gin ({VECTOR_COLUMN}) "
-        "WITH (fastupdate = on, gin_pending_list_limit = 256)"
-    )
+    schema_editor.execute(vector_index_sql())
 
 
 def drop_storage(schema_editor: BaseDatabaseSchemaEditor) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
@@ -12,12 +13,15 @@ from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteWrapper
 from ...backfill import SOURCES, Backfill, BackfillStats
 from ...backfill_workers import MAX_WORKERS, WorkerFailed, can_fork, run_in_workers
 from ...base import check_chat_id
+from ...deferred_index import search_index_deferred
 from ...errors import InvalidRecord
 from ...models import Chat, LegacyChat, Tombstone
 from ...verify import Problem, Verifier
 from ..oneline import OneLineErrors, printable
 
 _BAR_WIDTH = 30
+#: Options that do not write a bulk of chats: a deferred index would only cost a build.
+_NOT_WITH_DEFER = ("dry_run", "verify", "fix", "count_terms", "chat_ids")
 #: Chats read per query at most (a bigger LIMIT overflows SQLite's, and buys nothing).
 MAX_BATCH_SIZE = 100_000
 
@@ -101,6 +105,13 @@ class Command(OneLineErrors):
             help="Processes that backfill at once, each its own share of the chats "
             f"(default 1, at most {MAX_WORKERS}; not with --verify or --fix).",
         )
+        parser.add_argument(
+            "--defer-index",
+            action="store_true",
+            help="PostgreSQL: drop the search index for the run and build it once at the end "
+            "(a first load runs ~1.4x faster; meanwhile searches scan the table and the "
+            "build blocks message writes).",
+        )
         parser.add_argument("--database", default=DEFAULT_DB_ALIAS)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -108,6 +119,10 @@ class Command(OneLineErrors):
             raise CommandError(f"--batch-size must be between 1 and {MAX_BATCH_SIZE:,}")
         if options["fix"] and (options["dry_run"] or options["verify"]):
             raise CommandError("--fix repairs what --verify finds; use it alone")
+        if options["defer_index"]:
+            used = [f"--{name.replace('_', '-')}" for name in _NOT_WITH_DEFER if options[name]]
+            if used:
+                raise CommandError(f"--defer-index is for a bulk backfill, not with {used[0]}")
         if options["count_terms"]:
             self._count_terms(options)
             return
@@ -214,15 +229,23 @@ class Command(OneLineErrors):
                 share=share,
             )
 
-        if options["workers"] == 1:
-            stats = backfill((0, 1)).run(options["source"])
-        else:
-            try:
-                stats = run_in_workers(
-                    options["workers"], options["source"], backfill, options["database"]
-                )
-            except WorkerFailed as exc:
-                raise CommandError(f"backfill stopped: {exc}") from None
+        building: AbstractContextManager[None] = (
+            nullcontext()
+            if options["dry_run"]  # writes nothing, builds nothing
+            else search_index_deferred(
+                options["database"], defer=options["defer_index"], report=self.stderr.write
+            )
+        )
+        with building:
+            if options["workers"] == 1:
+                stats = backfill((0, 1)).run(options["source"])
+            else:
+                try:
+                    stats = run_in_workers(
+                        options["workers"], options["source"], backfill, options["database"]
+                    )
+                except WorkerFailed as exc:
+                    raise CommandError(f"backfill stopped: {exc}") from None
         self.stdout.write(self._summary(stats, options["dry_run"]))
         if stats.failed:
             shown = ", ".join(repr(chat_id) for chat_id in stats.failed_ids[:10])
