@@ -123,6 +123,7 @@ class Command(OneLineErrors):
             used = [f"--{name.replace('_', '-')}" for name in _NOT_WITH_DEFER if options[name]]
             if used:
                 raise CommandError(f"--defer-index is for a bulk backfill, not with {used[0]}")
+            self._check_deferrable(options["database"])
         if options["count_terms"]:
             self._count_terms(options)
             return
@@ -176,6 +177,19 @@ class Command(OneLineErrors):
             raise CommandError(
                 "--workers cannot run inside a transaction: the workers' connections would "
                 "not see what it has not committed"
+            )
+
+    @staticmethod
+    def _check_deferrable(database: str) -> None:
+        connection = connections[database]
+        if connection.vendor != "postgresql":
+            raise CommandError(
+                "--defer-index is PostgreSQL's (SQLite's FTS5 table is written with the rows)"
+            )
+        if connection.in_atomic_block:
+            raise CommandError(
+                "--defer-index cannot run inside a transaction: the dropped index would hold "
+                "the message table's lock until it ends"
             )
 
     @staticmethod
