@@ -1,8 +1,8 @@
 """A bulk backfill on PostgreSQL without the GIN index, which is built once at the end.
 
-GIN maintenance is most of what a PostgreSQL load costs (bench/RESULTS.md: a 300k load
-took 54 s without the index against 90 s with it, and building the index afterwards 10
-s). ``backfill_transcripts --defer-index`` drops the index before the first chat is
+GIN maintenance is the largest part of a PostgreSQL load (bench/RESULTS.md: 1M legacy
+messages with 2 workers took 220 s with the index, 112 s without it plus 31 s to build
+it afterwards). ``backfill_transcripts --defer-index`` drops the index before the first chat is
 written and builds it again when the run ends, failed or not. Meanwhile searches read
 the whole message table (their time budget still holds) and the build blocks message
 writes while it runs, so it is for a first load, not for a database serving users.
@@ -55,7 +55,7 @@ def search_index_deferred(
 def _build(database: str, state: str, report: Callable[[str], None]) -> None:
     started = time.monotonic()
     with transaction.atomic(using=database), connections[database].cursor() as cursor:
-        if state == "invalid":  # an interrupted concurrent build of the user's own
+        if state == "invalid":  # left by a failed build (CREATE INDEX CONCURRENTLY, say)
             cursor.execute(f"DROP INDEX IF EXISTS {VECTOR_INDEX}")
         cursor.execute(vector_index_sql())
     report(f"Search index {VECTOR_INDEX} built in {time.monotonic() - started:.1f} s.")

@@ -246,14 +246,9 @@ _KNOWN_SEGMENTS_CAP = 65_536
 def _rule(terms: tuple[str, ...], substring: bool) -> _SegmentRule:
     """The segment rule for ``terms``, kept from the previous text when it was the same."""
     key = (terms, substring, cjk_bigrams_enabled())
-    last = _LAST_RULE[-1] if _LAST_RULE else None
-    if (
-        last is not None
-        and last[0] == key
-        and len(last[1].known) < _KNOWN_SEGMENTS_CAP
-        and len(last[1].classified) < _CHAR_FOLDS_CAP
-    ):
-        return last[1]
+    last = _LAST_RULE[-1][1] if _LAST_RULE and _LAST_RULE[-1][0] == key else None
+    if last is not None and len(last.known) + len(last.classified) < _KNOWN_SEGMENTS_CAP:
+        return last  # what it remembers stays bounded
     rule = _SegmentRule(terms, substring)
     _LAST_RULE[:] = [(key, rule)]
     return rule
