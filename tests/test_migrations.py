@@ -9,7 +9,7 @@ from django.test import override_settings
 
 from deuz_transcripts.backends import postgresql_count_refresh as count_refresh
 from deuz_transcripts.backends import sqlite as sqlite_backend
-from deuz_transcripts.checks import check_search_backends, check_settings
+from deuz_transcripts.checks import check_search_backends, check_search_index, check_settings
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 from deuz_transcripts.verify import Verifier
 from tests.factories import ChatRecordFactory, MessageFactory
@@ -41,8 +41,10 @@ def test_migrations_go_back_and_forth():
     call_command("migrate", "deuz_transcripts", "zero", verbosity=0)
     assert "deuz_transcripts_message" not in tables()
     assert sqlite_backend.FTS_TABLE not in tables()
+    assert check_search_index(databases=["default"]) == []  # nothing to index yet
     call_command("migrate", "deuz_transcripts", verbosity=0)
     assert "deuz_transcripts_message" in tables()
+    assert check_search_index(databases=["default"]) == []
     if connection.vendor == "postgresql":
         assert has_vector_column()
     else:
