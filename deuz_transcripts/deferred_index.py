@@ -33,11 +33,10 @@ def search_index_deferred(
     and inside a transaction (which would hold the table's lock to its end), the block
     just runs."""
     connection = connections[database]
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
-        yield
-        return
-    with connection.cursor() as cursor:
-        state = vector_index_state(cursor)
+    state = "unmigrated"
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            state = vector_index_state(cursor)
     if state == "unmigrated":
         yield
         return

@@ -139,13 +139,8 @@ def _findall_bigrams(folded: str) -> list[str]:
 _findall: Callable[[str], list[str]] = _TERM_RE.findall
 
 
-def iter_terms(folded: str) -> Iterator[str]:
-    """Terms of already folded text, in order, repeats kept."""
-    yield from _findall(folded)
-
-
 def folded_terms(folded: str) -> list[str]:
-    """``list(iter_terms(folded))``, without a generator."""
+    """Terms of already folded text, in order, repeats kept."""
     return _findall(folded)
 
 
@@ -159,7 +154,7 @@ def query_terms(query: object) -> list[str]:
     if not isinstance(query, str):
         return []
     found: dict[str, None] = {}
-    for term in iter_terms(fold(query)):
+    for term in folded_terms(fold(query)):
         found[term] = None
         if len(found) == MAX_QUERY_TERMS:
             break
