@@ -87,18 +87,14 @@ class FoldCodes:
         self._pieces = pieces
         self._codable = codable
         self._translations = (_Translation(self._plain_fold), _Translation(self._sized_fold))
-        #: characters without a code -> the spaces they fold to, None if a term character
-        self._spaces: dict[str, str | None] = {}
-        self._errors = f"deuz_transcripts.fold_codes.{id(self)}"
-        replace = weakref.WeakMethod(self._replace)  # the codec registry keeps its handlers
-
-        def handler(error: UnicodeError) -> tuple[str, int]:
-            method = replace()
-            if method is None:  # pragma: no cover - a table is only freed unused
-                raise error
-            return method(error)
-
-        codecs.register_error(self._errors, handler)
+        #: characters without a code -> the spaces they fold to (one per character of the
+        #: fold, and one per UTF-8 byte), None if a term character
+        self._spaces: dict[str, tuple[str, str] | None] = {}
+        #: the codec's error handlers, for ``plain`` and for ``sized``
+        self._errors = (
+            self._register(f"deuz_transcripts.fold_codes.{id(self)}.plain", sized=False),
+            self._register(f"deuz_transcripts.fold_codes.{id(self)}", sized=True),
+        )
         self._lock = threading.Lock()  # learning only: readers take one snapshot of the table
         self._start()
 
@@ -130,16 +126,29 @@ class FoldCodes:
         have no room for."""
         return text.translate(self._translations[sized])
 
+    def _register(self, name: str, *, sized: bool) -> str:
+        replace = weakref.WeakMethod(self._replace)  # the codec registry keeps its handlers
+
+        def handler(error: UnicodeError) -> tuple[str, int]:
+            method = replace()
+            if method is None:  # pragma: no cover - a table is only freed unused
+                raise error
+            return method(error, sized)
+
+        codecs.register_error(name, handler)
+        return name
+
     def _separate(self, text: str, sized: bool) -> str:
         table = self._table  # one snapshot: another thread may learn meanwhile
+        errors = self._errors[sized]
         try:
-            codes = _encode(text, self._errors, table.encoding)[0]
+            codes = _encode(text, errors, table.encoding)[0]
         except UnicodeEncodeError as error:  # its start: the first character needing a code
             learnt = self._learn(text, error.object[error.start])
             if learnt is None:
                 return self.translated(text, sized=sized)
             table = learnt
-            codes = _encode(text, self._errors, table.encoding)[0]
+            codes = _encode(text, errors, table.encoding)[0]
         for code, code_bytes, replacement in table.ascii_expansions:
             if code in codes:  # one memchr
                 codes = codes.replace(code_bytes, replacement)
@@ -158,7 +167,7 @@ class FoldCodes:
         """Characters that have a code."""
         return len(self._chars)
 
-    def _replace(self, error: UnicodeError) -> tuple[str, int]:
+    def _replace(self, error: UnicodeError, sized: bool) -> tuple[str, int]:
         """Error handler: characters that get no code but fold to no term become spaces."""
         if not isinstance(error, UnicodeEncodeError):
             raise error
@@ -168,22 +177,24 @@ class FoldCodes:
             if spaces is None:
                 error.start = position
                 raise error
-            out.append(spaces)
+            out.append(spaces[sized])
         return "".join(out), error.end
 
     def _can_code(self, char: str) -> bool:
         return ord(char) <= 0xFFFF and char != _UNMAPPED and self._codable(char)
 
-    def _codeless(self, char: str) -> str | None:
-        """For a character that never gets a code: the spaces its fold becomes (one per
-        UTF-8 byte), or None if its fold holds a term character or it could get a code."""
+    def _codeless(self, char: str) -> tuple[str, str] | None:
+        """For a character that never gets a code: the spaces its fold becomes in ``plain``
+        (one per character) and in ``sized`` (one per UTF-8 byte), or None if its fold
+        holds a term character or it could get a code."""
         if char in self._spaces:
             return self._spaces[char]
         spaces = None
         if not self._can_code(char):
             pieces = self._pieces(char)
             if not any(term for _, term in pieces):
-                spaces = " " * sum(len(p.encode("utf-8", "surrogatepass")) for p, _ in pieces)
+                size = sum(len(p.encode("utf-8", "surrogatepass")) for p, _ in pieces)
+                spaces = (" " * len(pieces), " " * size)
         self._spaces[char] = spaces
         return spaces
 

@@ -25,11 +25,13 @@ __all__ = [
     "cut_utf8",
     "fold",
     "folded_terms",
+    "holds_bigram_runs",
     "indexed_text",
     "is_system",
     "is_term_char",
     "message_terms",
     "query_terms",
+    "separated_fold",
     "stored_term",
     "stored_terms_text",
     "term_ranges",
@@ -223,6 +225,21 @@ def text_terms(text: str) -> list[str]:
     if _cjk_bigrams and _BIGRAM_RUN.search(separated) is not None:
         return _bigrams(found)
     return list(found)
+
+
+def separated_fold(text: str) -> str:
+    """``fold(text)`` with each non-term character a space, for the whole text in C.
+
+    A character outside the BMP that folds to no term character becomes one space per
+    UTF-8 byte of its fold: the result has ``len(text)`` characters exactly when every
+    character gave one (what ``span_match`` relies on to keep offsets).
+    """
+    return _FOLD_CODES.plain(text)
+
+
+def holds_bigram_runs(folded: str) -> bool:
+    """Whether ``folded`` holds Han, Kana or Thai, whose terms ``CJK_BIGRAMS`` changes."""
+    return _BIGRAM_RUN.search(folded) is not None
 
 
 def _bigrams(terms: Iterable[str]) -> list[str]:
