@@ -1,11 +1,13 @@
 """Where the highlight rule must run: ``match_spans`` on a message's indexed prefix.
 
 The rule (``span_rule.highlight_spans``) folds and classifies each character one by one;
-a hit's indexed prefix holds up to 256 KiB, mostly words that hold no query term. So
-the prefix is cut into *segments* at whitespace and at ASCII characters that are no
-letter or digit: each folds to one character that is no term character, so no word
-crosses it and the rule on a segment alone gives that segment's spans. Only segments
-that may hold a term occurrence (in their fold) are looked at:
+a hit's indexed prefix holds up to 256 KiB, mostly words that hold no query term. Exact
+matching finds the rule's spans on the whole folded prefix (``folded_spans``, in C),
+except in text whose terms ``CJK_BIGRAMS`` cuts into pieces. There, and for substring
+matching, the prefix is cut into *segments* at whitespace and at ASCII characters that
+are no letter or digit: each folds to one character that is no term character, so no
+word crosses it and the rule on a segment alone gives that segment's spans. Only
+segments that may hold a term occurrence (in their fold) are looked at:
 
 * one within an ASCII run: ASCII folds by ``lower()``, one character for one, so a
   ``find`` of each ASCII term in the lowered prefix meets it (a term that is a whole
@@ -17,11 +19,10 @@ that may hold a term occurrence (in their fold) are looked at:
   fold shares no character with a term is never part of an occurrence.
 
 Folds and folded sizes are remembered per character, the rule's result per distinct
-segment (across the hits of a page), and the indexed prefix is cut from the sizes of
-the non-ASCII characters alone. A short prefix (a chat message, for a query of several
-terms) is looked at segment by segment instead: finding where each term may be costs
-more there than the rule on every (remembered) segment. The result is the rule's, span
-for span, either way (tests/test_span_match.py).
+segment (across a page's hits); the indexed prefix is cut from the sizes of the
+non-ASCII characters alone. A short prefix (for a query of several terms) is looked at
+segment by segment instead. The result is the rule's, span for span, on every path
+(tests/test_span_match.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from .folded_spans import folded_spans, non_ascii
 from .span_rule import Span, highlight_spans
 from .text import MAX_FOLD_GROWTH, MAX_INDEXED_BYTES, cjk_bigrams_enabled, fold, folded_terms
 
@@ -43,7 +45,6 @@ _SEGMENT_REST = re.compile(_SEGMENT_CHAR + "*")
 _SEGMENT = re.compile(_SEGMENT_CHAR + "+")
 _TERM_RUN = re.compile(r"[^\W_]+")
 _LOWER_ASCII_RUN = re.compile("[a-z0-9]*")
-_ASCII_BYTES = bytes(range(128))
 _PREFIX_CHUNK = 16_384
 # A prefix of at most min(_SHORT_CAP, k * k * _SHORT_CHARS_PER_TERM_SQUARED) characters,
 # for k terms, is looked at segment by segment. Measured crossovers on mixed Latin, accented
@@ -63,16 +64,6 @@ def _segment_end(text: str, at: int) -> int:
     """Where the run of segment characters from ``at`` ends."""
     found = _SEGMENT_REST.match(text, at)
     return found.end() if found is not None else at
-
-
-def _non_ascii(text: str) -> str:
-    """The non-ASCII characters of ``text``, in order (lone surrogates included)."""
-    # dropping the ASCII bytes leaves whole UTF-8 sequences
-    return (
-        text.encode("utf-8", "surrogatepass")
-        .translate(None, _ASCII_BYTES)
-        .decode("utf-8", "surrogatepass")
-    )
 
 
 def _char_fold(char: str) -> str:
@@ -100,7 +91,7 @@ def _folded_size(text: str, others: str | None = None) -> int:
     if text.isascii():
         return len(text)
     if others is None:
-        others = _non_ascii(text)
+        others = non_ascii(text)
     total = len(text) - len(others)
     distinct = set(others)
     # a few distinct characters (most texts): one C count each beats a Counter
@@ -132,7 +123,7 @@ def _indexed(text: str, limit: int = MAX_INDEXED_BYTES) -> tuple[str, str | None
         # characters folding to nothing (marks) right after the full head still fit
         return text[: limit + _fitting_length(text[limit:], limit, limit, _PREFIX_CHUNK)], None
     if len(text) <= 2 * limit:
-        others = _non_ascii(text)
+        others = non_ascii(text)
         if _folded_size(text, others) <= limit:
             return text, others
     return text[: _fitting_length(text, 0, limit, _PREFIX_CHUNK)], None
@@ -386,11 +377,15 @@ def match_spans(
     if not useful:
         return ()
     prefix, others = _indexed(text)
+    if not substring:  # exact: on the whole folded prefix, unless CJK_BIGRAMS cuts its terms
+        found = folded_spans(prefix, non_ascii(prefix) if others is None else others, useful)
+        if found is not None:
+            return tuple(found[:enough] if enough > 0 else found)
     short = min(_SHORT_CAP, _SHORT_CHARS_PER_TERM_SQUARED * len(useful) ** 2)
     if len(prefix) <= short or "" in useful:
         spans = _every_segment_spans(prefix, useful, substring)
     else:
         if others is None:
-            others = _non_ascii(prefix)
+            others = non_ascii(prefix)
         spans = _segment_spans(prefix, others, useful, substring)
     return tuple(spans[:enough] if enough > 0 else spans)

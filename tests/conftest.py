@@ -113,10 +113,20 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return recorded
 
 
-# span_match settings that send every text down one of match_spans's two paths
-_SPAN_MATCH_PATHS = {
-    "every-segment": {"_SHORT_CAP": sys.maxsize, "_SHORT_CHARS_PER_TERM_SQUARED": sys.maxsize},
-    "where-a-term-may-be": {"_SHORT_CAP": -1},
+def _no_folded_spans(*args: object) -> None:
+    return None
+
+
+# span_match settings that send every text down one of match_spans's paths: exact matching
+# on the whole folded text (where it applies, else the segments'), or always by segments
+_SPAN_MATCH_PATHS: dict[str, dict[str, object]] = {
+    "whole-folded-text": {},
+    "every-segment": {
+        "_SHORT_CAP": sys.maxsize,
+        "_SHORT_CHARS_PER_TERM_SQUARED": sys.maxsize,
+        "folded_spans": _no_folded_spans,
+    },
+    "where-a-term-may-be": {"_SHORT_CAP": -1, "folded_spans": _no_folded_spans},
 }
 
 

@@ -124,7 +124,9 @@ def test_texts_crossing_the_256_kib_cap_with_a_multibyte_character_at_the_cut(cu
 BIGRAM_BLOCKS = [0x0E00, 0x3000, 0x4E00, 0x9800, 0xF800, 0xFF00, 0x1B000, 0x20000]
 
 
-@pytest.mark.parametrize("span_match_path", ["where-a-term-may-be"], indirect=True)
+@pytest.mark.parametrize(
+    "span_match_path", ["where-a-term-may-be", "whole-folded-text"], indirect=True
+)
 def test_every_code_point_inside_words(bigrams, span_match_path):
     """Each code point glued inside ``error``, ``hören`` and ``xy``, and alone. One folding
     to a single character that is none of the terms' cannot make or break a match there,
@@ -158,5 +160,8 @@ def test_a_mark_glues_a_word_and_a_ligature_splits_across_runs(span_match_path):
     assert match_spans("x-ERROR-é", ["error"]) == ((2, 7),)
     assert match_spans("hörenß", ["horenss"]) == ((0, 6),)
     assert match_spans("℡ tel", ["tel"]) == ((0, 1), (2, 5))  # one character, a whole word
+    # "½" folds to "1⁄2": a word ending inside a fold leaves the mark after it to the next
+    assert match_spans("3½\u0301", ["31", "2"]) == ((0, 2), (1, 3))
+    assert match_spans("x3½\u0301 ß\u0301", ["x31", "2", "ss"]) == ((0, 3), (2, 4), (5, 7))
     assert match_spans("error", ["", "x"], substring=True) == ((0, 5),)  # "" is in every word
     assert match_spans("error", ["", "x"]) == ()

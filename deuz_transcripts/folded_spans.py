@@ -1,0 +1,162 @@
+"""Exact matching's spans found on a whole folded text, in C, with offsets mapped back.
+
+``span_match`` otherwise runs the highlight rule word by word in Python, which for a
+short hit and a query of several words costs more than folding the whole hit: the text
+becomes ``separated_fold(text)`` (each character's fold, non-term characters as spaces,
+two codec calls), a query term is a span where it is a whole word of it (one ``re`` scan
+per term the text holds), and the span's ends are mapped back to the text's offsets.
+
+Folding is per character, so the map needs only the characters whose fold is not one
+character (``ß``, ``½``, marks that drop): the rest keep their offsets. It gives the
+rule's spans exactly (``tests/test_span_match.py`` holds it to the rule): a span starts
+at the character whose fold holds the word's first character, ends after the one whose
+fold holds its last, and takes in the characters folding to nothing right after it when
+the word ends where that character's fold ends.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import re
+from collections.abc import Iterable
+
+from .span_rule import Span
+from .text import cjk_bigrams_enabled, fold, holds_bigram_runs, separated_fold
+
+__all__ = ["folded_spans", "non_ascii"]
+
+#: non-ASCII character -> the length of its fold, for those that are not one character
+_ODD_LENGTHS: dict[str, int] = {}
+#: non-ASCII characters known to fold to exactly one character
+_ONE_FOR_ONE: set[str] = set()
+_KNOWN_CAP = 65_536
+_ASCII_BYTES = bytes(range(128))
+#: Up to this many terms, each is scanned for (~1 ms per MB); more, and one ``split`` of the
+#: text (~10 ms per MB) first keeps those the text holds.
+_SCANS_BEFORE_SPLIT = 8
+
+
+def _odd_lengths(distinct: set[str]) -> dict[str, int]:
+    """Of ``distinct`` non-ASCII characters, those whose fold is not one character, with
+    its length; each character folded once per process (both sets bounded)."""
+    new = distinct.difference(_ONE_FOR_ONE)
+    odd: dict[str, int] = {}
+    if not new:
+        return odd
+    if len(_ONE_FOR_ONE) > _KNOWN_CAP or len(_ODD_LENGTHS) > _KNOWN_CAP:
+        _ONE_FOR_ONE.clear()
+        _ODD_LENGTHS.clear()
+    for char in new:
+        length = _ODD_LENGTHS.get(char)
+        if length is None:
+            length = len(fold(char))
+            if length == 1:
+                _ONE_FOR_ONE.add(char)
+                continue
+            _ODD_LENGTHS[char] = length
+        odd[char] = length
+    return odd
+
+
+class _OffsetMap:
+    """Folded offsets -> the text's offsets, from the odd characters' occurrences."""
+
+    def __init__(self, text: str, odd: dict[str, int]) -> None:
+        places = sorted(
+            (at, length) for char, length in odd.items() for at in _occurrences(text, char)
+        )
+        self.text_at = [at for at, _ in places]
+        self.lengths = [length for _, length in places]
+        self.folded_at: list[int] = []
+        shift = 0
+        for at, length in places:
+            self.folded_at.append(at + shift)
+            shift += length - 1
+        self.dropped = {at for at, length in places if length == 0}
+
+    def char_of(self, folded: int) -> tuple[int, bool]:
+        """The text offset of the character whose fold holds folded offset ``folded``, and
+        whether ``folded`` is that fold's last character."""
+        index = bisect.bisect_right(self.folded_at, folded) - 1
+        if index >= 0:
+            start = self.folded_at[index]
+            length = self.lengths[index]
+            if folded < start + length:
+                return self.text_at[index], folded == start + length - 1
+            return self.text_at[index] + 1 + folded - (start + length), True
+        return folded, True
+
+    def span(self, start: int, end: int) -> Span:
+        first, _ = self.char_of(start)
+        last, fold_ends = self.char_of(end - 1)
+        end = last + 1
+        if fold_ends:  # characters folding to nothing right after the word belong to it
+            while end in self.dropped:
+                end += 1
+        return first, end
+
+    def spans(self, spans: list[Span]) -> list[Span]:
+        """``span`` of each of ``spans`` (sorted, apart): those between two odd characters
+        moved by one shift together, the few touching one mapped alone."""
+        ends = [end for _, end in spans]
+        out: list[Span] = []
+        index = shift = 0
+        for start, length in zip(self.folded_at, self.lengths, strict=True):
+            # before this character's fold (a word ending where a dropped one stands takes it in)
+            block = bisect.bisect_left(ends, start + 1 if length else start, index)
+            out.extend([(low - shift, high - shift) for low, high in spans[index:block]])
+            index = block
+            # holding part of the character's fold, or (dropped) ending at it or around it
+            while index < len(spans) and spans[index][0] < start + length:
+                out.append(self.span(*spans[index]))
+                index += 1
+            shift += length - 1
+        out.extend([(low - shift, high - shift) for low, high in spans[index:]])
+        return out
+
+
+def non_ascii(text: str) -> str:
+    """The non-ASCII characters of ``text``, in order (lone surrogates included)."""
+    # dropping the ASCII bytes leaves whole UTF-8 sequences
+    return (
+        text.encode("utf-8", "surrogatepass")
+        .translate(None, _ASCII_BYTES)
+        .decode("utf-8", "surrogatepass")
+    )
+
+
+def _occurrences(text: str, char: str) -> Iterable[int]:
+    at = text.find(char)
+    while at >= 0:
+        yield at
+        at = text.find(char, at + 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _whole_word(term: str) -> re.Pattern[str]:
+    """``term`` as a whole word of separated folded text (the pattern opens with the term
+    itself, so ``re`` scans for it as fast as ``find``)."""
+    word = re.escape(term)
+    return re.compile(word + "(?<![^ ]" + word + ")(?![^ ])")
+
+
+def folded_spans(text: str, others: str, terms: Iterable[str]) -> list[Span] | None:
+    """The rule's spans of ``terms`` (exact matching) in ``text``, whose non-ASCII
+    characters are ``others``; ``None`` for text whose terms ``CJK_BIGRAMS`` cuts into
+    pieces (``span_match`` runs the rule on its words instead)."""
+    odd = _odd_lengths(set(others)) if others else {}
+    offsets = _OffsetMap(text, odd) if odd else None
+    separated = separated_fold(text)
+    if cjk_bigrams_enabled() and holds_bigram_runs(separated):
+        return None
+    wanted = set(terms)
+    if len(wanted) > _SCANS_BEFORE_SPLIT:  # which terms the text holds, from one split
+        wanted.intersection_update(separated.split())
+    spans: list[Span] = []
+    for term in wanted:
+        spans.extend(found.span() for found in _whole_word(term).finditer(separated))
+    spans.sort()
+    if offsets is not None:
+        return offsets.spans(spans)
+    return spans
