@@ -18,9 +18,9 @@ segments that may hold a term occurrence (in their fold) are looked at:
   characters that go on with the term up to the next non-ASCII one. A character whose
   fold shares no character with a term is never part of an occurrence.
 
-Folds and folded sizes are remembered per character, the rule's result per distinct
-segment (across a page's hits); the indexed prefix is cut from the sizes of the
-non-ASCII characters alone. A short prefix (for a query of several terms) is looked at
+Folds are remembered per character, the rule's result per distinct segment (across a
+page's hits); the indexed prefix is cut from the folded size of the non-ASCII characters
+alone (folded in C). A short prefix (for a query of several terms) is looked at
 segment by segment instead. The result is the rule's, span for span, on every path
 (tests/test_span_match.py).
 """
@@ -30,12 +30,18 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections import Counter
 from collections.abc import Sequence
 
 from .folded_spans import folded_spans, non_ascii
 from .span_rule import Span, highlight_spans
-from .text import MAX_FOLD_GROWTH, MAX_INDEXED_BYTES, cjk_bigrams_enabled, fold, folded_terms
+from .text import (
+    MAX_FOLD_GROWTH,
+    MAX_INDEXED_BYTES,
+    cjk_bigrams_enabled,
+    fold,
+    folded_size,
+    folded_terms,
+)
 
 __all__ = ["indexed_prefix", "match_spans"]
 
@@ -56,8 +62,6 @@ _SHORT_CAP = 16_384
 #: non-ASCII character -> its fold (emptied when it grows past the cap).
 _CHAR_FOLDS: dict[str, str] = {}
 _CHAR_FOLDS_CAP = 65_536
-#: non-ASCII character -> the UTF-8 size of its fold.
-_CHAR_FOLDED_BYTES: dict[str, int] = {}
 
 
 def _segment_end(text: str, at: int) -> int:
@@ -76,31 +80,14 @@ def _char_fold(char: str) -> str:
     return folded
 
 
-def _char_folded_bytes(char: str) -> int:
-    size = _CHAR_FOLDED_BYTES.get(char)
-    if size is None:
-        if len(_CHAR_FOLDED_BYTES) > _CHAR_FOLDS_CAP:
-            _CHAR_FOLDED_BYTES.clear()
-        size = _CHAR_FOLDED_BYTES[char] = len(_char_fold(char).encode("utf-8"))
-    return size
-
-
 def _folded_size(text: str, others: str | None = None) -> int:
-    """``len(fold(text).encode())``, from counts of the non-ASCII characters only (``others``
-    when known): fold works on each character alone and lowers an ASCII one to one byte."""
+    """``len(fold(text).encode())``, from the non-ASCII characters only (``others`` when
+    known): fold works on each character alone and lowers an ASCII one to one byte."""
     if text.isascii():
         return len(text)
     if others is None:
         others = non_ascii(text)
-    total = len(text) - len(others)
-    distinct = set(others)
-    # a few distinct characters (most texts): one C count each beats a Counter
-    counts = (
-        Counter(others).items() if len(distinct) > 64 else ((c, others.count(c)) for c in distinct)
-    )
-    for char, count in counts:
-        total += _char_folded_bytes(char) * count
-    return total
+    return len(text) - len(others) + folded_size(others)
 
 
 def indexed_prefix(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
@@ -118,7 +105,7 @@ def _indexed(text: str, limit: int = MAX_INDEXED_BYTES) -> tuple[str, str | None
         return text, None
     head = text[:limit]
     if head.isascii():
-        if len(text) <= limit or _char_folded_bytes(text[limit]):
+        if len(text) <= limit or folded_size(text[limit]):
             return head, ""
         # characters folding to nothing (marks) right after the full head still fit
         return text[: limit + _fitting_length(text[limit:], limit, limit, _PREFIX_CHUNK)], None

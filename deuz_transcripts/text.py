@@ -24,6 +24,7 @@ __all__ = [
     "cjk_bigrams_enabled",
     "cut_utf8",
     "fold",
+    "folded_size",
     "folded_terms",
     "holds_bigram_runs",
     "indexed_text",
@@ -235,6 +236,11 @@ def separated_fold(text: str) -> str:
     character gave one (what ``span_match`` relies on to keep offsets).
     """
     return _FOLD_CODES.plain(text)
+
+
+def folded_size(text: str) -> int:
+    """``len(fold(text).encode("utf-8"))``, folded in C (separators of the same size)."""
+    return len(_FOLD_CODES.sized(text).encode("utf-8"))
 
 
 def holds_bigram_runs(folded: str) -> bool:
