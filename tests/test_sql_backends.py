@@ -443,8 +443,8 @@ def test_database_errors_surface_as_transcript_errors(monkeypatch):
     store.write_chat(record("c1", "hello"), expected_revision=0)
 
     monkeypatch.setattr(
-        "deuz_transcripts.backends.base.ChatFilter.total_sql",
-        lambda self: ("SELECT no_such_column FROM deuz_transcripts_chat", []),
+        "deuz_transcripts.backends.base.ChatFilter.chat_counts_sql",
+        lambda self: ("SELECT no_such_column AS n FROM deuz_transcripts_chat", []),
     )
     with pytest.raises(TranscriptError):  # a scope wider than a tenant: N is counted
         store.transcript.search({**ADA, "team": "x"}, "hello")

@@ -138,6 +138,12 @@ class SearchMatcher(ABC):
         cursor.execute(sql, params)
         return fetch_int(cursor)
 
+    def total_past(self, cursor: CursorWrapper, chats: ChatFilter, past: int) -> tuple[int, bool]:
+        """N and ``True``; or, where counting can stop once it passes ``past`` and every
+        size that picks one of the backend's routes, a number above them and ``False``
+        (that N is past them is all a plan needs to know then)."""
+        return self.total(cursor, chats), True
+
     def reads_scope_rows(self, size: int) -> bool:
         """Whether a scope of ``size`` indexed messages is read row by row, not in the index."""
         return True

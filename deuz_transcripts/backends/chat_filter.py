@@ -321,6 +321,13 @@ class ChatFilter:
                 f"SELECT COALESCE(SUM(c.indexed_count), 0) FROM {table(Chat)} c WHERE {check}",
                 check_params,
             )
+        counts, params = self.chat_counts_sql()
+        return f"SELECT COALESCE(SUM(n), 0) FROM ({counts}) AS counts", params
+
+    def chat_counts_sql(self) -> tuple[str, list[Any]]:
+        """``SELECT n ...``: each chat of a scope (no roles) and its indexed messages (NULL
+        for a chat the filter does not admit), one primary-key probe per scope row."""
+        check, check_params = self._chat_check()
         rows, params = self._scope_rows()
         probe = f"SELECT c.indexed_count FROM {table(Chat)} c WHERE c.id = s0.chat_id AND {check}"
-        return f"SELECT COALESCE(SUM(({probe})), 0) {rows}", [*check_params, *params]
+        return f"SELECT ({probe}) AS n {rows}", [*check_params, *params]

@@ -40,6 +40,8 @@ from .sqlite_fts5_rows import Fts5Rows
 #: positive terms' doclists merged, the others excluded) rather than by computing every
 #: match's mask (a cursor's next page of five words: 2 x 200+ ms at 1M).
 _EXACT_MASKS_MAX = 4
+#: A scope's per-chat counts are summed this many chats at a time (``total_past``).
+_COUNTS_STEP = 64
 
 #: Per connection, in ``temp``: FTS5's vocabulary (a term's rows), for unfiltered counts.
 FTS_VOCAB = "deuz_transcripts_fts_vocab"
@@ -57,6 +59,22 @@ class Fts5Matcher(SearchMatcher):
     walk_join = "INDEXED BY deuz_chat_updated CROSS JOIN"
     role_tokens = True  # every FTS row holds its message's role token (migration 0003)
     caps_by_term_counts = True  # doclist counts
+
+    def total_past(self, cursor: CursorWrapper, chats: ChatFilter, past: int) -> tuple[int, bool]:
+        """A scope's per-chat counts summed as SQLite steps through them (``fetchmany``
+        steps the statement), stopping past ``past``: a big user's N costs its first
+        chats, not all of them (1.4 ms for the 50,000-message user at 1M)."""
+        if chats.roles is not None or not chats.scope:
+            return super().total_past(cursor, chats, past)
+        past = max(past, self.policy.scan_scope_max)  # a smaller scope scans its rows
+        sql, params = chats.chat_counts_sql()
+        cursor.execute(sql, params)
+        total = 0
+        while rows := cursor.fetchmany(_COUNTS_STEP):
+            total += sum(count for (count,) in rows if count)
+            if total > past:
+                return total, False
+        return total, True
 
     def reads_scope_rows(self, size: int) -> bool:
         return size <= self.policy.scan_scope_max

@@ -80,6 +80,7 @@ class SearchPlanner(EssentialTerms):
         chats = self.chat_filter(request)
         depth = request.offset + request.limit
         terms = request.terms
+        sized = chats.narrowed and (bool(chats.scope) or chats.chat_ids is not None)
         # a date window's N is a pass over its chats, which a guessed walk that fills the
         # page never needs: that walk first
         newest = self._guessed_walk(cursor, chats, terms, depth) if chats.windowed else None
@@ -87,17 +88,23 @@ class SearchPlanner(EssentialTerms):
             # N first where its size picks how the backend finds a scope's rows (a scan of
             # a small one); a window or roles over every chat are found in the index
             # whatever N, which a walk that fills the page never needs (SQLite at 1M: 35
-            # ms for the newest half's N, unscoped)
-            if chats.narrowed and (chats.scope or chats.chat_ids is not None):
-                chats = replace(chats, size=matcher.total(cursor, chats))
-                if not chats.size:
+            # ms for the newest half's N, unscoped). Past every size that picks a route,
+            # the walk needs no N: the rest of it is read only if the walk cannot fill the
+            # page.
+            if sized:
+                past = max(self.policy.walk_min_rows, depth)  # the walk's probe below it
+                size, exact = matcher.total_past(cursor, chats, past)
+                if not size:
                     return None
+                chats = replace(chats, size=size if exact else None)
             newest = self.newest_page(cursor, chats, terms, depth, guess=not chats.windowed)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
             if len(newest) <= request.offset:  # one term's few matches (or none) before it
                 return None
             full = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
             return RankedPage(newest[request.offset :], full, chats, None)
+        if sized and chats.size is None:
+            chats = replace(chats, size=matcher.total(cursor, chats))
         if len(terms) == 1 and chats.size is None and matcher.walks_newest_first:
             # One term: every hit scores 1.0 whatever N (raw / best), and the probe found
             # fewer rows holding it than a walk needs: one statement ranks them, N unread
