@@ -14,7 +14,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q
 
 from deuz_transcripts.backends.chat_filter import ChatFilter
@@ -327,10 +327,12 @@ class Replay:
         if (user, q) not in self.captured:
             self.prepare(user, q)
         rows: list[Any] = []
-        with connection.cursor() as cursor:
+        # in a transaction, as the API's statements ran: they include its SAVEPOINTs
+        with transaction.atomic(), connection.cursor() as cursor:
             for sql, params in self.captured[(user, q)]:
                 cursor.execute(sql, params)
-                rows = cursor.fetchall()
+                if cursor.description is not None:
+                    rows = cursor.fetchall()
         return rows
 
 
