@@ -145,8 +145,6 @@ def folded_spans(text: str, others: str, terms: Iterable[str]) -> list[Span] | N
     """The rule's spans of ``terms`` (exact matching) in ``text``, whose non-ASCII
     characters are ``others``; ``None`` for text whose terms ``CJK_BIGRAMS`` cuts into
     pieces (``span_match`` runs the rule on its words instead)."""
-    odd = _odd_lengths(set(others)) if others else {}
-    offsets = _OffsetMap(text, odd) if odd else None
     separated = separated_fold(text)
     if cjk_bigrams_enabled() and holds_bigram_runs(separated):
         return None
@@ -156,7 +154,8 @@ def folded_spans(text: str, others: str, terms: Iterable[str]) -> list[Span] | N
     spans: list[Span] = []
     for term in wanted:
         spans.extend(found.span() for found in _whole_word(term).finditer(separated))
+    if not spans:
+        return spans
     spans.sort()
-    if offsets is not None:
-        return offsets.spans(spans)
-    return spans
+    odd = _odd_lengths(set(others)) if others else {}
+    return _OffsetMap(text, odd).spans(spans) if odd else spans
