@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from deuz_transcripts import span_match, spans
+from deuz_transcripts import folded_spans, span_match, spans
 from deuz_transcripts.text import query_terms
 
 from .corpus import Corpus
@@ -56,8 +56,8 @@ def _forget_queries(old: ModuleType) -> None:
     """What a new search starts from: the compiled patterns and the segments seen by the
     previous query forgotten (per character folds stay: they outlive any query)."""
     re.purge()
-    for module in (old, span_match):
-        for cache in ("_ascii_word_pattern", "_whole_ascii_word"):
+    for module in (old, span_match, folded_spans):
+        for cache in ("_ascii_word_pattern", "_whole_ascii_word", "_whole_word"):
             if hasattr(module, cache):
                 getattr(module, cache).cache_clear()
         if hasattr(module, "_LAST_RULE"):
