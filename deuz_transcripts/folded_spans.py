@@ -21,7 +21,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-from .span_rule import Span
+from .span_rule import Span, add_word_spans
 from .text import cjk_bigrams_enabled, fold, holds_bigram_runs, separated_fold
 
 __all__ = ["folded_spans", "non_ascii"]
@@ -35,6 +35,9 @@ _ASCII_BYTES = bytes(range(128))
 #: Up to this many terms, each is scanned for (~1 ms per MB); more, and one ``split`` of the
 #: text (~10 ms per MB) first keeps those the text holds.
 _SCANS_BEFORE_SPLIT = 8
+#: Texts up to this many characters are searched by ``find``, longer ones by a compiled
+#: pattern per term (remembered: a query's terms recur across a page and across queries).
+_FIND_IN_PYTHON_MAX = 4_096
 
 
 def _odd_lengths(distinct: set[str]) -> dict[str, int]:
@@ -133,6 +136,22 @@ def _occurrences(text: str, char: str) -> Iterable[int]:
         at = text.find(char, at + 1)
 
 
+def _whole_word_places(separated: str, term: str) -> list[Span]:
+    """Where ``term`` is a whole word of a short separated text, by ``find``: no pattern
+    to compile (~30 us a term, more than a short text costs)."""
+    places: list[Span] = []
+    size = len(term)
+    at = separated.find(term)
+    while at >= 0:
+        end = at + size
+        if (not at or separated[at - 1] == " ") and (
+            end == len(separated) or separated[end] == " "
+        ):
+            places.append((at, end))
+        at = separated.find(term, at + 1)
+    return places
+
+
 @functools.lru_cache(maxsize=256)
 def _whole_word(term: str) -> re.Pattern[str]:
     """``term`` as a whole word of separated folded text (the pattern opens with the term
@@ -141,19 +160,49 @@ def _whole_word(term: str) -> re.Pattern[str]:
     return re.compile(word + "(?<![^ ]" + word + ")(?![^ ])")
 
 
-def folded_spans(text: str, others: str, terms: Iterable[str]) -> list[Span] | None:
+def _piece_spans(text: str, others: str, separated: str, wanted: set[str]) -> list[Span]:
+    """``CJK_BIGRAMS`` text: the words holding a query term anywhere (found in C), each
+    cut into its terms by the rule itself (``add_word_spans``), its characters' places
+    mapped back one by one (overlapping bigrams merge where the text's characters do)."""
+    words: dict[int, int] = {}  # start -> end, in ``separated``
+    for term in wanted:
+        at = separated.find(term)
+        while at >= 0:
+            start = separated.rfind(" ", 0, at) + 1
+            end = separated.find(" ", at + len(term))
+            end = len(separated) if end < 0 else end
+            words[start] = end
+            at = separated.find(term, end)
+    odd = _odd_lengths(set(others)) if others and words else {}
+    offsets = _OffsetMap(text, odd) if odd else None
+    spans: list[Span] = []
+    for start in sorted(words):
+        end = words[start]
+        if offsets is None:
+            starts, ends = list(range(start, end)), list(range(start + 1, end + 1))
+        else:
+            starts = [offsets.char_of(place)[0] for place in range(start, end)]
+            ends = [offsets.span(place, place + 1)[1] for place in range(start, end)]
+        add_word_spans(spans, separated[start:end], starts, ends, wanted, False)
+    return spans
+
+
+def folded_spans(text: str, others: str, terms: Iterable[str]) -> list[Span]:
     """The rule's spans of ``terms`` (exact matching) in ``text``, whose non-ASCII
-    characters are ``others``; ``None`` for text whose terms ``CJK_BIGRAMS`` cuts into
-    pieces (``span_match`` runs the rule on its words instead)."""
+    characters are ``others``: where a term is a whole word of the folded text, or (text
+    whose terms ``CJK_BIGRAMS`` cuts into pieces) one of the pieces of a word holding it."""
     separated = separated_fold(text)
     if cjk_bigrams_enabled() and holds_bigram_runs(separated):
-        return None
+        return _piece_spans(text, others, separated, set(terms))
     wanted = set(terms)
     if len(wanted) > _SCANS_BEFORE_SPLIT:  # which terms the text holds, from one split
         wanted.intersection_update(separated.split())
     spans: list[Span] = []
     for term in wanted:
-        spans.extend(found.span() for found in _whole_word(term).finditer(separated))
+        if len(separated) > _FIND_IN_PYTHON_MAX:
+            spans.extend(found.span() for found in _whole_word(term).finditer(separated))
+        else:
+            spans.extend(_whole_word_places(separated, term))
     if not spans:
         return spans
     spans.sort()

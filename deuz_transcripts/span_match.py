@@ -2,16 +2,15 @@
 
 The rule (``span_rule.highlight_spans``) folds and classifies each character one by one;
 a hit's indexed prefix holds up to 256 KiB, mostly words that hold no query term. Exact
-matching finds the rule's spans on the whole folded prefix (``folded_spans``, in C),
-except in text whose terms ``CJK_BIGRAMS`` cuts into pieces. There, and for substring
-matching, the prefix is cut into *segments* at whitespace and at ASCII characters that
-are no letter or digit: each folds to one character that is no term character, so no
-word crosses it and the rule on a segment alone gives that segment's spans. Only
-segments that may hold a term occurrence (in their fold) are looked at:
+matching finds the rule's spans on the whole folded prefix (``folded_spans``, in C).
+Substring matching (the LIKE fallback's) cuts the prefix into *segments* at whitespace
+and at ASCII characters that are no letter or digit: each folds to one character that
+is no term character, so no word crosses it and the rule on a segment alone gives that
+segment's spans. Only segments that may hold a term occurrence (in their fold) are
+looked at:
 
 * one within an ASCII run: ASCII folds by ``lower()``, one character for one, so a
-  ``find`` of each ASCII term in the lowered prefix meets it (a term that is a whole
-  segment between ASCII separators is its own span, found by one regex in C);
+  ``find`` of each ASCII term in the lowered prefix meets it;
 * one involving a non-ASCII character: the first such character in it folds to nothing
   or to several characters (it is then looked at wherever it occurs), or to the term's
   ``j``-th character, after the term's first ``j`` characters in ASCII and before ASCII
@@ -40,7 +39,6 @@ from .text import (
     cjk_bigrams_enabled,
     fold,
     folded_size,
-    folded_terms,
 )
 
 __all__ = ["indexed_prefix", "match_spans"]
@@ -142,10 +140,9 @@ def _fitting_length(text: str, size: int, limit: int, chunk: int) -> int:
 class _SegmentRule:
     """The rule on one segment, remembered per distinct segment of a text."""
 
-    def __init__(self, terms: tuple[str, ...], substring: bool) -> None:
+    def __init__(self, terms: tuple[str, ...]) -> None:
         self.terms = terms
         self.wanted = set(terms)
-        self.substring = substring
         self.known: dict[str, tuple[Span, ...]] = {}
         self.classified: set[str] = set()
         self.anywhere: set[str] = set()
@@ -202,32 +199,26 @@ class _SegmentRule:
     def _spans(self, segment: str) -> tuple[Span, ...]:
         if segment.isascii():  # letters and digits only: one word, folded by lower()
             word = segment.lower()
-            if self.substring:
-                hit = any(term in word for term in self.terms)
-            else:
-                hit = word in self.wanted
+            hit = any(term in word for term in self.terms)
             return ((0, len(segment)),) if hit else ()
         folded = fold(segment)
-        if self.substring:
-            if not any(term in folded for term in self.terms):
-                return ()
-        elif self.wanted.isdisjoint(folded_terms(folded)):  # the segment's terms, in C
+        if not any(term in folded for term in self.terms):
             return ()
-        return tuple(highlight_spans(segment, self.wanted, substring=self.substring))
+        return tuple(highlight_spans(segment, self.wanted, substring=True))
 
 
 #: The rule of the last query (a page's hits share it), with the segments it has seen.
-_LAST_RULE: list[tuple[tuple[tuple[str, ...], bool, bool], _SegmentRule]] = []
+_LAST_RULE: list[tuple[tuple[tuple[str, ...], bool], _SegmentRule]] = []
 _KNOWN_SEGMENTS_CAP = 65_536
 
 
-def _rule(terms: tuple[str, ...], substring: bool) -> _SegmentRule:
+def _rule(terms: tuple[str, ...]) -> _SegmentRule:
     """The segment rule for ``terms``, kept from the previous text when it was the same."""
-    key = (terms, substring, cjk_bigrams_enabled())
+    key = (terms, cjk_bigrams_enabled())
     last = _LAST_RULE[-1][1] if _LAST_RULE and _LAST_RULE[-1][0] == key else None
     if last is not None and len(last.known) + len(last.classified) < _KNOWN_SEGMENTS_CAP:
         return last  # what it remembers stays bounded
-    rule = _SegmentRule(terms, substring)
+    rule = _SegmentRule(terms)
     _LAST_RULE[:] = [(key, rule)]
     return rule
 
@@ -275,22 +266,11 @@ def _goes_on(lowered: bytes, at: int, rests: list[bytes]) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=256)
-def _whole_ascii_word(term: str) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
-    """Find ``term`` in lowered ASCII bytes (``?`` for any other character): as a whole word
-    between ASCII separators, and as a whole ASCII run beside a ``?``. Each pattern opens
-    with the term itself, so ``re`` scans for it as fast as ``find``."""
-    word = re.escape(term.encode("ascii"))
-    whole = word + rb"(?<![a-z0-9?]" + word + rb")(?![a-z0-9?])"
-    beside = word + rb"(?<![a-z0-9]" + word + rb")(?![a-z0-9])(?:(?<=\?" + word + rb")|(?=\?))"
-    return re.compile(whole), re.compile(beside)
-
-
-def _segment_spans(prefix: str, others: str, terms: tuple[str, ...], substring: bool) -> list[Span]:
+def _segment_spans(prefix: str, others: str, terms: tuple[str, ...]) -> list[Span]:
     """The rule's spans on ``prefix``, looking only at the segments that may hold a term."""
     size = len(prefix)
     backwards = prefix[::-1]
-    rule = _rule(terms, substring)
+    rule = _rule(terms)
     visited: dict[int, tuple[Span, ...]] = {}  # segment start -> its spans in ``prefix``
 
     def visit(at: int) -> int:
@@ -309,14 +289,6 @@ def _segment_spans(prefix: str, others: str, terms: tuple[str, ...], substring: 
     for term in terms:
         if not term.isascii():
             continue
-        if not substring:
-            # the term as a whole segment (between ASCII separators): its own span
-            whole, beside_other = _whole_ascii_word(term)
-            visited.update({found.start(): (found.span(),) for found in whole.finditer(lowered)})
-            # beside a non-ASCII character, which may fold to a mark or a letter
-            for found in beside_other.finditer(lowered):
-                visit(found.start())
-            continue
         needle = term.encode("ascii")
         at = lowered.find(needle)
         while at >= 0:
@@ -328,10 +300,10 @@ def _segment_spans(prefix: str, others: str, terms: tuple[str, ...], substring: 
     return list(itertools.chain.from_iterable(visited[start] for start in sorted(visited)))
 
 
-def _every_segment_spans(prefix: str, terms: tuple[str, ...], substring: bool) -> list[Span]:
+def _every_segment_spans(prefix: str, terms: tuple[str, ...]) -> list[Span]:
     """The rule's spans on ``prefix`` segment by segment: for a short prefix, and for the
     empty term (which is in every word)."""
-    rule = _rule(terms, substring)
+    rule = _rule(terms)
     known = rule.known
     spans: list[Span] = []
     for found in _SEGMENT.finditer(prefix):
@@ -364,15 +336,11 @@ def match_spans(
     if not useful:
         return ()
     prefix, others = _indexed(text)
-    if not substring:  # exact: on the whole folded prefix, unless CJK_BIGRAMS cuts its terms
-        found = folded_spans(prefix, non_ascii(prefix) if others is None else others, useful)
-        if found is not None:
-            return tuple(found[:enough] if enough > 0 else found)
     short = min(_SHORT_CAP, _SHORT_CHARS_PER_TERM_SQUARED * len(useful) ** 2)
-    if len(prefix) <= short or "" in useful:
-        spans = _every_segment_spans(prefix, useful, substring)
+    if not substring:  # exact: on the whole folded prefix
+        spans = folded_spans(prefix, non_ascii(prefix) if others is None else others, useful)
+    elif len(prefix) <= short or "" in useful:
+        spans = _every_segment_spans(prefix, useful)
     else:
-        if others is None:
-            others = non_ascii(prefix)
-        spans = _segment_spans(prefix, others, useful, substring)
+        spans = _segment_spans(prefix, non_ascii(prefix) if others is None else others, useful)
     return tuple(spans[:enough] if enough > 0 else spans)

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from .text import fold, is_term_char, query_terms, term_ranges
 
-__all__ = ["Span", "highlight_spans"]
+__all__ = ["Span", "add_word_spans", "highlight_spans"]
 
 #: ``(start, end)`` character offsets into a message's indexed text.
 Span = tuple[int, int]
@@ -50,14 +50,14 @@ def highlight_spans(
                 starts.append(position)
                 ends.append(position + 1)
             elif word:
-                _add_spans(spans, "".join(word), starts, ends, wanted, substring)
+                add_word_spans(spans, "".join(word), starts, ends, wanted, substring)
                 word, starts, ends = [], [], []
     if word:
-        _add_spans(spans, "".join(word), starts, ends, wanted, substring)
+        add_word_spans(spans, "".join(word), starts, ends, wanted, substring)
     return spans
 
 
-def _add_spans(
+def add_word_spans(
     spans: list[tuple[int, int]],
     word: str,
     starts: list[int],
@@ -65,7 +65,10 @@ def _add_spans(
     wanted: set[str],
     substring: bool,
 ) -> None:
-    """The spans of one word's matching terms; overlapping bigrams make one span."""
+    """The spans of one word's matching terms; overlapping bigrams make one span.
+
+    ``starts[i]``/``ends[i]``: where the word's ``i``-th (folded) character stands in the
+    text, and where it ends (a mark after it included)."""
     found: list[tuple[int, int]] = []
     for first, last in term_ranges(word):
         term = word[first:last]

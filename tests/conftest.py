@@ -7,8 +7,8 @@ never silently turn into a SQLite run or a wall of per-test connection errors.
 Also the fixtures of the modules that log users in: ``fast_passwords`` (used through
 ``pytest.mark.usefixtures``), and ``support``/``support_client``, a staff user holding only
 the app's search permission; and ``span_match_path``, which runs a ``match_spans`` test
-once through each of its two ways of finding spans (which one a text takes depends on its
-length and the number of terms).
+once through each of substring matching's two ways of finding spans (which one a text
+takes depends on its length and the number of terms; exact matching has one way).
 """
 
 from __future__ import annotations
@@ -113,20 +113,11 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return recorded
 
 
-def _no_folded_spans(*args: object) -> None:
-    return None
-
-
-# span_match settings that send every text down one of match_spans's paths: exact matching
-# on the whole folded text (where it applies, else the segments'), or always by segments
-_SPAN_MATCH_PATHS: dict[str, dict[str, object]] = {
-    "whole-folded-text": {},
-    "every-segment": {
-        "_SHORT_CAP": sys.maxsize,
-        "_SHORT_CHARS_PER_TERM_SQUARED": sys.maxsize,
-        "folded_spans": _no_folded_spans,
-    },
-    "where-a-term-may-be": {"_SHORT_CAP": -1, "folded_spans": _no_folded_spans},
+# span_match settings that send every text down one of substring matching's two paths
+# (exact matching has one: the whole folded text)
+_SPAN_MATCH_PATHS = {
+    "every-segment": {"_SHORT_CAP": sys.maxsize, "_SHORT_CHARS_PER_TERM_SQUARED": sys.maxsize},
+    "where-a-term-may-be": {"_SHORT_CAP": -1},
 }
 
 
