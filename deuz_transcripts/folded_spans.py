@@ -35,9 +35,9 @@ _ASCII_BYTES = bytes(range(128))
 #: Up to this many terms, each is scanned for (~1 ms per MB); more, and one ``split`` of the
 #: text (~10 ms per MB) first keeps those the text holds.
 _SCANS_BEFORE_SPLIT = 8
-#: Texts up to this many characters are searched by ``find``, longer ones by a compiled
-#: pattern per term (remembered: a query's terms recur across a page and across queries).
-_FIND_IN_PYTHON_MAX = 4_096
+#: A term's first occurrences in a text are found by ``find``; past this many, by a
+#: compiled pattern (remembered: a query's terms recur across a page and across queries).
+_FINDS_BEFORE_PATTERN = 16
 
 
 def _odd_lengths(distinct: set[str]) -> dict[str, int]:
@@ -137,18 +137,23 @@ def _occurrences(text: str, char: str) -> Iterable[int]:
 
 
 def _whole_word_places(separated: str, term: str) -> list[Span]:
-    """Where ``term`` is a whole word of a short separated text, by ``find``: no pattern
-    to compile (~30 us a term, more than a short text costs)."""
+    """Where ``term`` is a whole word of ``separated``: the first occurrences (as a word or
+    inside one) by ``find``, with no pattern to compile (~30 us a term, more than a short
+    text costs); a term found more often than that, by its remembered pattern, in C."""
     places: list[Span] = []
     size = len(term)
     at = separated.find(term)
-    while at >= 0:
+    for _ in range(_FINDS_BEFORE_PATTERN):
+        if at < 0:
+            return places
         end = at + size
         if (not at or separated[at - 1] == " ") and (
             end == len(separated) or separated[end] == " "
         ):
             places.append((at, end))
         at = separated.find(term, at + 1)
+    if at >= 0:
+        places.extend(found.span() for found in _whole_word(term).finditer(separated, at))
     return places
 
 
@@ -199,10 +204,7 @@ def folded_spans(text: str, others: str, terms: Iterable[str]) -> list[Span]:
         wanted.intersection_update(separated.split())
     spans: list[Span] = []
     for term in wanted:
-        if len(separated) > _FIND_IN_PYTHON_MAX:
-            spans.extend(found.span() for found in _whole_word(term).finditer(separated))
-        else:
-            spans.extend(_whole_word_places(separated, term))
+        spans.extend(_whole_word_places(separated, term))
     if not spans:
         return spans
     spans.sort()
