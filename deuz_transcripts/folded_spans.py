@@ -1,17 +1,18 @@
 """Exact matching's spans found on a whole folded text, in C, with offsets mapped back.
 
-``span_match`` otherwise runs the highlight rule word by word in Python, which for a
-short hit and a query of several words costs more than folding the whole hit: the text
-becomes ``separated_fold(text)`` (each character's fold, non-term characters as spaces,
-two codec calls), a query term is a span where it is a whole word of it (one ``re`` scan
-per term the text holds), and the span's ends are mapped back to the text's offsets.
+Word by word in Python, the highlight rule costs more than folding the whole hit: the
+text becomes ``separated_fold(text)`` (each character's fold, non-term characters as
+spaces, two codec calls), and a query term is a span where it is a whole word of it
+(found by ``find``, or by a remembered pattern for a term found often). Under
+``CJK_BIGRAMS``, in text holding Han, Kana or Thai, the words holding a query term are
+cut into their terms by the rule's own ``add_word_spans``.
 
-Folding is per character, so the map needs only the characters whose fold is not one
-character (``ß``, ``½``, marks that drop): the rest keep their offsets. It gives the
-rule's spans exactly (``tests/test_span_match.py`` holds it to the rule): a span starts
-at the character whose fold holds the word's first character, ends after the one whose
-fold holds its last, and takes in the characters folding to nothing right after it when
-the word ends where that character's fold ends.
+Folding is per character, so the map back to the text's offsets needs only the
+characters whose fold is not one character (``ß``, ``½``, marks that drop): the rest
+keep their offsets. It gives the rule's spans exactly (``tests/test_span_match.py``
+holds it to the rule): a span starts at the character whose fold holds the word's first
+character, ends after the one whose fold holds its last, and takes in the characters
+folding to nothing right after it when the word ends where that character's fold ends.
 """
 
 from __future__ import annotations
