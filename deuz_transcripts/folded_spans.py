@@ -25,10 +25,10 @@ from collections.abc import Iterable
 from .span_rule import Span, add_word_spans
 from .text import cjk_bigrams_enabled, fold, holds_bigram_runs, separated_fold
 
-__all__ = ["folded_spans", "non_ascii"]
+__all__ = ["char_fold", "folded_spans", "non_ascii"]
 
-#: non-ASCII character -> the length of its fold, for those that are not one character
-_ODD_LENGTHS: dict[str, int] = {}
+#: non-ASCII character -> its fold (emptied when it grows past the cap).
+_CHAR_FOLDS: dict[str, str] = {}
 #: non-ASCII characters known to fold to exactly one character
 _ONE_FOR_ONE: set[str] = set()
 _KNOWN_CAP = 65_536
@@ -41,25 +41,34 @@ _SCANS_BEFORE_SPLIT = 8
 _FINDS_BEFORE_PATTERN = 16
 
 
-def _odd_lengths(distinct: set[str]) -> dict[str, int]:
-    """Of ``distinct`` non-ASCII characters, those whose fold is not one character, with
-    its length; each character folded once per process (both sets bounded)."""
-    new = distinct.difference(_ONE_FOR_ONE)
-    odd: dict[str, int] = {}
-    if not new:
-        return odd
-    if len(_ONE_FOR_ONE) > _KNOWN_CAP or len(_ODD_LENGTHS) > _KNOWN_CAP:
+def char_fold(char: str) -> str:
+    """``fold(char)``, remembered (a text repeats few distinct non-ASCII characters)."""
+    folded = _CHAR_FOLDS.get(char)
+    if folded is None:
+        if len(_CHAR_FOLDS) > _KNOWN_CAP:
+            _CHAR_FOLDS.clear()
+        folded = _CHAR_FOLDS[char] = fold(char)
+    return folded
+
+
+def _odd_lengths(text: str, others: str | None) -> dict[str, int]:
+    """Of the non-ASCII characters of ``text`` (``others``, when known), those whose fold
+    is not one character, with its length (the others are found in C against those known
+    already)."""
+    if others is None:
+        if text.isascii():
+            return {}
+        others = non_ascii(text)
+    new = set(others).difference(_ONE_FOR_ONE)
+    if len(_ONE_FOR_ONE) > _KNOWN_CAP:
         _ONE_FOR_ONE.clear()
-        _ODD_LENGTHS.clear()
+    odd: dict[str, int] = {}
     for char in new:
-        length = _ODD_LENGTHS.get(char)
-        if length is None:
-            length = len(fold(char))
-            if length == 1:
-                _ONE_FOR_ONE.add(char)
-                continue
-            _ODD_LENGTHS[char] = length
-        odd[char] = length
+        length = len(char_fold(char))
+        if length == 1:
+            _ONE_FOR_ONE.add(char)
+        else:
+            odd[char] = length
     return odd
 
 
@@ -166,7 +175,7 @@ def _whole_word(term: str) -> re.Pattern[str]:
     return re.compile(word + "(?<![^ ]" + word + ")(?![^ ])")
 
 
-def _piece_spans(text: str, others: str, separated: str, wanted: set[str]) -> list[Span]:
+def _piece_spans(text: str, others: str | None, separated: str, wanted: set[str]) -> list[Span]:
     """``CJK_BIGRAMS`` text: the words holding a query term anywhere (found in C), each
     cut into its terms by the rule itself (``add_word_spans``), its characters' places
     mapped back one by one (overlapping bigrams merge where the text's characters do)."""
@@ -179,7 +188,7 @@ def _piece_spans(text: str, others: str, separated: str, wanted: set[str]) -> li
             end = len(separated) if end < 0 else end
             words[start] = end
             at = separated.find(term, end)
-    odd = _odd_lengths(set(others)) if others and words else {}
+    odd = _odd_lengths(text, others) if words else {}
     offsets = _OffsetMap(text, odd) if odd else None
     spans: list[Span] = []
     for start in sorted(words):
@@ -193,10 +202,11 @@ def _piece_spans(text: str, others: str, separated: str, wanted: set[str]) -> li
     return spans
 
 
-def folded_spans(text: str, others: str, terms: Iterable[str]) -> list[Span]:
-    """The rule's spans of ``terms`` (exact matching) in ``text``, whose non-ASCII
-    characters are ``others``: where a term is a whole word of the folded text, or (text
-    whose terms ``CJK_BIGRAMS`` cuts into pieces) one of the pieces of a word holding it."""
+def folded_spans(text: str, terms: Iterable[str], others: str | None = None) -> list[Span]:
+    """The rule's spans of ``terms`` (exact matching) in ``text``: where a term is a whole
+    word of the folded text, or (text whose terms ``CJK_BIGRAMS`` cuts into pieces) one of
+    the pieces of a word holding it. ``others``: the text's non-ASCII characters, when
+    known; else found only when a span needs the offset map."""
     separated = separated_fold(text)
     if cjk_bigrams_enabled() and holds_bigram_runs(separated):
         return _piece_spans(text, others, separated, set(terms))
@@ -209,5 +219,5 @@ def folded_spans(text: str, others: str, terms: Iterable[str]) -> list[Span]:
     if not spans:
         return spans
     spans.sort()
-    odd = _odd_lengths(set(others)) if others else {}
+    odd = _odd_lengths(text, others)
     return _OffsetMap(text, odd).spans(spans) if odd else spans

@@ -31,7 +31,7 @@ import itertools
 import re
 from collections.abc import Sequence
 
-from .folded_spans import folded_spans, non_ascii
+from .folded_spans import char_fold, folded_spans, non_ascii
 from .span_rule import Span, highlight_spans
 from .text import (
     MAX_FOLD_GROWTH,
@@ -57,25 +57,12 @@ _PREFIX_CHUNK = 16_384
 # character folding to one of the terms' letters a check of what is around it).
 _SHORT_CHARS_PER_TERM_SQUARED = 16
 _SHORT_CAP = 16_384
-#: non-ASCII character -> its fold (emptied when it grows past the cap).
-_CHAR_FOLDS: dict[str, str] = {}
-_CHAR_FOLDS_CAP = 65_536
 
 
 def _segment_end(text: str, at: int) -> int:
     """Where the run of segment characters from ``at`` ends."""
     found = _SEGMENT_REST.match(text, at)
     return found.end() if found is not None else at
-
-
-def _char_fold(char: str) -> str:
-    """``fold(char)``, remembered (a text repeats few distinct non-ASCII characters)."""
-    folded = _CHAR_FOLDS.get(char)
-    if folded is None:
-        if len(_CHAR_FOLDS) > _CHAR_FOLDS_CAP:
-            _CHAR_FOLDS.clear()
-        folded = _CHAR_FOLDS[char] = fold(char)
-    return folded
 
 
 def _folded_size(text: str, others: str | None = None) -> int:
@@ -180,7 +167,7 @@ class _SegmentRule:
             term_chars = self.term_chars
             fits_by_char = self.fits_by_char
             for char in new:
-                folded = _char_fold(char)
+                folded = char_fold(char)
                 if folded and term_chars.isdisjoint(folded):
                     continue
                 if len(folded) != 1:
@@ -338,7 +325,7 @@ def match_spans(
     prefix, others = _indexed(text)
     short = min(_SHORT_CAP, _SHORT_CHARS_PER_TERM_SQUARED * len(useful) ** 2)
     if not substring:  # exact: on the whole folded prefix
-        spans = folded_spans(prefix, non_ascii(prefix) if others is None else others, useful)
+        spans = folded_spans(prefix, useful, others)
     elif len(prefix) <= short or "" in useful:
         spans = _every_segment_spans(prefix, useful)
     else:

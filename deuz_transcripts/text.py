@@ -133,7 +133,7 @@ def _findall_bigrams(folded: str) -> list[str]:
     """Runs of letters and digits, split where the script class changes; Han/Kana and
     Thai runs give their overlapping character bigrams (one character: itself)."""
     found = _TERM_RE.findall(folded)
-    if folded.isascii() or _BIGRAM_RUN.search(folded) is None:
+    if folded.isascii() or not holds_bigram_runs(folded):
         return found
     return [term[first:last] for term in found for first, last in term_ranges(term)]
 
@@ -223,18 +223,15 @@ def text_terms(text: str) -> list[str]:
         found = dict.fromkeys(separated.split())
     else:  # almost surely cut: fold only up to the cut
         return list(dict.fromkeys(_findall(fold_capped(text))))
-    if _cjk_bigrams and _BIGRAM_RUN.search(separated) is not None:
+    if _cjk_bigrams and holds_bigram_runs(separated):
         return _bigrams(found)
     return list(found)
 
 
 def separated_fold(text: str) -> str:
-    """``fold(text)`` with each non-term character a space, for the whole text in C.
-
-    A character outside the BMP that folds to no term character becomes one space per
-    UTF-8 byte of its fold: the result has ``len(text)`` characters exactly when every
-    character gave one (what ``span_match`` relies on to keep offsets).
-    """
+    """``fold(text)`` with each non-term character a space, for the whole text in C:
+    one character for each folded character, so offsets follow the fold's
+    (``folded_spans`` maps them back to the text's)."""
     return _FOLD_CODES.plain(text)
 
 
@@ -300,7 +297,7 @@ def term_ranges(word: str) -> Iterator[tuple[int, int]]:
     """``(first, last)`` character ranges of the terms of one folded run of letters and
     digits, by the rule in force: the whole run, or (``CJK_BIGRAMS``) its pieces split where
     the script class changes, Han/Kana and Thai pieces as overlapping bigrams."""
-    if not _cjk_bigrams or _BIGRAM_RUN.search(word) is None:
+    if not _cjk_bigrams or not holds_bigram_runs(word):
         yield 0, len(word)
         return
     position = 0
