@@ -90,6 +90,8 @@ class FoldCodes:
         #: characters without a code -> the spaces they fold to (one per character of the
         #: fold, and one per UTF-8 byte), None if a term character
         self._spaces: dict[str, tuple[str, str] | None] = {}
+        #: set (never cleared) once such a character folds to other than one character
+        self._odd_codeless = False
         #: the codec's error handlers, for ``plain`` and for ``sized``
         self._errors = (
             self._register(f"deuz_transcripts.fold_codes.{id(self)}.plain", sized=False),
@@ -114,12 +116,19 @@ class FoldCodes:
 
     def plain(self, text: str) -> str:
         """``text`` folded, each non-term character a space."""
+        return self._separate(text, sized=False)[0]
+
+    def plain_aligned(self, text: str) -> tuple[str, bool]:
+        """``plain(text)``, and True when each character of ``text`` is known to fold to
+        exactly one character (the result's offsets are the text's): no code of another
+        fold length occurs, and no character without a code was ever seen folding to
+        other than one character. False: unknown (the text went through ``translated``)."""
         return self._separate(text, sized=False)
 
     def sized(self, text: str) -> str:
         """Like ``plain``, but each separator has the UTF-8 size of the character it
         replaces (spaces, U+00A0 or U+3000): the result has the folded text's size."""
-        return self._separate(text, sized=True)
+        return self._separate(text, sized=True)[0]
 
     def translated(self, text: str, *, sized: bool) -> str:
         """What ``plain``/``sized`` give, through ``str.translate``: for text the codes
@@ -138,7 +147,8 @@ class FoldCodes:
         codecs.register_error(name, handler)
         return name
 
-    def _separate(self, text: str, sized: bool) -> str:
+    def _separate(self, text: str, sized: bool) -> tuple[str, bool]:
+        """The separated fold, and whether each character folded to one character."""
         table = self._table  # one snapshot: another thread may learn meanwhile
         errors = self._errors[sized]
         try:
@@ -146,12 +156,15 @@ class FoldCodes:
         except UnicodeEncodeError as error:  # its start: the first character needing a code
             learnt = self._learn(text, error.object[error.start])
             if learnt is None:
-                return self.translated(text, sized=sized)
+                return self.translated(text, sized=sized), False
             table = learnt
             codes = _encode(text, errors, table.encoding)[0]
+        # read after the encode: a codeless character of this text is seen by then
+        aligned = not self._odd_codeless
         for code, code_bytes, replacement in table.ascii_expansions:
             if code in codes:  # one memchr
                 codes = codes.replace(code_bytes, replacement)
+                aligned = False
         if sized:
             separated: str = _decode(codes, "strict", table.sized)[0]
             expansions = table.sized_expansions
@@ -161,7 +174,8 @@ class FoldCodes:
         for code, placeholder, expansion in expansions:
             if code in codes:  # one memchr
                 separated = separated.replace(placeholder, expansion)
-        return separated
+                aligned = False
+        return separated, aligned
 
     def __len__(self) -> int:
         """Characters that have a code."""
@@ -195,6 +209,8 @@ class FoldCodes:
             if not any(term for _, term in pieces):
                 size = sum(len(p.encode("utf-8", "surrogatepass")) for p, _ in pieces)
                 spaces = (" " * len(pieces), " " * size)
+                if len(pieces) != 1:
+                    self._odd_codeless = True
         self._spaces[char] = spaces
         return spaces
 

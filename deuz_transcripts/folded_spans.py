@@ -9,8 +9,8 @@ cut into their terms by the rule's own ``add_word_spans``.
 
 Folding is per character, so the map back to the text's offsets needs only the
 characters whose fold is not one character (``ß``, ``½``, marks that drop): the rest
-keep their offsets. It gives the rule's spans exactly (``tests/test_span_match.py``
-holds it to the rule): a span starts at the character whose fold holds the word's first
+keep their offsets, and a text whose fold codes hold none needs no map at all. It gives
+the rule's spans exactly (``tests/test_span_match.py`` holds it to the rule): a span starts at the character whose fold holds the word's first
 character, ends after the one whose fold holds its last, and takes in the characters
 folding to nothing right after it when the word ends where that character's fold ends.
 """
@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 
 from .span_rule import Span, add_word_spans
-from .text import cjk_bigrams_enabled, fold, holds_bigram_runs, separated_fold
+from .text import cjk_bigrams_enabled, fold, holds_bigram_runs, separated_fold_aligned
 
 __all__ = ["char_fold", "folded_spans", "non_ascii"]
 
@@ -175,7 +175,9 @@ def _whole_word(term: str) -> re.Pattern[str]:
     return re.compile(word + "(?<![^ ]" + word + ")(?![^ ])")
 
 
-def _piece_spans(text: str, others: str | None, separated: str, wanted: set[str]) -> list[Span]:
+def _piece_spans(
+    text: str, others: str | None, separated: str, aligned: bool, wanted: set[str]
+) -> list[Span]:
     """``CJK_BIGRAMS`` text: the words holding a query term anywhere (found in C), each
     cut into its terms by the rule itself (``add_word_spans``), its characters' places
     mapped back one by one (overlapping bigrams merge where the text's characters do)."""
@@ -188,7 +190,7 @@ def _piece_spans(text: str, others: str | None, separated: str, wanted: set[str]
             end = len(separated) if end < 0 else end
             words[start] = end
             at = separated.find(term, end)
-    odd = _odd_lengths(text, others) if words else {}
+    odd = _odd_lengths(text, others) if words and not aligned else {}
     offsets = _OffsetMap(text, odd) if odd else None
     spans: list[Span] = []
     for start in sorted(words):
@@ -207,9 +209,9 @@ def folded_spans(text: str, terms: Iterable[str], others: str | None = None) -> 
     word of the folded text, or (text whose terms ``CJK_BIGRAMS`` cuts into pieces) one of
     the pieces of a word holding it. ``others``: the text's non-ASCII characters, when
     known; else found only when a span needs the offset map."""
-    separated = separated_fold(text)
+    separated, aligned = separated_fold_aligned(text)
     if cjk_bigrams_enabled() and holds_bigram_runs(separated):
-        return _piece_spans(text, others, separated, set(terms))
+        return _piece_spans(text, others, separated, aligned, set(terms))
     wanted = set(terms)
     if len(wanted) > _SCANS_BEFORE_SPLIT:  # which terms the text holds, from one split
         wanted.intersection_update(separated.split())
@@ -219,5 +221,7 @@ def folded_spans(text: str, terms: Iterable[str], others: str | None = None) -> 
     if not spans:
         return spans
     spans.sort()
+    if aligned:  # the folded offsets are the text's
+        return spans
     odd = _odd_lengths(text, others)
     return _OffsetMap(text, odd).spans(spans) if odd else spans

@@ -33,6 +33,7 @@ __all__ = [
     "message_terms",
     "query_terms",
     "separated_fold",
+    "separated_fold_aligned",
     "stored_term",
     "stored_terms_text",
     "term_ranges",
@@ -233,6 +234,12 @@ def separated_fold(text: str) -> str:
     one character for each folded character, so offsets follow the fold's
     (``folded_spans`` maps them back to the text's)."""
     return _FOLD_CODES.plain(text)
+
+
+def separated_fold_aligned(text: str) -> tuple[str, bool]:
+    """``separated_fold(text)``, and True when its offsets are known to be the text's
+    (each character folded to one character): then no offset needs mapping back."""
+    return _FOLD_CODES.plain_aligned(text)
 
 
 def folded_size(text: str) -> int:

@@ -81,7 +81,7 @@ def codes_only(monkeypatch):
 def translation_only() -> Iterator[FoldCodes]:
     """A table that never gives a code: every non-ASCII text takes ``str.translate``."""
     with fresh_codes() as codes:
-        codes._separate = lambda value, sized: codes.translated(value, sized=sized)  # type: ignore[method-assign]
+        codes._separate = lambda value, sized: (codes.translated(value, sized=sized), False)  # type: ignore[method-assign]
         yield codes
 
 
@@ -191,6 +191,37 @@ def test_every_code_point_without_a_code(monkeypatch):
             assert codes.plain(f"a{char}") == spaced(f"a{char}")
             assert text_terms(f"é {char}b") == rule(f"é {char}b")
         assert len(codes) <= 128 + 1  # nothing learnt (they miss: it may have started again)
+
+
+@pytest.mark.usefixtures("codes_only")
+def test_plain_is_aligned_exactly_where_every_character_folds_to_one():
+    """``plain_aligned`` says the offsets need no map back only when none is needed: on
+    every code point that can get a code, alone and in a whole chunk."""
+    for chunk in codable_chunks():
+        with fresh_codes() as codes:
+            whole = "x".join(chunk)
+            assert codes.plain_aligned(whole) == (
+                spaced(whole),
+                all(len(fold(char)) == 1 for char in chunk),
+            )
+            for char in chunk:
+                separated, aligned = codes.plain_aligned(f"a{char}b")
+                assert separated == spaced(f"a{char}b")
+                assert aligned == (len(fold(char)) == 1), f"U+{ord(char):04X}"
+
+
+def test_plain_is_not_aligned_once_a_codeless_character_folds_to_other_than_one():
+    """Characters without a code are not in the codes: once one folding to nothing or to
+    more than one character was seen, no text with such a character claims alignment,
+    and text through ``str.translate`` never does."""
+    with fresh_codes() as codes:
+        assert codes.plain_aligned("x\U0001f600y é") == ("x y e", True)  # a symbol: a space
+        assert codes.plain_aligned("x\U0001d167y") == ("xy", False)  # a mark: dropped
+        assert codes.plain_aligned("x\U0001f600y") == ("x y", False)
+        assert codes.plain_aligned("ab") == ("ab", False)
+    with fresh_codes() as codes:
+        assert codes.plain_aligned("\U00020000 x") == ("\U00020000 x", False)  # translated
+        assert codes.plain_aligned("é x") == ("e x", True)
 
 
 def test_characters_without_a_code_take_str_translate():

@@ -1,5 +1,5 @@
 """From a planned page to ``TranscriptHit``: the page's rows and their ``around``
-windows, read in one statement."""
+windows, read in one statement, each hit built once with its spans."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ..backends.chat_filter import table
 from ..models import Message
 from ..ranking import RankPlan
 from ..records import TranscriptHit, TranscriptMessage, decode_message
+from ..spans import hit_spans
 
 __all__ = ["around_windows", "read_hits"]
 
@@ -52,9 +53,13 @@ def read_hits(
     plan: RankPlan,
     around: int | None,
     tenant: str | None = None,
+    *,
+    terms: Sequence[str] = (),
+    substring: bool = False,
 ) -> list[TranscriptHit]:
-    """The page's hits in page order; a row deleted since it was planned is left out.
-    ``tenant``: every row of the page has it (the search filtered on it)."""
+    """The page's hits in page order, with the spans of ``terms`` (``hit_spans``); a row
+    deleted since it was planned is left out. ``tenant``: every row of the page has it
+    (the search filtered on it)."""
     where, params = around_windows(page, around)
     if tenant is not None:
         where, params = f"m.tenant = %s AND ({where})", [tenant, *params]
@@ -80,14 +85,16 @@ def read_hits(
                 for n in by_chat[hit.chat_pk]
                 if n[5] is not None and low <= n[5] <= high and n[0] != hit.pk
             ]
+        message = decode_message(found[4])
         hits.append(
             TranscriptHit(
                 chat_id=hit.chat_id,
                 message_id=found[3],
                 index=found[2],
-                message=decode_message(found[4]),
+                message=message,
                 score=plan.score(hit.mask),
                 around=neighbours,
+                spans=hit_spans(message, terms, substring=substring),
             )
         )
     return hits

@@ -31,7 +31,6 @@ from ..records import (
 )
 from ..search_request import CountedHits, SearchRequest
 from ..signals import chat_indexed, chat_removed, send_after_commit
-from ..spans import with_spans
 from .errors import WorkerThreadRunner, database_errors
 from .hits import read_hits
 from .planner import SearchPlanner
@@ -155,8 +154,15 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
                 return []
             page, plan = planned
             tenant = backend.matcher.tested_tenant(request.scope)
-            hits = read_hits(cursor, page, plan, request.around, tenant)
-        return with_spans(hits, request.terms, substring=backend.substring_matching)
+            return read_hits(
+                cursor,
+                page,
+                plan,
+                request.around,
+                tenant,
+                terms=request.terms,
+                substring=backend.substring_matching,
+            )
 
     def _search_page(
         self, request: SearchRequest, after: PageAfter | None, total_cap: int | None = None
@@ -177,8 +183,19 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
                 return CountedHits([], [], 0, None)
             page, plan, pinned, total = counted
             tenant = backend.matcher.tested_tenant(request.scope)
-            hits = read_hits(cursor, page, plan, request.around, tenant) if page else []
-        hits = with_spans(hits, request.terms, substring=backend.substring_matching)
+            hits = (
+                read_hits(
+                    cursor,
+                    page,
+                    plan,
+                    request.around,
+                    tenant,
+                    terms=request.terms,
+                    substring=backend.substring_matching,
+                )
+                if page
+                else []
+            )
         # read_hits leaves out a row deleted since it was planned: keep the keys in step
         keys = {(c.chat_id, c.position): hit_key(c) for c in page}
         return CountedHits(hits, [keys[h.chat_id, h.index] for h in hits], total, pinned)
