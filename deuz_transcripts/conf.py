@@ -236,7 +236,8 @@ class TranscriptSettings:
 
     @property
     def SQLITE_SCAN_SCOPE_MAX(self) -> int:
-        """FTS5 searches of a scope with at most this many indexed messages scan its rows."""
+        """FTS5 searches of 8 terms or more in a scope of at most this many indexed
+        messages scan its rows (and its N with roles is summed from them)."""
         return int(self._raw["SQLITE_SCAN_SCOPE_MAX"])
 
     @property

@@ -112,8 +112,9 @@ def test_good_scan_scope_setting_passes(value):
     assert "deuz_transcripts.E006" not in ids
 
 
-def test_fts5_scans_small_scopes_and_matches_big_ones_in_the_index():
-    """Same hits either way; the statement shows which route ran."""
+def test_fts5_scans_small_scopes_for_long_queries_and_matches_the_rest_in_the_index():
+    """A long query in a small scope reads the scope's rows (no MATCH); a short query, and
+    any query in a bigger scope, is matched in FTS5. Same hits either way."""
     if connection.vendor != "sqlite":
         pytest.skip("the scan route is SQLite FTS5's")
     store = DjangoConditionalChatStore()
@@ -123,17 +124,24 @@ def test_fts5_scans_small_scopes_and_matches_big_ones_in_the_index():
     store.write_chat(
         record("other", "quokka sighting 2", scope={"userId": "bob"}), expected_revision=0
     )
+    long_query = "quokka sighting 2 noted wombat emu dingo numbat"  # 8 terms
     routes, results = {}, {}
-    for limit in (0, 8, 7):  # ada has 8 indexed messages
-        scan = override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": limit})
-        with scan, CaptureQueriesContext(connection) as queries:
-            hits = store.transcript.search(ADA, "quokka sighting 2", limit=20)
-        statement = queries.captured_queries[-2]["sql"]
-        routes[limit] = ("MATCH" in statement, "instr(" in statement)
-        results[limit] = [(h.chat_id, h.message_id, h.score) for h in hits]
-    assert routes == {0: (True, False), 8: (False, True), 7: (True, False)}
-    assert results[0] == results[8] == results[7]
-    assert results[0][0] == ("c2", "c2:0", 1.0) and len(results[0]) == 8
+    for query in ("quokka sighting 2", long_query):
+        for limit in (0, 8, 7):  # ada has 8 indexed messages
+            scan = override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": limit})
+            with scan, CaptureQueriesContext(connection) as queries:
+                hits = store.transcript.search(ADA, query, limit=20)
+            statement = queries.captured_queries[-2]["sql"]
+            routes[len(query.split()), limit] = "MATCH" in statement
+            results[len(query.split()), limit] = [(h.chat_id, h.message_id, h.score) for h in hits]
+    assert routes == {(3, 0): True, (3, 8): True, (3, 7): True} | {
+        (8, 0): True,
+        (8, 8): False,
+        (8, 7): True,
+    }
+    assert results[3, 0] == results[3, 8] == results[3, 7]
+    assert results[3, 0][0] == ("c2", "c2:0", 1.0) and len(results[3, 0]) == 8
+    assert results[8, 0] == results[8, 8] == results[8, 7] and len(results[8, 0]) == 8
 
 
 def six_dated_chats(third_of_c2: str, third: str) -> DjangoConditionalChatStore:

@@ -1,27 +1,25 @@
 """SQLite FTS5's small scopes, read row by row with each row's mask found in Python.
 
-FTS5 reads a common word's whole doclist (every scope's rows) before a scope token
-narrows it, so a scope of at most ``SQLITE_SCAN_SCOPE_MAX`` indexed messages reads its
-own rows through the chat btree instead. Which query terms a row holds is tested on its
-``search_text``: by SQL ``instr`` for a short query (``scan_matches_sql``: a ``memcmp``
-per character, per term, ~3 us a row per term), by ``held_mask`` in Python for a query
-of ``scan_python_min_terms`` terms or more (``scanned_candidates``: one split and a set
-intersection, ~8 us a row whatever the number of terms; it reads every row's text).
+A query of ``scan_python_min_terms`` terms or more costs FTS5 a subquery per term, each
+seeking that term's doclist to the scope's rows; a scope of at most
+``SQLITE_SCAN_SCOPE_MAX`` indexed messages is cheaper to read once through the chat
+btree, the query terms a row holds found by ``held_mask`` on its ``search_text`` (one
+split and a set intersection, ~8 us a row whatever the number of terms). Shorter
+queries take FTS5 whatever the scope's size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
 from ..models import Chat, Message
-from .base import Candidate, mask_sql, sort_in_tie_order
+from .base import Candidate, sort_in_tie_order
 from .chat_filter import ChatFilter, table
-from .fts5_expressions import held_mask, term_bits, word_condition
+from .fts5_expressions import held_mask, term_bits
 
-__all__ = ["scan_matches_sql", "scanned_candidates"]
+__all__ = ["scanned_candidates"]
 
 
 def scanned_candidates(
@@ -51,16 +49,3 @@ def scanned_candidates(
             sort_in_tie_order(rows)
         found.extend(rows[:depth])
     return histogram, found
-
-
-def scan_matches_sql(chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
-    """Matches found by reading the scope's own rows, not FTS5."""
-    pks_sql, pks_params = chats.chat_pks_sql()
-    more, more_params = chats.message_sql()
-    parts = [word_condition("m", term) for term in terms]
-    return (
-        f"SELECT * FROM (SELECT m.id, {mask_sql([sql for sql, _ in parts])} AS mask, "
-        f"m.chat_id AS chat_pk, m.position, m.visible_position FROM {table(Message)} m "
-        f"WHERE m.chat_id IN ({pks_sql}) AND m.has_terms{more}) WHERE mask > 0",
-        [*(param for _, params in parts for param in params), *pks_params, *more_params],
-    )
