@@ -144,6 +144,36 @@ def test_fts5_scans_small_scopes_for_long_queries_and_matches_the_rest_in_the_in
     assert results[8, 0] == results[8, 8] == results[8, 7] and len(results[8, 0]) == 8
 
 
+def test_fts5_counts_masks_first_in_smaller_scopes_than_postgresql(monkeypatch):
+    """FTS5's own ``single_statement_max`` (a subquery per term seeks each term's doclist
+    to every row of the scope): past it, masks are counted first; same hits either way."""
+    if backend_name_for("default") != "sqlite-fts5":
+        pytest.skip("FTS5's threshold")
+    from deuz_transcripts.backends import get_backend, policy
+
+    assert get_backend("default").matcher.policy.single_statement_max == min(
+        policy.DEFAULT_POLICY.single_statement_max, policy.DEFAULT_POLICY.fts5_single_statement_max
+    )
+    store = DjangoConditionalChatStore()
+    for n in range(4):
+        chat = record(f"c{n}", f"quokka sighting {n}", f"noted {n} quokka")
+        store.write_chat(chat, expected_revision=0)
+    calls = spy_matcher(monkeypatch, get_backend("default").matcher, ("candidates",))
+    one_statement: dict[int, bool] = {}
+    results = {}
+    for fts5_max in (5_000, 3):
+        forced = PlanPolicy(single_statement_max=5_000, fts5_single_statement_max=fts5_max)
+        monkeypatch.setattr(policy, "DEFAULT_POLICY", forced)
+        assert get_backend("default").matcher.policy.single_statement_max == min(5_000, fts5_max)
+        calls.clear()
+        with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}):
+            hits = store.transcript.search(ADA, "quokka sighting", limit=3)
+        one_statement[fts5_max] = calls == ["candidates"]  # every match ranked at once
+        results[fts5_max] = [(h.chat_id, h.message_id, h.score) for h in hits]
+    assert one_statement == {5_000: True, 3: False}
+    assert results[5_000] == results[3] and len(results[3]) == 3
+
+
 def six_dated_chats(third_of_c2: str, third: str) -> DjangoConditionalChatStore:
     """Chats c0..c5 of ADA, a day apart (c5 newest): "common words here N", "common
     again", then ``third_of_c2`` in c2 and ``third`` in the others."""

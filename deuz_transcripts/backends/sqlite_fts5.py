@@ -10,6 +10,7 @@ term) let FTS5 intersect the scope inside its own index instead of joining.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
@@ -31,6 +32,7 @@ from .fts5_expressions import (
     token_expression,
     word_condition,
 )
+from .policy import PlanPolicy
 from .scope_scan import scanned_candidates
 from .sqlite import FTS_TABLE, SQLiteBackend
 from .sqlite_fts5_checks import Fts5Checks
@@ -59,6 +61,11 @@ class Fts5Matcher(SearchMatcher):
     walk_join = "INDEXED BY deuz_chat_updated CROSS JOIN"
     role_tokens = True  # every FTS row holds its message's role token (migration 0003)
     caps_by_term_counts = True  # doclist counts
+
+    def __init__(self, alias: str, policy: PlanPolicy) -> None:
+        """The policy with FTS5's own ``single_statement_max`` where it is lower."""
+        smaller = min(policy.single_statement_max, policy.fts5_single_statement_max)
+        super().__init__(alias, replace(policy, single_statement_max=smaller))
 
     def total_past(self, cursor: CursorWrapper, chats: ChatFilter, past: int) -> tuple[int, bool]:
         """A scope's per-chat counts summed as SQLite steps through them (``fetchmany``
