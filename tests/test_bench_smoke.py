@@ -82,6 +82,35 @@ def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
     compared = table(results, results).splitlines()
     assert compared[0].startswith("| scope | class | p50 before | p50 after")
     assert len(compared) == 2 + sum(len(s["classes"]) for s in results["search"].values())
+    # latency across users of several sizes, on the database just loaded
+    sizes = tmp_path / "sizes.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE",)}
+    arguments = ["--messages", "1000", "--users", "5", "--sizes", "10,400,10"]
+    arguments += ["--sqlite-path", str(tmp_path / "bench.sqlite3"), "--json", str(sizes)]
+    measured = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.scope_sizes",
+            *arguments,
+            "--per-class",
+            "1",
+            "--repeat",
+            "2",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    cells = json.loads(sizes.read_text())["results"]
+    users = list(dict.fromkeys(cell["user"] for cell in cells))
+    assert len(users) == 3  # each size its own user, the nearest left
+    assert {cell["class"] for cell in cells} == set(results["search"]["small"]["classes"])
+    assert all(cell["n"] == 2 and cell["p95"] >= cell["p50"] > 0 for cell in cells)
+    assert "| user (messages) | class | p50 | p95 | hits |" in measured.stdout
 
 
 def test_bench_cjk_and_filter_phases_then_reuse(tmp_path: Path) -> None:
