@@ -112,6 +112,24 @@ class Fts5Matcher(SearchMatcher):
             return scanned_candidates(cursor, chats, terms, depth)
         return super().candidates(cursor, chats, terms, depth, total)
 
+    def candidate_matches_sql(
+        self, chats: ChatFilter, terms: Sequence[str], total: int
+    ) -> tuple[str, list[Any]]:
+        """A small scope's matches found in one FTS5 pass, each row's mask by ``instr`` on
+        the matched rows' own terms (``word_condition``): a subquery per term would seek
+        each term's doclist to every row of the scope again."""
+        if not self._scans(chats, total):
+            return self.matches_sql(chats, terms)
+        tests = [word_condition("m", term) for term in terms] if len(terms) > 1 else [("1", [])]
+        test_params = [param for _, params in tests for param in params]
+        more, more_params = chats.token_sql()
+        return (
+            f"SELECT m.id, {mask_sql([sql for sql, _ in tests])} AS mask, m.chat_id AS chat_pk, "
+            f"m.position, m.visible_position FROM {FTS_TABLE} JOIN {table(Message)} m "
+            f"ON m.id = {FTS_TABLE}.rowid WHERE {FTS_TABLE} MATCH %s{more}",
+            [*test_params, match_expression(chats, terms), *more_params],
+        )
+
     def plans_masks(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
         """Masks are computed inside FTS5 for a query of any length; scanned scopes
         rank in one statement."""
