@@ -236,8 +236,9 @@ class TranscriptSettings:
 
     @property
     def SQLITE_SCAN_SCOPE_MAX(self) -> int:
-        """FTS5 searches of 8 terms or more in a scope of at most this many indexed
-        messages scan its rows (and its N with roles is summed from them)."""
+        """FTS5 searches in a scope of at most this many indexed messages: of 8 terms or
+        more, scan its rows; shorter, find each match's mask on its own terms (one FTS5
+        pass); and its N with roles is summed from its rows."""
         return int(self._raw["SQLITE_SCAN_SCOPE_MAX"])
 
     @property

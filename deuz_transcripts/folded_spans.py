@@ -10,9 +10,10 @@ cut into their terms by the rule's own ``add_word_spans``.
 Folding is per character, so the map back to the text's offsets needs only the
 characters whose fold is not one character (``ß``, ``½``, marks that drop): the rest
 keep their offsets, and a text whose fold codes hold none needs no map at all. It gives
-the rule's spans exactly (``tests/test_span_match.py`` holds it to the rule): a span starts at the character whose fold holds the word's first
-character, ends after the one whose fold holds its last, and takes in the characters
-folding to nothing right after it when the word ends where that character's fold ends.
+the rule's spans exactly (``tests/test_span_match.py`` holds it to the rule): a span
+starts at the character whose fold holds the word's first character, ends after the one
+whose fold holds its last, and takes in the characters folding to nothing right after it
+when the word ends where that character's fold ends.
 """
 
 from __future__ import annotations

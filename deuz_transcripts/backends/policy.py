@@ -20,8 +20,8 @@ class PlanPolicy:
     single_statement_max: int = 5_000
     #: ... on SQLite FTS5, where it is lower: one statement finds each match's mask by a
     #: subquery per term, each seeking that term's doclist to every row of the scope
-    #: (32 words in a 4,927-message scope: 55-67 ms; 27-29 ms counted by mask and
-    #: essential terms first). Scopes up to ``scan_scope_max`` rank in one statement.
+    #: (32 words in a 4,927-message scope at 1M: 69-71 ms p50; 30-31 ms counted by mask
+    #: and essential terms first). Scopes up to ``scan_scope_max`` rank in one statement.
     fts5_single_statement_max: int = 2_000
     #: A mask with at least this many rows (or the page depth, if larger) is walked
     #: newest chat first instead of being read and sorted whole.

@@ -103,10 +103,9 @@ class Fts5Matcher(SearchMatcher):
         to each of the scope's rows (its doclist index), so a common word costs about
         the scope's rows, not the corpus' (a word in 665,000 of 1M rows, in a
         250-message scope: 0.1-0.5 ms), a rare word less, and neither grows with the
-        text. A query of ``scan_python_min_terms`` terms or more
-        costs a subquery per term; a scope of at most ``SQLITE_SCAN_SCOPE_MAX`` indexed
-        messages is then cheaper to read once, each row's mask found in Python
-        (``scope_scan``).
+        text. A query of ``scan_python_min_terms`` terms or more costs a subquery (or an
+        ``instr``) per term; a scope of at most ``SQLITE_SCAN_SCOPE_MAX`` indexed messages
+        is then cheaper to read once, each row's mask found in Python (``scope_scan``).
         """
         if self._scans(chats, total) and len(terms) >= self.policy.scan_python_min_terms:
             return scanned_candidates(cursor, chats, terms, depth)

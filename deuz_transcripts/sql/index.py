@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from django.db import connections, transaction
+from django.db.backends.utils import CursorWrapper
 
 from ..backends import SearchBackend, get_backend
 from ..backends.base import Candidate
@@ -21,6 +22,7 @@ from ..conf import conf
 from ..models import Message
 from ..paging import HitKey, PageAfter, to_micros
 from ..prepared import PreparedChat
+from ..ranking import RankPlan
 from ..records import (
     ChatRecord,
     MemorySourceRef,
@@ -51,6 +53,25 @@ def hit_key(candidate: Candidate) -> HitKey:
     if updated_at.tzinfo is None:
         updated_at = updated_at.replace(tzinfo=UTC)
     return HitKey(candidate.mask, to_micros(updated_at), candidate.chat_id, candidate.position)
+
+
+def _hits_of(
+    cursor: CursorWrapper,
+    backend: SearchBackend,
+    request: SearchRequest,
+    page: list[Candidate],
+    plan: RankPlan,
+) -> list[TranscriptHit]:
+    """The planned page's hits, each with the spans of the request's terms."""
+    return read_hits(
+        cursor,
+        page,
+        plan,
+        request.around,
+        backend.matcher.tested_tenant(request.scope),  # the search filtered on it
+        terms=request.terms,
+        substring=backend.substring_matching,
+    )
 
 
 class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
@@ -153,16 +174,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             if planned is None:
                 return []
             page, plan = planned
-            tenant = backend.matcher.tested_tenant(request.scope)
-            return read_hits(
-                cursor,
-                page,
-                plan,
-                request.around,
-                tenant,
-                terms=request.terms,
-                substring=backend.substring_matching,
-            )
+            return _hits_of(cursor, backend, request, page, plan)
 
     def _search_page(
         self, request: SearchRequest, after: PageAfter | None, total_cap: int | None = None
@@ -182,20 +194,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             if counted is None:
                 return CountedHits([], [], 0, None)
             page, plan, pinned, total = counted
-            tenant = backend.matcher.tested_tenant(request.scope)
-            hits = (
-                read_hits(
-                    cursor,
-                    page,
-                    plan,
-                    request.around,
-                    tenant,
-                    terms=request.terms,
-                    substring=backend.substring_matching,
-                )
-                if page
-                else []
-            )
+            hits = _hits_of(cursor, backend, request, page, plan) if page else []
         # read_hits leaves out a row deleted since it was planned: keep the keys in step
         keys = {(c.chat_id, c.position): hit_key(c) for c in page}
         return CountedHits(hits, [keys[h.chat_id, h.index] for h in hits], total, pinned)
