@@ -328,7 +328,7 @@ def test_a_search_cancelled_by_replay_is_the_apps_error(monkeypatch, fallback, m
     dbname = connections["replica"].settings_dict["NAME"]
     real_read_hits = index_module.read_hits
 
-    def read_hits_after_a_conflict(cursor: Any, *args: Any) -> Any:
+    def read_hits_after_a_conflict(cursor: Any, *args: Any, **kwargs: Any) -> Any:
         if cursor.db.alias == "replica":
             before = lock_conflicts(dbname)
             if moment == "during a statement":
@@ -341,7 +341,7 @@ def test_a_search_cancelled_by_replay_is_the_apps_error(monkeypatch, fallback, m
             while lock_conflicts(dbname) == before:
                 assert time.monotonic() < deadline, "the standby never cancelled the search"
                 time.sleep(0.02)
-        return real_read_hits(cursor, *args)
+        return real_read_hits(cursor, *args, **kwargs)
 
     monkeypatch.setattr(index_module, "read_hits", read_hits_after_a_conflict)
     # a time limit puts the search in a transaction (which holds the lock); a long one
