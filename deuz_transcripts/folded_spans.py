@@ -1,7 +1,7 @@
 """Exact matching's spans found on a whole folded text, in C, with offsets mapped back.
 
 Word by word in Python, the highlight rule costs more than folding the whole hit: the
-text becomes ``separated_fold(text)`` (each character's fold, non-term characters as
+text becomes ``separated_fold_aligned(text)`` (each character's fold, non-term characters as
 spaces, two codec calls), and a query term is a span where it is a whole word of it
 (found by ``find``, or by a remembered pattern for a term found often). Under
 ``CJK_BIGRAMS``, in text holding Han, Kana or Thai, the words holding a query term are

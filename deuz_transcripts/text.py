@@ -32,7 +32,6 @@ __all__ = [
     "is_term_char",
     "message_terms",
     "query_terms",
-    "separated_fold",
     "separated_fold_aligned",
     "stored_term",
     "stored_terms_text",
@@ -229,16 +228,11 @@ def text_terms(text: str) -> list[str]:
     return list(found)
 
 
-def separated_fold(text: str) -> str:
-    """``fold(text)`` with each non-term character a space, for the whole text in C:
-    one character for each folded character, so offsets follow the fold's
-    (``folded_spans`` maps them back to the text's)."""
-    return _FOLD_CODES.plain(text)
-
-
 def separated_fold_aligned(text: str) -> tuple[str, bool]:
-    """``separated_fold(text)``, and True when its offsets are known to be the text's
-    (each character folded to one character): then no offset needs mapping back."""
+    """``fold(text)`` with each non-term character a space, for the whole text in C (one
+    character for each folded character, so offsets follow the fold's), and True when
+    those offsets are known to be the text's (each character folded to one character):
+    else ``folded_spans`` maps them back."""
     return _FOLD_CODES.plain_aligned(text)
 
 

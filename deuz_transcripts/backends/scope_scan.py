@@ -1,25 +1,43 @@
-"""SQLite FTS5's small scopes, read row by row with each row's mask found in Python.
+"""SQLite FTS5's small scopes (at most ``SQLITE_SCAN_SCOPE_MAX`` indexed messages).
 
-A query of ``scan_python_min_terms`` terms or more costs FTS5 a subquery per term, each
-seeking that term's doclist to the scope's rows; a scope of at most
-``SQLITE_SCAN_SCOPE_MAX`` indexed messages is cheaper to read once through the chat
-btree, the query terms a row holds found by ``held_mask`` on its ``search_text`` (one
-split and a set intersection, ~8 us a row whatever the number of terms). Shorter
-queries take FTS5 whatever the scope's size.
+FTS5's masks elsewhere cost a subquery per term, each seeking that term's doclist to the
+scope's rows. A small scope's short query finds its matches in one FTS5 pass instead,
+each matched row's mask by ``instr`` on its own stored terms (``one_pass_matches_sql``);
+a query of ``scan_python_min_terms`` terms or more reads the scope's rows once through
+the chat btree, the query terms a row holds found by ``held_mask`` on its
+``search_text`` (one split and a set intersection, ~8 us a row whatever the number of
+terms: ``scanned_candidates``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
 from ..models import Chat, Message
-from .base import Candidate, sort_in_tie_order
+from .base import Candidate, mask_sql, sort_in_tie_order
 from .chat_filter import ChatFilter, table
-from .fts5_expressions import held_mask, term_bits
+from .fts5_expressions import held_mask, match_expression, term_bits, word_condition
+from .sqlite import FTS_TABLE
 
-__all__ = ["scanned_candidates"]
+__all__ = ["one_pass_matches_sql", "scanned_candidates"]
+
+
+def one_pass_matches_sql(chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+    """A small scope's matches found in one FTS5 pass, each row's mask by ``instr`` on the
+    matched rows' own terms (``word_condition``): a subquery per term would seek each
+    term's doclist to every row of the scope again."""
+    tests = [word_condition("m", term) for term in terms] if len(terms) > 1 else [("1", [])]
+    test_params = [param for _, params in tests for param in params]
+    more, more_params = chats.token_sql()
+    return (
+        f"SELECT m.id, {mask_sql([sql for sql, _ in tests])} AS mask, m.chat_id AS chat_pk, "
+        f"m.position, m.visible_position FROM {FTS_TABLE} JOIN {table(Message)} m "
+        f"ON m.id = {FTS_TABLE}.rowid WHERE {FTS_TABLE} MATCH %s{more}",
+        [*test_params, match_expression(chats, terms), *more_params],
+    )
 
 
 def scanned_candidates(

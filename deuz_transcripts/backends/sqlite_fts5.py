@@ -33,7 +33,7 @@ from .fts5_expressions import (
     word_condition,
 )
 from .policy import PlanPolicy
-from .scope_scan import scanned_candidates
+from .scope_scan import one_pass_matches_sql, scanned_candidates
 from .sqlite import FTS_TABLE, SQLiteBackend
 from .sqlite_fts5_checks import Fts5Checks
 from .sqlite_fts5_rows import Fts5Rows
@@ -73,7 +73,7 @@ class Fts5Matcher(SearchMatcher):
         chats, not all of them (1.4 ms for the 50,000-message user at 1M)."""
         if chats.roles is not None or not chats.scope:
             return super().total_past(cursor, chats, past)
-        past = max(past, self.policy.scan_scope_max)  # a smaller scope scans its rows
+        past = max(past, self.policy.scan_scope_max)  # a smaller scope's routes need N
         sql, params = chats.chat_counts_sql()
         cursor.execute(sql, params)
         total = 0
@@ -117,17 +117,9 @@ class Fts5Matcher(SearchMatcher):
         """A small scope's matches found in one FTS5 pass, each row's mask by ``instr`` on
         the matched rows' own terms (``word_condition``): a subquery per term would seek
         each term's doclist to every row of the scope again."""
-        if not self._scans(chats, total):
-            return self.matches_sql(chats, terms)
-        tests = [word_condition("m", term) for term in terms] if len(terms) > 1 else [("1", [])]
-        test_params = [param for _, params in tests for param in params]
-        more, more_params = chats.token_sql()
-        return (
-            f"SELECT m.id, {mask_sql([sql for sql, _ in tests])} AS mask, m.chat_id AS chat_pk, "
-            f"m.position, m.visible_position FROM {FTS_TABLE} JOIN {table(Message)} m "
-            f"ON m.id = {FTS_TABLE}.rowid WHERE {FTS_TABLE} MATCH %s{more}",
-            [*test_params, match_expression(chats, terms), *more_params],
-        )
+        if self._scans(chats, total):
+            return one_pass_matches_sql(chats, terms)
+        return self.matches_sql(chats, terms)
 
     def plans_masks(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
         """Masks are computed inside FTS5 for a query of any length; scanned scopes
