@@ -144,6 +144,11 @@ class SearchMatcher(ABC):
         (that N is past them is all a plan needs to know then)."""
         return self.total(cursor, chats), True
 
+    def routed(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> ChatFilter:
+        """``chats`` as the query's terms route it once its N is known (PostgreSQL filters
+        a mid-size scope in the index when every query term is rare)."""
+        return chats
+
     def reads_scope_rows(self, size: int) -> bool:
         """Whether a scope of ``size`` indexed messages is read row by row, not in the index."""
         return True

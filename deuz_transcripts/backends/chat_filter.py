@@ -79,6 +79,9 @@ class ChatFilter:
     #: tested by every statement so a partitioned or distributed schema reads one
     #: partition (shard); ``None``: not tested.
     tenant: str | None = None
+    #: Whether the index filters these chats by their scope tokens whatever N (PostgreSQL:
+    #: a mid-size scope whose query terms are all rare, ``PostgresCounts.routed``).
+    by_tokens: bool = False
 
     @classmethod
     def of(

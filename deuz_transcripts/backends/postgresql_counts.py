@@ -6,6 +6,7 @@ checks each found row's visibility. ``PostgresMatcher`` reads rows on top of the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from django.db.backends.utils import CursorWrapper
 
@@ -23,7 +24,13 @@ from .postgresql_subset_counts import (
     subsets_visit_fewer,
     union_size,
 )
-from .postgresql_term_counts import StoredCounts, stored_or, stored_term_counts, stored_total
+from .postgresql_term_counts import (
+    StoredCounts,
+    index_term_rows,
+    stored_or,
+    stored_term_counts,
+    stored_total,
+)
 from .postgresql_tsquery import (
     every_term_tsquery,
     filter_parts,
@@ -95,8 +102,29 @@ class PostgresCounts(SearchMatcher):
             return fetch_int(cursor)
 
     def uses_lexemes(self, chats: ChatFilter) -> bool:
-        """GIN filters the scope (big or unscoped searches), else the scope's rows are read."""
-        return chats.size is None or chats.size > self.policy.lexeme_scope_min
+        """GIN filters the scope (big or unscoped searches, and ``routed`` ones), else the
+        scope's rows are read."""
+        return chats.by_tokens or chats.size is None or chats.size > self.policy.lexeme_scope_min
+
+    def routed(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> ChatFilter:
+        """A mid-size scope (``rare_lexeme_scope_min`` to ``lexeme_scope_min`` messages) is
+        filtered in GIN when the query terms' posting lists hold at most
+        ``gin_rows_per_scope_row`` rows per message of the scope, over the whole index
+        (stored counts; a term not counted holds fewer than ``COUNTED_MIN_ROWS``): GIN
+        then reads fewer rows' worth than the scope's own rows cost through the chat
+        btree. A word common in the whole index keeps the scope's rows: GIN would merge
+        its posting list, which grows with the corpus. With no term ever counted, the
+        terms' sizes are unknown: the scope's rows are read."""
+        size = chats.size
+        policy = self.policy
+        if size is None or chats.by_tokens:
+            return chats
+        if not policy.rare_lexeme_scope_min < size <= policy.lexeme_scope_min:
+            return chats
+        rows = index_term_rows(cursor, terms)
+        if rows is None or rows > policy.gin_rows_per_scope_row * size:
+            return chats
+        return replace(chats, by_tokens=True)
 
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]

@@ -53,6 +53,7 @@ __all__ = [
     "count_drift",
     "create_triggers",
     "drop_term_counts",
+    "index_term_rows",
     "rebuild_term_counts",
     "stored_or",
     "stored_term_counts",
@@ -295,6 +296,22 @@ def _where(
     if roles is not None:
         where, params = f"{where} AND {alias}.role = ANY(%s)", [*params, sorted(roles)]
     return where, params
+
+
+def index_term_rows(cursor: CursorWrapper, terms: Sequence[str]) -> int | None:
+    """How many rows the query terms' posting lists hold in all, over every tenant: a
+    counted term's stored counts, at most ``COUNTED_MIN_ROWS`` for any other (when the
+    terms were last chosen); ``None`` when none was ever chosen (``CountedTerm`` is empty,
+    so no term is known to be rare)."""
+    cursor.execute(
+        f"SELECT EXISTS (SELECT 1 FROM {table(CountedTerm)}), COALESCE(sum(CASE WHEN EXISTS "
+        f"(SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = q.lexeme) THEN (SELECT "
+        f"COALESCE(sum(t.rows), 0) FROM {table(TermCount)} t WHERE t.lexeme = q.lexeme) "
+        "ELSE %s END), 0) FROM unnest(%s::text[]) AS q(lexeme)",
+        [COUNTED_MIN_ROWS, [stored_term(term) for term in terms]],
+    )
+    row = cursor.fetchone()
+    return int(row[1]) if row is not None and row[0] else None
 
 
 def stored_term_counts(

@@ -96,7 +96,7 @@ class SearchPlanner(EssentialTerms):
                 size, exact = matcher.total_past(cursor, chats, past)
                 if not size:
                     return None
-                chats = replace(chats, size=size if exact else None)
+                chats = matcher.routed(cursor, replace(chats, size=size if exact else None), terms)
             newest = self.newest_page(cursor, chats, terms, depth, guess=not chats.windowed)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
             if len(newest) <= request.offset:  # one term's few matches (or none) before it
@@ -104,7 +104,7 @@ class SearchPlanner(EssentialTerms):
             full = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
             return RankedPage(newest[request.offset :], full, chats, None)
         if sized and chats.size is None:
-            chats = replace(chats, size=matcher.total(cursor, chats))
+            chats = matcher.routed(cursor, replace(chats, size=matcher.total(cursor, chats)), terms)
         if len(terms) == 1 and chats.size is None and matcher.walks_newest_first:
             # One term: every hit scores 1.0 whatever N (raw / best), and the probe found
             # fewer rows holding it than a walk needs: one statement ranks them, N unread
@@ -162,7 +162,7 @@ class SearchPlanner(EssentialTerms):
         if not total:
             return None
         if chats.narrowed:
-            chats = replace(chats, size=total)
+            chats = matcher.routed(cursor, replace(chats, size=total), terms)
         if after is not None:
             every = self._histogram(cursor, chats, terms, total)
             return self._page_after(cursor, chats, terms, every, after, request)

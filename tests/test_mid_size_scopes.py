@@ -1,0 +1,169 @@
+"""PostgreSQL: how a mid-size scope's matches are found.
+
+A scope of at most ``lexeme_scope_min`` indexed messages reads its own rows through the
+chat btree (GIN would merge a common word's whole posting list); above
+``rare_lexeme_scope_min``, a query whose words' posting lists hold at most
+``gin_rows_per_scope_row`` rows per message of the scope (stored counts, or the counted
+terms' threshold for a word not counted) is filtered in GIN like a big scope, so its cost
+follows the words' rows, not the scope's. Hits, order and scores are the in-memory
+index's on every route.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
+from deuz_transcripts.backends import policy
+from deuz_transcripts.backends import postgresql_term_counts as term_counts
+from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends.postgresql_count_refresh import refresh_term_counts
+from deuz_transcripts.models import CountedTerm
+from deuz_transcripts.stores import DjangoConditionalChatStore
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's GIN routes"),
+]
+
+ADA = {"userId": "ada"}
+WHEN = datetime(2025, 3, 1, tzinfo=UTC)
+#: the matching statement of a scope read through its own rows (``PostgresMatcher._matches``)
+OWN_ROWS = "m.chat_id IN ("
+
+
+def records() -> Iterator[ChatRecord]:
+    """Ada's 12 chats of 2 messages (24 in all), "common word" and "other text" in each
+    chat and a rare word (in at most 5 messages) in each message; bob's 2 chats of 10
+    messages of the common words, so they are common in the whole index."""
+    for n in range(12):
+        yield ChatRecord(
+            f"a{n:02}",
+            ADA,
+            [
+                {"role": "user", "content": f"common word rare{n}"},
+                {"role": "assistant", "content": f"other text rare{n % 3}"},
+            ],
+            updated_at=WHEN + timedelta(minutes=n),
+        )
+    for n in range(2):
+        yield ChatRecord(
+            f"b{n}",
+            {"userId": "bob"},
+            [{"role": "user", "content": "common word other text"}] * 10,
+            updated_at=WHEN + timedelta(minutes=n),
+        )
+
+
+#: a mid-size scope (ada's 24 messages: over 10, at most 100) is filtered in GIN when its
+#: words' posting lists hold at most 24 rows (1 per message of the scope)
+MID_SIZE = PlanPolicy(
+    lexeme_scope_min=100, rare_lexeme_scope_min=10, gin_rows_per_scope_row=1, walk_min_rows=10**9
+)
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """ "common", "word", "other", "text" are counted terms (each in 32 messages), the rare
+    words are not (in fewer than 10, the threshold the terms were chosen with)."""
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", MID_SIZE)
+    monkeypatch.setattr(term_counts, "COUNTED_MIN_ROWS", 10)
+    store = DjangoConditionalChatStore()
+    for record in records():
+        store.write_chat(record, expected_revision=0)
+    with connection.cursor() as cursor:
+        refresh_term_counts(cursor, 10)
+    assert set(CountedTerm.objects.values_list("lexeme", flat=True)) == {
+        "common",
+        "word",
+        "other",
+        "text",
+    }
+    return store
+
+
+def expected(query: str, scope: dict[str, str]) -> list[tuple[str, str, float]]:
+    memory = InMemoryTranscriptIndex()
+    for record in records():
+        memory.index(record)
+    return [(h.chat_id, h.message_id, h.score) for h in memory.search(scope, query, limit=5)]
+
+
+def searched(store: Any, query: str, scope: dict[str, str] = ADA) -> tuple[list[Any], bool]:
+    """The hits, and whether a statement read the scope's own rows."""
+    with CaptureQueriesContext(connection) as queries:
+        hits = store.transcript.search(scope, query, limit=5)
+    own = any(OWN_ROWS in q["sql"] and "@@" in q["sql"] for q in queries.captured_queries)
+    return [(h.chat_id, h.message_id, h.score) for h in hits], own
+
+
+@pytest.mark.parametrize("query", ["rare1", "rare1 rare5", "rare3 nothing"])
+def test_rare_words_of_a_mid_size_scope_are_found_in_gin(store, query):
+    hits, own = searched(store, query)
+    assert not own
+    assert hits == expected(query, ADA)
+
+
+@pytest.mark.parametrize(
+    "query", ["common", "rare1 word", "other rare2 rare5", "rare0 rare4 rare7"]
+)
+def test_words_of_more_rows_than_the_scope_keep_its_own_rows(store, query):
+    """A common word's posting list, or rare words' bounds summed past the scope's size."""
+    hits, own = searched(store, query)
+    assert own
+    assert hits == expected(query, ADA)
+
+
+def test_with_no_counted_term_nothing_is_known_rare(store):
+    CountedTerm.objects.all().delete()
+    hits, own = searched(store, "rare1")
+    assert own
+    assert hits == expected("rare1", ADA)
+
+
+def test_a_small_scope_reads_its_own_rows_without_asking(store, monkeypatch):
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", replace(MID_SIZE, rare_lexeme_scope_min=24))
+    asked = f"EXISTS (SELECT 1 FROM {CountedTerm._meta.db_table})"
+    with CaptureQueriesContext(connection) as queries:
+        hits, own = searched(store, "rare1")
+    assert own
+    assert not any(asked in q["sql"] for q in queries.captured_queries)
+    assert hits == expected("rare1", ADA)
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", replace(MID_SIZE, rare_lexeme_scope_min=23))
+    with CaptureQueriesContext(connection) as queries:
+        hits, own = searched(store, "rare1")
+    assert not own
+    assert any(asked in q["sql"] for q in queries.captured_queries)
+
+
+def test_filters_and_pages_of_a_routed_scope_rank_as_the_memory_index(store, monkeypatch):
+    """Ada's 12 user messages: "rare1 rare2" (20 rows at most) is routed at 2 rows each."""
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", replace(MID_SIZE, gin_rows_per_scope_row=2))
+    memory = InMemoryTranscriptIndex()
+    for record in records():
+        memory.index(record)
+    with CaptureQueriesContext(connection) as queries:
+        page = store.transcript.search_page(ADA, "rare1 rare2", limit=2, roles=["user"])
+    assert not any(OWN_ROWS in q["sql"] and "@@" in q["sql"] for q in queries.captured_queries)
+    want = memory.search_page(ADA, "rare1 rare2", limit=2, roles=["user"])
+    assert [(h.chat_id, h.message_id, h.score) for h in page.hits] == [
+        (h.chat_id, h.message_id, h.score) for h in want.hits
+    ]
+    assert page.total == want.total
+    after = store.transcript.search_page(ADA, "rare1 rare2", limit=2, cursor=page.next_cursor)
+    want_after = memory.search_page(ADA, "rare1 rare2", limit=2, cursor=want.next_cursor)
+    assert [(h.chat_id, h.message_id) for h in after.hits] == [
+        (h.chat_id, h.message_id) for h in want_after.hits
+    ]
+    when = WHEN + timedelta(minutes=4)
+    windowed = store.transcript.search(ADA, "rare1 rare2", updated_after=when)
+    assert [(h.chat_id, h.score) for h in windowed] == [
+        (h.chat_id, h.score) for h in memory.search(ADA, "rare1 rare2", updated_after=when)
+    ]
