@@ -304,6 +304,18 @@ def _every_segment_spans(prefix: str, terms: tuple[str, ...]) -> list[Span]:
     return spans
 
 
+@functools.lru_cache(maxsize=256)
+def _useful_terms(terms: tuple[str, ...], substring: bool) -> tuple[str, ...]:
+    """``terms`` once each, without those that can match nothing: a term holding anything
+    but letters and digits equals no word and is in none. Remembered: every hit of a page
+    asks with the same terms (32 terms: ~15 us a hit)."""
+    return tuple(
+        term
+        for term in dict.fromkeys(terms)
+        if _TERM_RUN.fullmatch(term) or (substring and term == "")
+    )
+
+
 def match_spans(
     text: str, terms: Sequence[str], *, substring: bool = False, enough: int = 0
 ) -> tuple[Span, ...]:
@@ -314,12 +326,7 @@ def match_spans(
     """
     if not terms or not isinstance(text, str) or not text:
         return ()
-    # a term holding anything but letters and digits equals no word and is in none
-    useful = tuple(
-        term
-        for term in dict.fromkeys(terms)
-        if _TERM_RUN.fullmatch(term) or (substring and term == "")
-    )
+    useful = _useful_terms(tuple(terms), substring)
     if not useful:
         return ()
     prefix, others = _indexed(text)
