@@ -17,7 +17,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
@@ -25,7 +27,7 @@ from deuz_transcripts.backends import policy
 from deuz_transcripts.backends import postgresql_term_counts as term_counts
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.backends.postgresql_count_refresh import refresh_term_counts
-from deuz_transcripts.models import CountedTerm
+from deuz_transcripts.models import CountedTenant, CountedTerm, Message
 from deuz_transcripts.stores import DjangoConditionalChatStore
 
 pytestmark = [
@@ -167,3 +169,52 @@ def test_filters_and_pages_of_a_routed_scope_rank_as_the_memory_index(store, mon
     assert [(h.chat_id, h.score) for h in windowed] == [
         (h.chat_id, h.score) for h in memory.search(ADA, "rare1 rare2", updated_after=when)
     ]
+
+
+@pytest.fixture
+def tenant_store(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The same chats with ``TENANT_KEY = "userId"``: ada's scope is a tenant without counts
+    of its own (under ``COUNTED_TENANT_MIN_ROWS``), searched by newest-first walks from 4
+    rows on, never routed to GIN by size."""
+    every = {**settings.DEUZ_TRANSCRIPTS, "TENANT_KEY": "userId"}
+    walks = PlanPolicy(walk_min_rows=4, lexeme_scope_min=100, rare_lexeme_scope_min=10**6)
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", walks)
+    with override_settings(DEUZ_TRANSCRIPTS=every):
+        store = DjangoConditionalChatStore()
+        for record in records():
+            store.write_chat(record, expected_revision=0)
+        with connection.cursor() as cursor:
+            refresh_term_counts(cursor, 10)
+            cursor.execute(f"ANALYZE {Message._meta.db_table}")  # the table's estimated rows
+        assert not CountedTenant.objects.exists()
+        yield store
+
+
+def walked(store: Any, query: str) -> tuple[list[Any], bool, bool]:
+    """The hits, whether the whole index's density was read, and whether the probe ran."""
+    with CaptureQueriesContext(connection) as queries:
+        hits = store.transcript.search(ADA, query, limit=5)
+    sqls = [q["sql"] for q in queries.captured_queries]
+    density = any("pg_class" in sql for sql in sqls)
+    probe = any("AS probe" in sql for sql in sqls)
+    return [(h.chat_id, h.message_id, h.score) for h in hits], density, probe
+
+
+@pytest.mark.parametrize("query", ["common", "common word", "other text"])
+def test_a_tenant_without_its_own_counts_is_walked_as_dense_as_the_index(tenant_store, query):
+    """Its common words are as dense as in the whole index (32 of 44 rows each): the walk
+    of the newest chats fills the page, with no probe."""
+    hits, density, probe = walked(tenant_store, query)
+    assert density
+    assert not probe
+    assert hits == expected(query, ADA)
+
+
+@pytest.mark.parametrize("query", ["common rare1", "other text word"])
+def test_a_guess_not_made_or_proved_wrong_leaves_the_probe_to_decide(tenant_store, query):
+    """``rare1`` is not counted: no guess. No message of ada holds "other", "text" and
+    "word" together (bob's do): the bounded walk finds none, and the probe follows."""
+    hits, density, probe = walked(tenant_store, query)
+    assert density
+    assert probe
+    assert hits == expected(query, ADA)

@@ -33,6 +33,14 @@ from tests.factories import ChatRecordFactory
 pytestmark = pytest.mark.django_db
 
 MESSAGES = Message._meta.db_table
+
+
+def _reads_messages(sql: str) -> bool:
+    """Whether a statement reads message rows (the walk's guess names the table only to
+    read its row estimate from ``pg_class``)."""
+    return MESSAGES in sql and "pg_class" not in sql
+
+
 on_postgres = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's")
 
 
@@ -148,7 +156,7 @@ def test_every_message_statement_of_a_tenant_scoped_search_tests_the_tenant(stor
             message_id = store.load_chat("c1")[0].message_ids[0]
             ref = MemorySourceRef("transcript", "c1", message_id)
             assert store.transcript.resolve_source({"userId": "ada"}, ref) is not None
-    statements = [q["sql"] for q in queries.captured_queries if MESSAGES in q["sql"]]
+    statements = [q["sql"] for q in queries.captured_queries if _reads_messages(q["sql"])]
     assert statements
     for sql in statements:
         assert re.search(r"\btenant\" = 'ada'|\.tenant = 'ada'", sql), sql
@@ -249,7 +257,7 @@ def test_a_tenant_scoped_search_reads_one_partition_and_finds_what_it_found_befo
             selects = [
                 q["sql"]
                 for q in queries.captured_queries
-                if MESSAGES in q["sql"] and q["sql"].startswith(("SELECT", "WITH"))
+                if _reads_messages(q["sql"]) and q["sql"].startswith(("SELECT", "WITH"))
             ]
             read = [_partitions_read(sql) for sql in selects]
             assert read and all(len(found) == 1 for found in read), read
@@ -259,7 +267,7 @@ def test_a_tenant_scoped_search_reads_one_partition_and_finds_what_it_found_befo
                 *(
                     _partitions_read(q["sql"])
                     for q in queries.captured_queries
-                    if MESSAGES in q["sql"] and q["sql"].startswith(("SELECT", "WITH"))
+                    if _reads_messages(q["sql"]) and q["sql"].startswith(("SELECT", "WITH"))
                 )
             )
             assert len(everywhere) == info.partitions

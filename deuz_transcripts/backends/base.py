@@ -361,6 +361,14 @@ class SearchMatcher(ABC):
         match), else ``None``: the walk then has no guess of how dense its mask is."""
         return None
 
+    def index_density(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> tuple[int, list[int]] | None:
+        """Where the filter has no ``stored_density`` of its own, rows and each term's rows
+        in the whole index, to guess its density from (a guess for a bounded walk, never
+        N or n_t); ``None``: no such guess."""
+        return None
+
     def newest_with_mask(
         self,
         cursor: CursorWrapper,

@@ -31,6 +31,9 @@ from .postgresql_term_counts import (
     stored_term_counts,
     stored_total,
 )
+from .postgresql_term_counts import (
+    index_density as stored_index_density,
+)
 from .postgresql_tsquery import (
     every_term_tsquery,
     filter_parts,
@@ -77,6 +80,19 @@ class PostgresCounts(SearchMatcher):
         if whole.size is not None:
             return whole.size, known
         return stored_total(cursor, stored.tenant, stored.roles), known
+
+    def index_density(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> tuple[int, list[int]] | None:
+        """A tenant without counts of its own (under ``COUNTED_TENANT_MIN_ROWS`` when the
+        tenants were last chosen) guessed as dense as the whole index: its words' stored
+        counts over every tenant against the table's estimated rows. A word not counted is
+        rare, and a page of rows holding it is not to be guessed."""
+        whole = chats.without_window() if chats.windowed else chats
+        stored = self.stored_counts_of(whole)
+        if stored is None or stored.tenant is None:
+            return None
+        return stored_index_density(cursor, terms, stored.roles)
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """N from the stored counts where they are the filter's, else as every backend."""

@@ -53,6 +53,7 @@ __all__ = [
     "count_drift",
     "create_triggers",
     "drop_term_counts",
+    "index_density",
     "index_term_rows",
     "rebuild_term_counts",
     "stored_or",
@@ -312,6 +313,29 @@ def index_term_rows(cursor: CursorWrapper, terms: Sequence[str]) -> int | None:
     )
     row = cursor.fetchone()
     return int(row[1]) if row is not None and row[0] else None
+
+
+def index_density(
+    cursor: CursorWrapper, terms: Sequence[str], roles: Collection[str] | None = None
+) -> tuple[int, list[int]] | None:
+    """The message table's estimated rows (``pg_class.reltuples``, summed over its
+    partitions) and each term's stored count over every tenant, of ``roles``; ``None``
+    when a term is not counted or the table was never analyzed. A guess, never an n_t."""
+    where, params = _where(None, roles)
+    rows = (
+        "(SELECT sum(GREATEST(c.reltuples, 0)) FROM pg_class c WHERE c.oid = %s::regclass "
+        "OR c.oid IN (SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = %s::regclass))"
+    )
+    cursor.execute(
+        f"SELECT {rows}, EXISTS (SELECT 1 FROM {table(CountedTerm)} k "
+        f"WHERE k.lexeme = q.lexeme), COALESCE((SELECT sum(t.rows) FROM {table(TermCount)} t WHERE t.lexeme = q.lexeme"
+        f"{where}), 0) FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, n) ORDER BY q.n",
+        [table(Message), table(Message), *params, [stored_term(term) for term in terms]],
+    )
+    found = cursor.fetchall()
+    if not found or not found[0][0] or not all(counted for _, counted, _ in found):
+        return None
+    return int(found[0][0]), [int(count) for _, _, count in found]
 
 
 def stored_term_counts(

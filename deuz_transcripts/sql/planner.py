@@ -307,12 +307,15 @@ class SearchPlanner(EssentialTerms):
         expected among at most ``walk_guess_max_rows`` messages, as if the terms were
         independent. The walk is bounded to those chats, so words that rarely meet cost
         that walk and then the probe, never the whole scope. A date window is guessed as
-        dense as its tenant's rows (``stored_density``). ``None``: not tried, or the walk
-        found less than a page."""
+        dense as its tenant's rows (``stored_density``), and a tenant without counts of its
+        own as the whole index (``index_density``). ``None``: not tried, or the walk found
+        less than a page."""
         policy = self.policy
         if not policy.walk_guess_max_rows or len(terms) > policy.walk_max_terms:
             return None
         density = self.stored_density(cursor, chats, terms)
+        if density is None:  # a tenant without counts of its own: as dense as the index?
+            density = self.matcher.index_density(cursor, chats, terms)
         if density is None or not density[0]:
             return None
         total, counts = density
