@@ -23,7 +23,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
-from deuz_transcripts.backends import policy
+from deuz_transcripts.backends import policy, postgresql_counts
 from deuz_transcripts.backends import postgresql_term_counts as term_counts
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.backends.postgresql_count_refresh import refresh_term_counts
@@ -218,3 +218,15 @@ def test_a_guess_not_made_or_proved_wrong_leaves_the_probe_to_decide(tenant_stor
     assert density
     assert probe
     assert hits == expected(query, ADA)
+
+
+def test_a_tenant_big_enough_for_counts_of_its_own_is_not_guessed_from_the_index(
+    tenant_store, monkeypatch
+):
+    """Its own counts (``stored_density``) are its guess; without them (not counted yet),
+    the probe decides, as before."""
+    monkeypatch.setattr(postgresql_counts, "COUNTED_TENANT_MIN_ROWS", 24)
+    hits, density, probe = walked(tenant_store, "common word")
+    assert not density
+    assert probe
+    assert hits == expected("common word", ADA)

@@ -25,6 +25,7 @@ from .postgresql_subset_counts import (
     union_size,
 )
 from .postgresql_term_counts import (
+    COUNTED_TENANT_MIN_ROWS,
     StoredCounts,
     index_term_rows,
     stored_or,
@@ -84,12 +85,14 @@ class PostgresCounts(SearchMatcher):
     def index_density(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> tuple[int, list[int]] | None:
-        """A tenant without counts of its own (under ``COUNTED_TENANT_MIN_ROWS`` when the
-        tenants were last chosen) guessed as dense as the whole index: its words' stored
-        counts over every tenant against the table's estimated rows. A word not counted is
-        rare, and a page of rows holding it is not to be guessed."""
-        whole = chats.without_window() if chats.windowed else chats
-        stored = self.stored_counts_of(whole)
+        """A tenant of fewer than ``COUNTED_TENANT_MIN_ROWS`` messages (N known: so without
+        counts of its own, but where one shrank since the tenants were chosen) guessed as
+        dense as the whole index: its words' stored counts over every tenant against the
+        table's estimated rows. A word not counted is rare, and a page of rows holding it
+        is not to be guessed. A bigger tenant's own counts were ``stored_density``'s."""
+        if chats.size is None or chats.size >= COUNTED_TENANT_MIN_ROWS:
+            return None
+        stored = self.stored_counts_of(chats)
         if stored is None or stored.tenant is None:
             return None
         return stored_index_density(cursor, terms, stored.roles)
