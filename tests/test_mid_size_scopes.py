@@ -5,8 +5,9 @@ chat btree (GIN would merge a common word's whole posting list); above
 ``rare_lexeme_scope_min``, a query whose words' posting lists hold at most
 ``gin_rows_per_scope_row`` rows per message of the scope (stored counts, or the counted
 terms' threshold for a word not counted) is filtered in GIN like a big scope, so its cost
-follows the words' rows, not the scope's. Hits, order and scores are the in-memory
-index's on every route.
+follows the words' rows, not the scope's. A tenant too small for counts of its own is
+guessed as dense as the whole index, so its common words walk its newest chats before
+any probe. Hits, order and scores are the in-memory index's on every route.
 """
 
 from __future__ import annotations

@@ -146,7 +146,7 @@ class SearchMatcher(ABC):
 
     def routed(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> ChatFilter:
         """``chats`` as the query's terms route it once its N is known (PostgreSQL filters
-        a mid-size scope in the index when every query term is rare)."""
+        a mid-size scope in the index when its words' posting lists are short beside it)."""
         return chats
 
     def reads_scope_rows(self, size: int) -> bool:
@@ -364,9 +364,8 @@ class SearchMatcher(ABC):
     def index_density(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> tuple[int, list[int]] | None:
-        """Where the filter has no ``stored_density`` of its own, rows and each term's rows
-        in the whole index, to guess its density from (a guess for a bounded walk, never
-        N or n_t); ``None``: no such guess."""
+        """Rows and each term's rows in the whole index, to guess a filter's density where it
+        has no ``stored_density`` (for a bounded walk, never N or n_t); ``None``: none."""
         return None
 
     def newest_with_mask(

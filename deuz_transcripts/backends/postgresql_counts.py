@@ -31,9 +31,7 @@ from .postgresql_term_counts import (
     stored_or,
     stored_term_counts,
     stored_total,
-)
-from .postgresql_term_counts import (
-    index_density as stored_index_density,
+    whole_index_density,
 )
 from .postgresql_tsquery import (
     every_term_tsquery,
@@ -95,7 +93,7 @@ class PostgresCounts(SearchMatcher):
         stored = self.stored_counts_of(chats)
         if stored is None or stored.tenant is None:
             return None
-        return stored_index_density(cursor, terms, stored.roles)
+        return whole_index_density(cursor, terms, stored.roles)
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """N from the stored counts where they are the filter's, else as every backend."""

@@ -53,12 +53,12 @@ __all__ = [
     "count_drift",
     "create_triggers",
     "drop_term_counts",
-    "index_density",
     "index_term_rows",
     "rebuild_term_counts",
     "stored_or",
     "stored_term_counts",
     "stored_total",
+    "whole_index_density",
 ]
 
 #: Terms in at least this many indexed messages get stored counts (fewer: GIN counts
@@ -315,7 +315,7 @@ def index_term_rows(cursor: CursorWrapper, terms: Sequence[str]) -> int | None:
     return int(row[1]) if row is not None and row[0] else None
 
 
-def index_density(
+def whole_index_density(
     cursor: CursorWrapper, terms: Sequence[str], roles: Collection[str] | None = None
 ) -> tuple[int, list[int]] | None:
     """The message table's estimated rows (``pg_class.reltuples``, summed over its
@@ -328,8 +328,9 @@ def index_density(
     )
     cursor.execute(
         f"SELECT {rows}, EXISTS (SELECT 1 FROM {table(CountedTerm)} k "
-        f"WHERE k.lexeme = q.lexeme), COALESCE((SELECT sum(t.rows) FROM {table(TermCount)} t WHERE t.lexeme = q.lexeme"
-        f"{where}), 0) FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, n) ORDER BY q.n",
+        f"WHERE k.lexeme = q.lexeme), COALESCE((SELECT sum(t.rows) FROM {table(TermCount)} t "
+        f"WHERE t.lexeme = q.lexeme{where}), 0) "
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, n) ORDER BY q.n",
         [table(Message), table(Message), *params, [stored_term(term) for term in terms]],
     )
     found = cursor.fetchall()
