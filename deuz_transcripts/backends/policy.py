@@ -50,7 +50,7 @@ class PlanPolicy:
     #: PostgreSQL: ... and so are scopes of more than this many (up to ``lexeme_scope_min``)
     #: whose query terms' posting lists hold at most ``gin_rows_per_scope_row`` rows per
     #: message of the scope, in the whole index. At 1M messages GIN read a posting entry
-    #: in ~13 ns, and a scope's own row cost ~2.5 us through the chat btree; a plan may
+    #: in ~13 ns, and a scope's own row cost 2.0-2.3 us through the chat btree; a plan may
     #: read each list several times (term-subset counts), hence the margin.
     rare_lexeme_scope_min: int = 1_000
     gin_rows_per_scope_row: int = 25
