@@ -14,6 +14,8 @@ from .. import ranking
 from ..models import Message
 from .base import Known, SearchMatcher, fetch_int, more_than_by_counts
 from .chat_filter import ChatFilter, table
+from .policy import PlanPolicy
+from .postgresql_index_counts import IndexTermCounts, index_term_counts
 from .postgresql_session import bitmap_scans as _bitmap_scans
 from .postgresql_storage import VECTOR_COLUMN
 from .postgresql_subset_counts import (
@@ -27,11 +29,9 @@ from .postgresql_subset_counts import (
 from .postgresql_term_counts import (
     COUNTED_TENANT_MIN_ROWS,
     StoredCounts,
-    index_term_rows,
     stored_or,
     stored_term_counts,
     stored_total,
-    whole_index_density,
 )
 from .postgresql_tsquery import (
     every_term_tsquery,
@@ -45,6 +45,22 @@ __all__ = ["PostgresCounts"]
 
 class PostgresCounts(SearchMatcher):
     """N, n_t, histograms and totals of PostgreSQL searches (stored or GIN counts)."""
+
+    def __init__(self, alias: str, policy: PlanPolicy) -> None:
+        super().__init__(alias, policy)
+        #: ``index_counts`` already read: a matcher serves one search (``get_backend``
+        #: makes one per call), whose route and walk guess both need them
+        self._index_counts: dict[tuple[tuple[str, ...], frozenset[str] | None], IndexTermCounts]
+        self._index_counts = {}
+
+    def index_counts(
+        self, cursor: CursorWrapper, terms: Sequence[str], roles: frozenset[str] | None
+    ) -> IndexTermCounts:
+        """The whole index's counts of ``terms`` (``index_term_counts``), read once."""
+        key = (tuple(terms), roles)
+        if key not in self._index_counts:
+            self._index_counts[key] = index_term_counts(cursor, terms, roles)
+        return self._index_counts[key]
 
     @staticmethod
     def stored_counts_of(chats: ChatFilter) -> StoredCounts | None:
@@ -93,7 +109,11 @@ class PostgresCounts(SearchMatcher):
         stored = self.stored_counts_of(chats)
         if stored is None or stored.tenant is None:
             return None
-        return whole_index_density(cursor, terms, stored.roles)
+        counts = self.index_counts(cursor, terms, chats.roles)
+        role_rows = [rows for rows in counts.role_rows if rows is not None]
+        if not counts.table_rows or len(role_rows) < len(terms):
+            return None
+        return counts.table_rows, role_rows
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """N from the stored counts where they are the filter's, else as every backend."""
@@ -138,7 +158,7 @@ class PostgresCounts(SearchMatcher):
             return chats
         if not policy.rare_lexeme_scope_min < size <= policy.lexeme_scope_min:
             return chats
-        rows = index_term_rows(cursor, terms)
+        rows = self.index_counts(cursor, terms, chats.roles).posting_rows()
         if rows is None or rows > policy.gin_rows_per_scope_row * size:
             return chats
         return replace(chats, by_tokens=True)

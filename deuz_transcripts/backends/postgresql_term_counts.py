@@ -53,12 +53,10 @@ __all__ = [
     "count_drift",
     "create_triggers",
     "drop_term_counts",
-    "index_term_rows",
     "rebuild_term_counts",
     "stored_or",
     "stored_term_counts",
     "stored_total",
-    "whole_index_density",
 ]
 
 #: Terms in at least this many indexed messages get stored counts (fewer: GIN counts
@@ -297,46 +295,6 @@ def _where(
     if roles is not None:
         where, params = f"{where} AND {alias}.role = ANY(%s)", [*params, sorted(roles)]
     return where, params
-
-
-def index_term_rows(cursor: CursorWrapper, terms: Sequence[str]) -> int | None:
-    """How many rows the query terms' posting lists hold in all, over every tenant: a
-    counted term's stored counts, at most ``COUNTED_MIN_ROWS`` for any other (when the
-    terms were last chosen); ``None`` when none was ever chosen (``CountedTerm`` is empty,
-    so no term is known to be rare)."""
-    cursor.execute(
-        f"SELECT EXISTS (SELECT 1 FROM {table(CountedTerm)}), COALESCE(sum(CASE WHEN EXISTS "
-        f"(SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = q.lexeme) THEN (SELECT "
-        f"COALESCE(sum(t.rows), 0) FROM {table(TermCount)} t WHERE t.lexeme = q.lexeme) "
-        "ELSE %s END), 0) FROM unnest(%s::text[]) AS q(lexeme)",
-        [COUNTED_MIN_ROWS, [stored_term(term) for term in terms]],
-    )
-    row = cursor.fetchone()
-    return int(row[1]) if row is not None and row[0] else None
-
-
-def whole_index_density(
-    cursor: CursorWrapper, terms: Sequence[str], roles: Collection[str] | None = None
-) -> tuple[int, list[int]] | None:
-    """The message table's estimated rows (``pg_class.reltuples``, summed over its
-    partitions) and each term's stored count over every tenant, of ``roles``; ``None``
-    when a term is not counted or the table was never analyzed. A guess, never an n_t."""
-    where, params = _where(None, roles)
-    rows = (
-        "(SELECT sum(GREATEST(c.reltuples, 0)) FROM pg_class c WHERE c.oid = %s::regclass "
-        "OR c.oid IN (SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = %s::regclass))"
-    )
-    cursor.execute(
-        f"SELECT {rows}, EXISTS (SELECT 1 FROM {table(CountedTerm)} k "
-        f"WHERE k.lexeme = q.lexeme), COALESCE((SELECT sum(t.rows) FROM {table(TermCount)} t "
-        f"WHERE t.lexeme = q.lexeme{where}), 0) "
-        "FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, n) ORDER BY q.n",
-        [table(Message), table(Message), *params, [stored_term(term) for term in terms]],
-    )
-    found = cursor.fetchall()
-    if not found or not found[0][0] or not all(counted for _, counted, _ in found):
-        return None
-    return int(found[0][0]), [int(count) for _, _, count in found]
 
 
 def stored_term_counts(

@@ -56,6 +56,13 @@ class SearchPlanner(EssentialTerms):
         self._density = (chats, list(terms), density)
         return density
 
+    def _sized(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], size: int | None
+    ) -> ChatFilter:
+        """``chats`` with its N (``None``: past every size that picks a route), routed by
+        the matcher as that N and the terms say."""
+        return self.matcher.routed(cursor, replace(chats, size=size), terms)
+
     def chat_filter(self, request: SearchRequest) -> ChatFilter:
         """The SQL filter of the request's scope, chat ids, roles, window (and tenant)."""
         matcher = self.matcher
@@ -96,7 +103,7 @@ class SearchPlanner(EssentialTerms):
                 size, exact = matcher.total_past(cursor, chats, past)
                 if not size:
                     return None
-                chats = matcher.routed(cursor, replace(chats, size=size if exact else None), terms)
+                chats = self._sized(cursor, chats, terms, size if exact else None)
             newest = self.newest_page(cursor, chats, terms, depth, guess=not chats.windowed)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
             if len(newest) <= request.offset:  # one term's few matches (or none) before it
@@ -104,7 +111,7 @@ class SearchPlanner(EssentialTerms):
             full = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
             return RankedPage(newest[request.offset :], full, chats, None)
         if sized and chats.size is None:
-            chats = matcher.routed(cursor, replace(chats, size=matcher.total(cursor, chats)), terms)
+            chats = self._sized(cursor, chats, terms, matcher.total(cursor, chats))
         if len(terms) == 1 and chats.size is None and matcher.walks_newest_first:
             # One term: every hit scores 1.0 whatever N (raw / best), and the probe found
             # fewer rows holding it than a walk needs: one statement ranks them, N unread
@@ -162,7 +169,7 @@ class SearchPlanner(EssentialTerms):
         if not total:
             return None
         if chats.narrowed:
-            chats = matcher.routed(cursor, replace(chats, size=total), terms)
+            chats = self._sized(cursor, chats, terms, total)
         if after is not None:
             every = self._histogram(cursor, chats, terms, total)
             return self._page_after(cursor, chats, terms, every, after, request)
