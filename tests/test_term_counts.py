@@ -414,7 +414,8 @@ def test_the_default_refresh_counts_no_small_tenant_on_its_own():
 def test_a_roles_filter_reads_the_counts_of_its_roles_and_a_window_counts_in_gin():
     """The counts are kept by role, so a ``roles`` search of the whole index or of a big
     tenant sums the counts of its roles (no GIN count), with the memory index's hits and
-    scores; a window admits part of each tenant's chats: counted in GIN."""
+    scores; a window admits part of each tenant's chats: counted in GIN, or, keeping most
+    of them, as the stored counts less the rows outside it (``test_window_counts``)."""
     with tenant_key("userId"):
         store = DjangoConditionalChatStore()
         memory = InMemoryTranscriptIndex()
@@ -436,14 +437,16 @@ def test_a_roles_filter_reads_the_counts_of_its_roles_and_a_window_counts_in_gin
         forced = PlanPolicy(
             single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9, walk_max_terms=0
         )
-        window = {"updated_after": WHEN + timedelta(minutes=3)}
+        few = {"updated_after": WHEN + timedelta(minutes=9)}  # 2 of ada's 8 chats
+        most = {"updated_after": WHEN + timedelta(minutes=3)}  # 6 of them
         for scope, roles, extra, counted_by in (
             ({}, ["user"], {}, "stored"),
             ({}, ["assistant", "tool"], {}, "stored"),
             ({"userId": "ada"}, ["user", "assistant"], {}, "stored"),
             ({"userId": "ada"}, ["tool"], {}, "stored"),
             ({"userId": "bob"}, ["user"], {}, "gin"),  # a small tenant
-            ({"userId": "ada"}, ["user"], window, "rows"),  # no stored count read
+            ({"userId": "ada"}, ["user"], few, "rows"),  # no stored count read
+            ({"userId": "ada"}, ["user"], most, "stored"),  # less the rows outside
         ):
             for query in ("common alpha", "beta common", "alpha tool"):
                 with (

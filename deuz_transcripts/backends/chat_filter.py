@@ -68,6 +68,8 @@ class ChatFilter:
     #: Only chats whose ``updated_at`` is strictly after / before these (database values).
     updated_after: Any = None
     updated_before: Any = None
+    #: Admit the chats outside the window instead (``outside_window()``).
+    outside: bool = False
     #: Only rows after this ``(updated_at, chat_id, position)`` in tie order (a cursor's
     #: last hit, database values), with chat ids compared by ``chat_id_sql``.
     after: tuple[Any, str, int] | None = None
@@ -121,7 +123,12 @@ class ChatFilter:
 
     def without_window(self) -> ChatFilter:
         """This filter without its ``updated_at`` window (and without its N)."""
-        return replace(self, updated_after=None, updated_before=None, size=None)
+        return replace(self, updated_after=None, updated_before=None, outside=False, size=None)
+
+    def outside_window(self) -> ChatFilter:
+        """The chats of this filter that its ``updated_at`` window leaves out (without N):
+        with those of the window, every chat of ``without_window()``."""
+        return replace(self, outside=True, size=None)
 
     @property
     def tenant_only(self) -> bool:
@@ -148,6 +155,8 @@ class ChatFilter:
         if self.updated_before is not None:
             conditions.append("c.updated_at < %s")
             params.append(self.updated_before)
+        if self.outside and conditions:
+            conditions = [f"NOT ({' AND '.join(conditions)})"]
         if self.after is not None:  # chats from the cursor's on, in tie order
             moment, chat_id, _position = self.after
             conditions.append(

@@ -52,6 +52,8 @@ class PostgresCounts(SearchMatcher):
         #: makes one per call), whose route and walk guess both need them
         self._index_counts: dict[tuple[tuple[str, ...], frozenset[str] | None], IndexTermCounts]
         self._index_counts = {}
+        #: N of each filter already asked (``total``), for the same reason
+        self._totals: list[tuple[ChatFilter, int]] = []
 
     def index_counts(
         self, cursor: CursorWrapper, terms: Sequence[str], roles: frozenset[str] | None
@@ -92,9 +94,7 @@ class PostgresCounts(SearchMatcher):
         known = [count for count in counts if count is not None]
         if len(known) < len(counts):
             return None
-        if whole.size is not None:
-            return whole.size, known
-        return stored_total(cursor, stored.tenant, stored.roles), known
+        return self.total(cursor, whole) if whole.size is None else whole.size, known
 
     def index_density(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
@@ -116,11 +116,38 @@ class PostgresCounts(SearchMatcher):
         return counts.table_rows, role_rows
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
-        """N from the stored counts where they are the filter's, else as every backend."""
+        """N from the stored counts where they are the filter's, else as every backend;
+        read once per filter (a window's N, a pass over its chats, decides its counts
+        too: ``_window_complement``)."""
+        for seen, size in self._totals:
+            if seen == chats:
+                return size
         stored = self.stored_counts_of(chats)
         if stored is None:
-            return super().total(cursor, chats)
-        return stored_total(cursor, stored.tenant, stored.roles)
+            size = super().total(cursor, chats)
+        else:
+            size = stored_total(cursor, stored.tenant, stored.roles)
+        self._totals.append((chats, size))
+        return size
+
+    def _window_complement(
+        self, cursor: CursorWrapper, chats: ChatFilter
+    ) -> tuple[StoredCounts, ChatFilter] | None:
+        """For a date window holding most of the indexed messages of a filter with stored
+        counts: those counts and the chats outside the window. A counted term's rows in
+        the window are then its stored count less its rows outside, and counting those
+        visits the smaller side (a GIN count visits each found row's heap tuple: a common
+        word's in 90% of every chat took as long as in all of them)."""
+        if not chats.windowed or chats.outside or chats.after is not None:
+            return None
+        whole = chats.without_window()
+        stored = self.stored_counts_of(whole)
+        if stored is None:
+            return None
+        inside = self.total(cursor, chats) if chats.size is None else chats.size
+        if 2 * inside <= self.total(cursor, whole):
+            return None
+        return stored, chats.outside_window()
 
     def essential_min_terms(self, chats: ChatFilter) -> int:
         if self.stored_counts_of(chats) is not None:
@@ -179,14 +206,27 @@ class PostgresCounts(SearchMatcher):
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> dict[int, int]:
         """Every non-empty term subset's rows, in one statement (one snapshot): a term's
-        own count stored where it is (``stored_or``), every other count in GIN."""
+        own count stored where it is (``stored_or``; in a window holding most of the
+        filter's messages, less its rows outside: ``_window_complement``), every other
+        count in GIN."""
         stored = self.stored_counts_of(chats)
+        outside = None
+        if stored is None:
+            complement = self._window_complement(cursor, chats)
+            if complement is not None:
+                stored, outside = complement
         columns = {}
         for subset in range(1, 1 << len(terms)):
-            counted = gin_count(chats, filtered_tsquery(chats, every_term_tsquery(terms, subset)))
+            query = every_term_tsquery(terms, subset)
+            counted = gin_count(chats, filtered_tsquery(chats, query))
             if stored is not None and subset.bit_count() == 1:
                 term = terms[subset.bit_length() - 1]
-                counted = stored_or(term, stored.tenant, stored.roles, counted)
+                less = (
+                    None
+                    if outside is None
+                    else gin_count(outside, filtered_tsquery(outside, query))
+                )
+                counted = stored_or(term, stored.tenant, stored.roles, counted, less)
             columns[subset] = counted
         with _bitmap_scans(self.alias, cursor):
             return count_subsets(cursor, columns)

@@ -326,21 +326,24 @@ def stored_or(
     tenant: str | None,
     roles: Collection[str] | None,
     fallback: tuple[str, list[Any]],
+    less: tuple[str, list[Any]] | None = None,
 ) -> tuple[str, list[Any]]:
     """A scalar SQL expression: ``term``'s stored count (as ``stored_term_counts``) where
-    it is counted for ``tenant``, else ``fallback`` (evaluated only then), so counts of a
-    statement share its snapshot."""
+    it is counted for ``tenant``, less ``less`` if given (scalar SQL: rows the search
+    leaves out), else ``fallback``; each evaluated only when its branch is taken, so
+    counts of a statement share its snapshot."""
     own, own_params = "", list[Any]()
     if tenant is not None:
         own = f" AND EXISTS (SELECT 1 FROM {table(CountedTenant)} o WHERE o.tenant = %s)"
         own_params = [tenant]
     where, params = _where(tenant, roles)
     lexeme = stored_term(term)
+    minus, minus_params = ("", []) if less is None else (f" - {less[0]}", less[1])
     return (
         f"CASE WHEN EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = %s){own} "
         f"THEN COALESCE((SELECT sum(t.rows) FROM {table(TermCount)} t "
-        f"WHERE t.lexeme = %s{where}), 0) ELSE {fallback[0]} END",
-        [lexeme, *own_params, lexeme, *params, *fallback[1]],
+        f"WHERE t.lexeme = %s{where}), 0){minus} ELSE {fallback[0]} END",
+        [lexeme, *own_params, lexeme, *params, *minus_params, *fallback[1]],
     )
 
 
