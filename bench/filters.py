@@ -19,7 +19,7 @@ from .measures import Engine
 __all__ = [
     "FILTER_CLASSES",
     "VARIANTS",
-    "newest_half_cutoff",
+    "newest_cutoff",
     "ratios",
     "variant_engines",
 ]
@@ -31,6 +31,7 @@ VARIANTS = {
     "plain": "search(scope, q)",
     "roles": 'search(scope, q, roles=["user"])',
     "window": "search(scope, q, updated_after=T): T keeps the newest half of the scope's chats",
+    "window90": "search(scope, q, updated_after=T90): T90 keeps the newest 90% of its chats",
     "roles+window": 'search(scope, q, roles=["user"], updated_after=T)',
     "page_first": "search_page(scope, q).hits: the first page with its exact total",
     "page_next": "search_page(scope, q, cursor=first page's next_cursor).hits",
@@ -41,14 +42,15 @@ VARIANTS = {
 CAP = 10_000
 
 
-def newest_half_cutoff(user: str | None) -> datetime:
-    """``updated_at`` of the scope's middle chat: strictly after it lies the newest half."""
+def newest_cutoff(user: str | None, share: float = 0.5) -> datetime:
+    """``updated_at`` of the scope's chat at ``share`` of them, newest first: strictly
+    after it lies that share of the chats (0.5: the newest half)."""
     chats = Chat.objects.all()
     if user is not None:
         chats = chats.filter(scope_fields__key="userId", scope_fields__value=user)
     count = chats.count()
     ordered = chats.order_by("-updated_at").values_list("updated_at", flat=True)
-    return ordered[count // 2]
+    return ordered[min(int(count * share), count - 1)]
 
 
 class _NextPage:
@@ -89,9 +91,10 @@ class _NextPage:
 
 
 def variant_engines(
-    index: BaseTranscriptIndex, user: str | None, cutoff: datetime
+    index: BaseTranscriptIndex, user: str | None, cutoff: datetime, cutoff_90: datetime
 ) -> dict[str, Engine]:
-    """One engine per variant, over the scope of ``user`` (``None``: unscoped)."""
+    """One engine per variant, over the scope of ``user`` (``None``: unscoped);
+    ``cutoff`` keeps the newest half of its chats, ``cutoff_90`` the newest 90%."""
     scope = {} if user is None else {"userId": user}
 
     def plain(_: str | None, q: str) -> list[Any]:
@@ -102,6 +105,9 @@ def variant_engines(
 
     def window(_: str | None, q: str) -> list[Any]:
         return index.search(scope, q, limit=20, around=1, updated_after=cutoff)
+
+    def window_90(_: str | None, q: str) -> list[Any]:
+        return index.search(scope, q, limit=20, around=1, updated_after=cutoff_90)
 
     def roles_window(_: str | None, q: str) -> list[Any]:
         return index.search(scope, q, limit=20, around=1, roles=["user"], updated_after=cutoff)
@@ -116,6 +122,7 @@ def variant_engines(
         "plain": plain,
         "roles": roles,
         "window": window,
+        "window90": window_90,
         "roles+window": roles_window,
         "page_first": page_first,
         "page_next": _NextPage(index, scope),

@@ -373,12 +373,17 @@ class Run:
         for label, user in measures.users_measured().items():
             if label == "small":
                 continue
-            cutoff = filters.newest_half_cutoff(user)
+            cutoff, cutoff_90 = filters.newest_cutoff(user), filters.newest_cutoff(user, 0.9)
             classes = measures.query_classes(self.corpus, user, self.per_class, self.args.seed)
-            engines = filters.variant_engines(index, user, cutoff)
+            engines = filters.variant_engines(index, user, cutoff, cutoff_90)
             for engine in engines.values():  # warm every code path once
                 engine(user, classes[filters.FILTER_CLASSES[0]][0])
-            out[label] = {"user": user, "updated_after": cutoff.isoformat(), "classes": {}}
+            out[label] = {
+                "user": user,
+                "updated_after": cutoff.isoformat(),
+                "updated_after_90": cutoff_90.isoformat(),
+                "classes": {},
+            }
             for name in filters.FILTER_CLASSES:
                 log(f"filters {label} {name}")
                 cell = measures.run_cell(
