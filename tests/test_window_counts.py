@@ -4,8 +4,10 @@ A window's n_t are counted in GIN, and a GIN count visits every found row's heap
 however few of them the window keeps. Where the filter without its window has stored
 counts (every chat, or a counted tenant) and the window holds more than half of its
 messages, a counted term's n_t is its stored count less its rows outside the window,
-in the same statement: only the smaller side is visited. Hits, order and scores are
-the in-memory index's either way.
+in the same statement: only the smaller side is visited. A query of five words or more
+counts each word's n_t over the window so (the essential-terms plan, as without one)
+instead of ranking every match. Hits, order and scores are the in-memory index's either
+way.
 """
 
 from __future__ import annotations
@@ -171,3 +173,30 @@ def test_a_chat_written_since_moves_into_the_window(store):
         (h.chat_id, h.message_id, h.score)
         for h in memory.search({}, "common rare0", limit=LIMIT, **window)
     ]
+
+
+def counted_in_window(statements: list[str]) -> list[str]:
+    """The statements that count one term's rows in the window: in GIN, or as its
+    stored count less its rows outside."""
+    return [
+        sql
+        for sql in statements
+        if "@@" in sql
+        and "updated_at" in sql
+        and (sql.startswith("SELECT count(*) FROM") or sql.startswith("SELECT CASE WHEN EXISTS"))
+    ]
+
+
+@pytest.mark.parametrize("window", [*MOST, *FEW])
+@pytest.mark.parametrize("scope", [{}, ADA])
+def test_a_long_query_in_a_window_counts_each_word_and_reads_the_rarest(store, scope, window):
+    """Five words or more: each word's n_t over the window is counted (the essential-terms
+    plan, as without a window), not every match read and ranked in one statement."""
+    query = "common word other rare1 rare2"
+    with CaptureQueriesContext(connection) as queries:
+        hits = store.transcript.search(scope, query, limit=LIMIT, **window)
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert [(h.chat_id, h.message_id, h.score) for h in hits] == expected(query, scope, **window)
+    counted = counted_in_window(statements)
+    assert counted
+    assert any(OUTSIDE in sql for sql in counted) == (window in MOST)

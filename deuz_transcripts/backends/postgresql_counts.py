@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
@@ -22,6 +23,7 @@ from .postgresql_subset_counts import (
     count_subsets,
     either_of_two_more_than,
     gin_count,
+    gin_rows,
     subsets_beat_reading,
     subsets_visit_fewer,
     union_size,
@@ -206,49 +208,49 @@ class PostgresCounts(SearchMatcher):
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> dict[int, int]:
         """Every non-empty term subset's rows, in one statement (one snapshot): a term's
-        own count stored where it is (``stored_or``; in a window holding most of the
-        filter's messages, less its rows outside: ``_window_complement``), every other
-        count in GIN."""
-        stored = self.stored_counts_of(chats)
-        outside = None
-        if stored is None:
-            complement = self._window_complement(cursor, chats)
-            if complement is not None:
-                stored, outside = complement
+        own count as ``_term_count`` takes it, every other count in GIN."""
+        stored, outside = self._stored_counts_for(cursor, chats)
         columns = {}
         for subset in range(1, 1 << len(terms)):
             query = every_term_tsquery(terms, subset)
-            counted = gin_count(chats, filtered_tsquery(chats, query))
-            if stored is not None and subset.bit_count() == 1:
+            if subset.bit_count() == 1:
                 term = terms[subset.bit_length() - 1]
-                less = (
-                    None
-                    if outside is None
-                    else gin_count(outside, filtered_tsquery(outside, query))
-                )
-                counted = stored_or(term, stored.tenant, stored.roles, counted, less)
-            columns[subset] = counted
+                columns[subset] = _term_count(chats, term, query, stored, outside)
+            else:
+                columns[subset] = gin_count(chats, filtered_tsquery(chats, query))
         with _bitmap_scans(self.alias, cursor):
             return count_subsets(cursor, columns)
 
+    def _stored_counts_for(
+        self, cursor: CursorWrapper, chats: ChatFilter
+    ) -> tuple[StoredCounts | None, ChatFilter | None]:
+        """The stored counts a term's n_t takes, and the chats whose rows it takes off
+        them: the filter's own (nothing off), or for a window keeping most of a scope with
+        stored counts, the scope's less the chats outside the window
+        (``_window_complement``); ``None`` and ``None``: counted in GIN."""
+        stored = self.stored_counts_of(chats)
+        if stored is None:
+            complement = self._window_complement(cursor, chats)
+            if complement is not None:
+                return complement
+        return stored, None
+
     def counts_terms(self, chats: ChatFilter, total: int) -> bool:
-        return chats.tokens_suffice and self.uses_lexemes(chats)
+        """GIN (or the stored counts) give each n_t without reading rows where GIN filters
+        the scope, a date window's too: counted over its chats (``_term_count``)."""
+        return chats.without_window().tokens_suffice and self.uses_lexemes(chats)
 
     def term_counts(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> list[int]:
         """Each term's rows in the filter: stored (common terms of unscoped and tenant
-        searches), or one GIN count per term (no vector is read).
+        searches), or one GIN count per term (no vector is read); in a date window, as
+        ``_term_count`` takes them.
 
         One statement per term, not one holding a subquery per term: a statement keeps
         every bitmap it built until it ends, and 30 counts of common words in one
         statement took 6.0 s at 1M messages (36 s on 16 partitions) where the same counts
         one by one take 2.6-3.5 s (bench/RESULTS.md, partitions by tenant)."""
-        tenant, tenant_params = chats.tenant_sql()
-        sql = (
-            f"SELECT count(*) FROM {table(Message)} m "
-            f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{tenant}"
-        )
         stored = self.stored_counts_of(chats)
         counts: list[int | None] = (
             [None] * len(terms)
@@ -257,10 +259,22 @@ class PostgresCounts(SearchMatcher):
         )
         missing = [position for position, count in enumerate(counts) if count is None]
         if missing:  # the bitmap settings cost a savepoint and two statements: only for GIN
+            whole, outside = (
+                (None, None) if stored is not None else self._stored_counts_for(cursor, chats)
+            )
             with _bitmap_scans(self.alias, cursor):
                 for position in missing:
-                    query = filtered_tsquery(chats, tsquery_literal(terms[position]))
-                    cursor.execute(sql, [query, *tenant_params])
+                    term = terms[position]
+                    if whole is None:
+                        sql, params = gin_rows(
+                            chats, filtered_tsquery(chats, tsquery_literal(term))
+                        )
+                        cursor.execute(f"SELECT count(*) {sql}", params)
+                    else:
+                        sql, params = _term_count(
+                            chats, term, tsquery_literal(term), whole, outside
+                        )
+                        cursor.execute(f"SELECT {sql}", params)
                     counts[position] = fetch_int(cursor)
         return [int(count or 0) for count in counts]
 
@@ -340,3 +354,20 @@ class PostgresCounts(SearchMatcher):
         # the counts again, in the subsets' statement: one snapshot for all of them
         together = self._count_subsets(cursor, chats, terms)
         return ranking.masks_from_subset_counts(together, len(terms))
+
+
+def _term_count(
+    chats: ChatFilter,
+    term: str,
+    query: str,
+    stored: StoredCounts | None,
+    outside: ChatFilter | None,
+) -> tuple[str, list[Any]]:
+    """Scalar SQL: ``term``'s rows in the filter (``query``: its tsquery): its ``stored``
+    count where it is counted, less its rows in the chats ``outside`` if given, else a
+    GIN count."""
+    counted = gin_count(chats, filtered_tsquery(chats, query))
+    if stored is None:
+        return counted
+    less = None if outside is None else gin_count(outside, filtered_tsquery(outside, query))
+    return stored_or(term, stored.tenant, stored.roles, counted, less)

@@ -31,6 +31,7 @@ __all__ = [
     "count_subsets",
     "either_of_two_more_than",
     "gin_count",
+    "gin_rows",
     "subset_visits",
     "subsets_beat_reading",
     "subsets_visit_fewer",
@@ -43,7 +44,7 @@ __all__ = [
 POSTING_ENTRY_COST = 1 / 16
 
 
-def _gin_rows(chats: ChatFilter, query: str) -> tuple[str, list[Any]]:
+def gin_rows(chats: ChatFilter, query: str) -> tuple[str, list[Any]]:
     """``FROM ... WHERE ...``: the filter's rows holding ``query`` (a tsquery with the
     filter's lexemes in it), found in GIN."""
     more, more_params = chats.token_sql()  # window filters read the rows
@@ -56,7 +57,7 @@ def _gin_rows(chats: ChatFilter, query: str) -> tuple[str, list[Any]]:
 def gin_count(chats: ChatFilter, query: str, limit: int | None = None) -> tuple[str, list[Any]]:
     """A scalar SQL expression: the filter's rows holding ``query`` (a tsquery with the
     filter's lexemes in it), counted in GIN (up to ``limit``: the count stops there)."""
-    rows, params = _gin_rows(chats, query)
+    rows, params = gin_rows(chats, query)
     if limit is None:
         return f"(SELECT count(*) {rows})", params
     return f"(SELECT count(*) FROM (SELECT 1 {rows} LIMIT %s) AS probe)", [*params, limit]
@@ -78,7 +79,7 @@ def either_of_two_more_than(
     10,001 took 47 ms (bench/RESULTS.md). The count runs only in between (PostgreSQL
     runs a subquery of a ``CASE`` branch only when the branch is taken)."""
     (first, first_params), (second, second_params) = counts
-    rows, rows_params = _gin_rows(chats, both)
+    rows, rows_params = gin_rows(chats, both)
     cursor.execute(
         f"WITH n AS MATERIALIZED (SELECT {first} AS a, {second} AS b) "
         "SELECT CASE WHEN GREATEST(n.a, n.b) > %s THEN TRUE WHEN n.a + n.b <= %s THEN FALSE "
