@@ -414,8 +414,8 @@ def test_the_default_refresh_counts_no_small_tenant_on_its_own():
 def test_a_roles_filter_reads_the_counts_of_its_roles_and_a_window_counts_in_gin():
     """The counts are kept by role, so a ``roles`` search of the whole index or of a big
     tenant sums the counts of its roles (no GIN count), with the memory index's hits and
-    scores; a window admits part of each tenant's chats: counted in GIN, or, keeping most
-    of them, as the stored counts less the rows outside it (``test_window_counts``)."""
+    scores; a window admits part of each tenant's chats: counted in GIN (a window over
+    every chat keeping most of them: ``test_window_counts``)."""
     with tenant_key("userId"):
         store = DjangoConditionalChatStore()
         memory = InMemoryTranscriptIndex()
@@ -446,7 +446,7 @@ def test_a_roles_filter_reads_the_counts_of_its_roles_and_a_window_counts_in_gin
             ({"userId": "ada"}, ["tool"], {}, "stored"),
             ({"userId": "bob"}, ["user"], {}, "gin"),  # a small tenant
             ({"userId": "ada"}, ["user"], few, "rows"),  # no stored count read
-            ({"userId": "ada"}, ["user"], most, "stored"),  # less the rows outside
+            ({"userId": "ada"}, ["user"], most, "rows"),  # a tenant's window: its own
         ):
             for query in ("common alpha", "beta common", "alpha tool"):
                 with (
