@@ -229,8 +229,8 @@ class PostgresCounts(SearchMatcher):
         self, cursor: CursorWrapper, chats: ChatFilter
     ) -> tuple[StoredCounts | None, ChatFilter | None]:
         """The stored counts a term's n_t takes, and the chats whose rows it takes off
-        them: the filter's own (nothing off), or for a window keeping most of a scope with
-        stored counts, the scope's less the chats outside the window
+        them: the filter's own (nothing off), or for a window over every chat keeping most
+        of the messages, the whole index's less the chats outside the window
         (``_window_complement``); ``None`` and ``None``: counted in GIN."""
         stored = self.stored_counts_of(chats)
         if stored is None:
