@@ -263,8 +263,8 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, str]]:
         if value is not None
     ]
     check(
-        "filters (roles, updated_after (newest half, 90%), both) cost no more than the unfiltered search of the "
-        f"same scope: p50 and p95 <= {FILTER_NOISE}x plain",
+        "filters (roles, updated_after (newest half, 90%), both) cost no more than the "
+        f"unfiltered search of the same scope: p50 and p95 <= {FILTER_NOISE}x plain",
         filtered,
         FILTER_NOISE,
         above=True,
