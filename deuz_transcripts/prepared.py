@@ -22,13 +22,19 @@ from .errors import InvalidRecord
 from .records import (
     ChatRecord,
     decode_message,
-    encode_message,
+    encoded_message,
     fill_message_ids,
     validate_scope,
 )
 from .text import is_system, message_terms, text_rules_tag
 
-__all__ = ["STORED_FORM_VERSION", "PreparedChat", "PreparedMessage", "message_digest"]
+__all__ = [
+    "STORED_FORM_VERSION",
+    "PreparedChat",
+    "PreparedMessage",
+    "message_digest",
+    "payload_digest",
+]
 
 #: Bump when the text rules change what a message indexes: re-indexing then rewrites rows.
 STORED_FORM_VERSION = 1
@@ -44,6 +50,9 @@ class PreparedMessage:
     payload: str
     #: Position among the chat's non-system messages; ``None`` for a system message.
     visible_position: int | None
+    #: Changes whenever anything the stored row or its terms come from changes
+    #: (``message_digest``): a write compares it with each stored row's.
+    digest: str = field(repr=False)
     message: Mapping[str, Any] = field(repr=False, compare=False)
 
     @cached_property
@@ -59,11 +68,6 @@ class PreparedMessage:
     @property
     def has_terms(self) -> bool:
         return bool(self.terms)
-
-    @cached_property
-    def digest(self) -> str:
-        """Changes whenever anything the stored row or its terms come from changes."""
-        return message_digest(self.message_id, self.visible_position, self.payload)
 
 
 @dataclass(frozen=True)
@@ -98,13 +102,16 @@ class PreparedChat:
             zip(record.messages, message_ids, strict=True)
         ):
             system = is_system(message)  # exactly when ``message_terms`` is None
+            visible_position = None if system else visible
+            payload, encoded = encoded_message(message, f"messages[{position}]")
             prepared.append(
                 PreparedMessage(
                     index=position,
                     message_id=message_id,
                     role=message["role"],
-                    payload=encode_message(message, f"messages[{position}]"),
-                    visible_position=None if system else visible,
+                    payload=payload,
+                    visible_position=visible_position,
+                    digest=payload_digest(message_id, visible_position, encoded),
                     message=message,
                 )
             )
@@ -122,11 +129,11 @@ class PreparedChat:
         return [message.message_id for message in self.prepared]
 
     def compute_ahead(self) -> PreparedChat:
-        """Compute every message's digest and terms now, as a write of a new chat needs
-        them: before its transaction (``backfill``), so the lock is not held through
-        them. On SQLite that lock is the database's one write lock."""
+        """Compute every message's terms now, as a write of a new chat needs them:
+        before its transaction (``backfill``), so the lock is not held through them. On
+        SQLite that lock is the database's one write lock."""
         for message in self.prepared:
-            _ = message.digest, message.terms
+            _ = message.terms
         return self
 
     @property
@@ -154,10 +161,17 @@ def message_digest(
     """A stored row's digest under the term rule in force (or the one ``rules_tag`` names):
     a row written under another rule (``CJK_BIGRAMS``) no longer matches, so a backfill
     rewrites it."""
+    return payload_digest(message_id, visible_position, payload.encode("utf-8"), rules_tag)
+
+
+def payload_digest(
+    message_id: str, visible_position: int | None, payload: bytes, rules_tag: str | None = None
+) -> str:
+    """``message_digest`` of a payload already encoded to UTF-8."""
     tag = text_rules_tag() if rules_tag is None else rules_tag
     key = f"{STORED_FORM_VERSION}{tag}\x00{message_id}\x00{visible_position}\x00"
     digest = hashlib.blake2b(key.encode("utf-8"), digest_size=16)
-    digest.update(payload.encode("utf-8"))  # the hash of key + payload, without copying both
+    digest.update(payload)  # the hash of key + payload, without copying both
     return digest.hexdigest()
 
 

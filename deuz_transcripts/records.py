@@ -23,6 +23,7 @@ __all__ = [
     "TranscriptMessage",
     "decode_message",
     "encode_message",
+    "encoded_message",
     "fill_message_ids",
     "scope_matches",
     "validate_scope",
@@ -146,6 +147,12 @@ def encode_message(message: Any, field_name: str = "message") -> str:
     Deeper than ``MAX_NESTING`` levels is ``InvalidRecord``: beyond that, copying a
     message or reading its text would hit Python's recursion limit.
     """
+    return encoded_message(message, field_name)[0]
+
+
+def encoded_message(message: Any, field_name: str = "message") -> tuple[str, bytes]:
+    """``encode_message`` and its UTF-8 bytes: the encoding that checks for lone
+    surrogates is the one a digest hashes (a write digests every message of a chat)."""
     try:
         text = _ENCODER.encode(message)
     except (TypeError, ValueError) as exc:
@@ -155,10 +162,11 @@ def encode_message(message: Any, field_name: str = "message") -> str:
     if text.count("[") + text.count("{") >= MAX_NESTING:  # else it cannot be that deep
         _check_nesting(message, field_name)
     try:
-        text.encode("utf-8")
+        data = text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: escape them instead of failing
         text = json.dumps(message, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-    return text
+        data = text.encode("ascii")
+    return text, data
 
 
 def decode_message(payload: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from deuz_transcripts import (
     TranscriptHit,
     TranscriptMessage,
 )
+from deuz_transcripts.prepared import PreparedChat, message_digest
 from deuz_transcripts.records import fill_message_ids, scope_matches, validate_scope
 from deuz_transcripts.search_request import SearchRequest
 from tests.factories import BASE_TIME, ChatRecordFactory, MessageFactory
@@ -413,3 +414,20 @@ def test_chat_deleted_names_the_chat():
     error = ChatDeleted("c1")
     assert error.chat_id == "c1"
     assert "c1" in str(error)
+
+
+@pytest.mark.parametrize(
+    "content", ["plain words", "çok güzel ß", "lone \ud800 surrogate", "nul\x00inside", "東京都"]
+)
+def test_a_prepared_messages_digest_is_the_digest_of_its_payload(content):
+    """The digest hashes the bytes the payload's encoding produced: the same digest as
+    ``message_digest`` of the stored payload (which ``verify`` and the checks compute),
+    lone surrogates' escaped form included."""
+    messages = [{"role": "system", "content": content}, {"role": "user", "content": [content]}]
+    prepared = PreparedChat.of(record(messages=messages)).prepared
+    assert [m.visible_position for m in prepared] == [None, 0]
+    for message in prepared:
+        assert message.digest == message_digest(
+            message.message_id, message.visible_position, message.payload
+        )
+    assert len({message.digest for message in prepared}) == 2

@@ -398,6 +398,51 @@ def test_appending_a_message_keeps_the_other_rows():
     assert [h.index for h in store.transcript.search(ADA, "appended")] == [50]
 
 
+def _terms_read(queries: CaptureQueriesContext) -> list[str]:
+    """The statements that read stored terms (``search_text``) back."""
+    return [
+        sql
+        for sql in (query["sql"] for query in queries)
+        if sql.startswith("SELECT") and "search_text" in sql.split(" FROM ")[0]
+    ]
+
+
+def test_an_append_reads_no_stored_terms_of_the_rows_it_keeps():
+    """Only the changed rows' terms are read (to take them out of the index): an append
+    to a long chat costs its digests, not its stored text."""
+    store = DjangoConditionalChatStore()
+    texts = [f"message number {i}" for i in range(30)]
+    store.write_chat(record("c1", *texts), expected_revision=0)
+    with CaptureQueriesContext(connection) as queries:
+        store.write_chat(record("c1", *texts, "the appended one"), expected_revision=1)
+    assert not _terms_read(queries)
+    with CaptureQueriesContext(connection) as queries:
+        store.write_chat(record("c1", "changed", *texts[1:]), expected_revision=2)
+    assert len(_terms_read(queries)) == (
+        1 if DjangoTranscriptIndex().backend.rows.keeps_search_text else 0
+    )
+    assert raw_matches("changed") == 1
+    assert store.transcript.search(ADA, "message number zero") != []
+
+
+@pytest.mark.parametrize("by_pk", [0, 500])
+def test_a_rewrite_takes_every_changed_row_out_of_the_index(monkeypatch, by_pk):
+    """Changed rows' terms are read by primary key, or past ``_STALE_BY_PK`` with the
+    rest of the chat's rows: either way each changed row leaves the index, none else."""
+    from deuz_transcripts.sql import writer
+
+    monkeypatch.setattr(writer, "_STALE_BY_PK", by_pk)
+    store = DjangoConditionalChatStore()
+    texts = [f"kept {i}" if i % 2 else f"gone{i} words" for i in range(12)]
+    store.write_chat(record("c1", *texts), expected_revision=0)
+    rewritten = [text if i % 2 else f"new{i} words" for i, text in enumerate(texts)]
+    store.write_chat(record("c1", *rewritten), expected_revision=1)
+    assert [raw_matches(f"gone{i}") for i in range(0, 12, 2)] == [0] * 6
+    assert [raw_matches(f"new{i}") for i in range(0, 12, 2)] == [1] * 6
+    assert raw_matches("words") == 6 and raw_matches("kept") == 6
+    assert len(store.transcript.search(ADA, "kept words", limit=20)) == 12
+
+
 def test_changing_the_scope_moves_every_message():
     store = DjangoConditionalChatStore()
     store.write_chat(record("c1", "alpha", "beta"), expected_revision=0)

@@ -28,6 +28,10 @@ from .stored import from_db_datetime, to_db_datetime
 
 __all__ = ["ChatWriter", "LockedChat", "chat_messages", "stored_differences"]
 
+#: Up to this many changed rows of a chat, their stored terms are read by primary key;
+#: more (a rewrite), with the rest of the chat's rows.
+_STALE_BY_PK = 500
+
 
 def chat_messages(using: str, chat: Chat) -> QuerySet[Message]:
     """A chat's message rows, found by tenant and chat: on a partitioned (or distributed)
@@ -257,7 +261,7 @@ class ChatWriter:
         )
         digests = [message.digest for message in chat.prepared]
         unchanged: dict[int, bool] = {}
-        stale: list[StoredRow] = []
+        stale: list[int] = []
         # a rewrite reads the chat's rows whatever their tenant (rows another TENANT_KEY
         # wrote are replaced too); otherwise the tenant finds them in one partition
         rows = (
@@ -265,20 +269,32 @@ class ChatWriter:
             if rewrite_all
             else chat_messages(self.using, row)
         )
-        for pk, position, digest, search_text, has_terms, role in rows.values_list(
-            "pk", "position", "digest", "search_text", "has_terms", "role"
+        # the stored terms only of the rows that go: an append to a long chat keeps them all
+        for pk, position, digest, has_terms in rows.values_list(
+            "pk", "position", "digest", "has_terms"
         ):
             if not rewrite_all and position < len(digests) and digests[position] == digest:
                 unchanged[position] = has_terms
             else:
-                stale.append(StoredRow(pk, search_text, role))
+                stale.append(pk)
         if stale:
             if row.is_indexed:  # rows of a removed chat have no search data left
+                texts: list[StoredRow] = []
+                if search_rows.keeps_search_text:
+                    going = set(stale)
+                    indexed = rows.filter(has_terms=True)
+                    if len(stale) <= _STALE_BY_PK:  # else every row of the chat, once
+                        indexed = indexed.filter(pk__in=stale)
+                    texts = [
+                        StoredRow(pk, search_text, role)
+                        for pk, search_text, role in indexed.values_list(
+                            "pk", "search_text", "role"
+                        )
+                        if search_text and pk in going
+                    ]
                 with connections[self.using].cursor() as cursor:
-                    search_rows.delete(
-                        cursor, row, [stale_row for stale_row in stale if stale_row.search_text]
-                    )
-            rows.filter(pk__in=[stale_row.pk for stale_row in stale]).delete()
+                    search_rows.delete(cursor, row, texts)
+            rows.filter(pk__in=stale).delete()
         return unchanged
 
     def purge(self, locked: LockedChat, *, keep_content: bool = False) -> None:
