@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from .errors import InvalidRecord
+from .appends import appended_to, check_revision, new_messages, no_chat
+from .errors import InvalidRecord, RevisionConflict
 from .paging import PageAfter, SearchPage, decode_cursor, encode_cursor
 from .prepared import PreparedChat
 from .records import (
@@ -251,6 +252,56 @@ class BaseConditionalChatStore(_AsyncRunner, ABC):
     @abstractmethod
     def delete_chat(self, chat_id: str) -> None:
         """Tombstone the chat: content gone at once, id never writable again."""
+
+    def append_messages(
+        self,
+        chat_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        expected_revision: int,
+        message_ids: Sequence[str | None] | None = None,
+        updated_at: datetime | None = None,
+    ) -> int:
+        """Append ``messages`` to the stored chat if it is at ``expected_revision``; return
+        the new revision. Exactly ``write_chat`` of the stored chat with ``messages`` after
+        its own (ids filled as it fills them, ``updated_at`` now unless given, the scope
+        kept); a chat no store wrote is ``InvalidRecord``.
+
+        This default loads the chat and writes it whole; ``DjangoConditionalChatStore``
+        validates, encodes and writes the new messages alone.
+        """
+        new = new_messages(chat_id, messages, message_ids, updated_at)
+        expected_revision = check_revision(expected_revision)
+        found = self.load_chat(new.chat_id)
+        if found is None:
+            raise self._not_appendable(new.chat_id)
+        stored, revision = found
+        if revision != expected_revision:
+            raise RevisionConflict(new.chat_id, expected_revision, revision)
+        return self.write_chat(appended_to(stored, new), expected_revision=expected_revision)
+
+    def _not_appendable(self, chat_id: str) -> Exception:
+        """The error of an append to a chat ``load_chat`` does not find (a store that
+        keeps tombstones says ``ChatDeleted`` for a deleted one, as ``write_chat`` does)."""
+        return no_chat(chat_id)
+
+    async def aappend_messages(
+        self,
+        chat_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        expected_revision: int,
+        message_ids: Sequence[str | None] | None = None,
+        updated_at: datetime | None = None,
+    ) -> int:
+        return await self._run(
+            self.append_messages,
+            chat_id,
+            messages,
+            expected_revision=expected_revision,
+            message_ids=message_ids,
+            updated_at=updated_at,
+        )
 
     async def awrite_chat(self, record: ChatRecord, *, expected_revision: int) -> int:
         return await self._run(self.write_chat, record, expected_revision=expected_revision)

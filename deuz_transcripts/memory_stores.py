@@ -54,6 +54,13 @@ class InMemoryConditionalChatStore(BaseConditionalChatStore):
             self._chats[prepared.chat_id] = (prepared, current + 1)
             return current + 1
 
+    def _not_appendable(self, chat_id: str) -> Exception:
+        return (
+            ChatDeleted(chat_id)
+            if chat_id in self._tombstones
+            else super()._not_appendable(chat_id)
+        )
+
     def load_chat(self, chat_id: str) -> tuple[ChatRecord, int] | None:
         chat_id = check_chat_id(chat_id)
         with self._lock:

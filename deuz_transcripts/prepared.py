@@ -94,12 +94,21 @@ class PreparedChat:
         return cls.from_checked(checked, fill_message_ids(checked))
 
     @classmethod
-    def from_checked(cls, record: ChatRecord, message_ids: Sequence[str]) -> PreparedChat:
-        """From a record validated just now and its filled ids (no second validation)."""
+    def from_checked(
+        cls,
+        record: ChatRecord,
+        message_ids: Sequence[str],
+        *,
+        first_index: int = 0,
+        first_visible: int = 0,
+    ) -> PreparedChat:
+        """From a record validated just now and its filled ids (no second validation);
+        ``first_index``/``first_visible``: the positions of its first message, for
+        messages appended after a stored chat's."""
         prepared = []
-        visible = 0
+        visible = first_visible
         for position, (message, message_id) in enumerate(
-            zip(record.messages, message_ids, strict=True)
+            zip(record.messages, message_ids, strict=True), start=first_index
         ):
             system = is_system(message)  # exactly when ``message_terms`` is None
             visible_position = None if system else visible

@@ -24,6 +24,7 @@ __all__ = [
     "decode_message",
     "encode_message",
     "encoded_message",
+    "fill_ids",
     "fill_message_ids",
     "scope_matches",
     "validate_scope",
@@ -261,17 +262,22 @@ def fill_message_ids(record: ChatRecord) -> list[str]:
     The first occurrence of an id keeps it. Should a filled id be taken by another
     message already, ``:<n>`` is appended until it is unique.
     """
-    given = record.message_ids or [None] * len(record.messages)
+    return fill_ids(record.chat_id, record.message_ids or [None] * len(record.messages))
+
+
+def fill_ids(chat_id: str, given: Sequence[str | None]) -> list[str]:
+    """``fill_message_ids`` of a chat's given ids (an append passes the stored ids, then
+    the new messages' own)."""
     explicit = {message_id for message_id in given if message_id}
     used: set[str] = set()
     filled: list[str] = []
     for position, message_id in enumerate(given):
         if not message_id or message_id in used:
-            candidate = f"{record.chat_id}:{position}"
+            candidate = f"{chat_id}:{position}"
             suffix = 0
             while candidate in used or candidate in explicit:
                 suffix += 1
-                candidate = f"{record.chat_id}:{position}:{suffix}"
+                candidate = f"{chat_id}:{position}:{suffix}"
             message_id = _check_identifier(
                 candidate, f"message_ids[{position}]", max_length=MAX_MESSAGE_ID_LENGTH
             )

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
 
 from django.db import connections, transaction
 from django.db.models import Prefetch
 from django.db.models.expressions import RawSQL
 
+from .appends import check_revision, new_messages, no_chat
 from .backends import get_backend
 from .backends.chat_filter import ChatFilter
 from .base import BaseChatStore, BaseConditionalChatStore, check_chat_id
@@ -112,6 +114,49 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
                 writer.set_revision(chat.chat_id, expected_revision + 1)
             note_write(self.using, self.search_database)
             return expected_revision + 1
+
+    def append_messages(
+        self,
+        chat_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        expected_revision: int,
+        message_ids: Sequence[str | None] | None = None,
+        updated_at: datetime | None = None,
+    ) -> int:
+        """``BaseConditionalChatStore.append_messages`` at the cost of the new messages:
+        they alone are validated, encoded and written (the stored ids are read to fill
+        theirs), with the chat row, in one transaction. With a ``transcript`` whose
+        ``index`` is overridden, the chat is loaded and written whole, through it."""
+        if not _stock_index(self.transcript, self.using):
+            return super().append_messages(
+                chat_id,
+                messages,
+                expected_revision=expected_revision,
+                message_ids=message_ids,
+                updated_at=updated_at,
+            )
+        new = new_messages(chat_id, messages, message_ids, updated_at)
+        expected = check_revision(expected_revision)
+        return self._retrying(lambda: self._append(new, expected))
+
+    def _append(self, new: ChatRecord, expected_revision: int) -> int:
+        with transaction.atomic(using=self.using):
+            locked = self.writer.lock(new.chat_id)
+            if locked.tombstoned:
+                raise ChatDeleted(new.chat_id)
+            if locked.revision == 0:  # no row, or one only an index wrote
+                raise no_chat(new.chat_id)
+            if locked.revision != expected_revision:
+                raise RevisionConflict(new.chat_id, expected_revision, locked.revision)
+            self.transcript.append_locked(locked, new, revision=expected_revision + 1)
+            note_write(self.using, self.search_database)
+            return expected_revision + 1
+
+    def _not_appendable(self, chat_id: str) -> Exception:
+        return (
+            ChatDeleted(chat_id) if self.is_deleted(chat_id) else super()._not_appendable(chat_id)
+        )
 
     def load_chat(self, chat_id: str) -> tuple[ChatRecord, int] | None:
         chat_id = check_chat_id(chat_id)

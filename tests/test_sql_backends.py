@@ -425,6 +425,59 @@ def test_an_append_reads_no_stored_terms_of_the_rows_it_keeps():
     assert store.transcript.search(ADA, "message number zero") != []
 
 
+def test_an_append_encodes_and_writes_the_new_messages_only(monkeypatch):
+    """``append_messages`` validates, encodes and inserts the new messages alone, in as
+    many statements for a long chat as for a short one, and reads no stored payload."""
+    from deuz_transcripts import prepared
+
+    store = DjangoConditionalChatStore()
+    original = prepared.encoded_message
+    statements = []
+    for size in (10, 200):
+        chat_id = f"c{size}"
+        texts = (f"message {i}" for i in range(size))
+        store.write_chat(record(chat_id, *texts), expected_revision=0)
+        before = dict(Message.objects.filter(chat__chat_id=chat_id).values_list("position", "pk"))
+        encoded: list[str] = []
+        monkeypatch.setattr(
+            prepared, "encoded_message", lambda m, f, seen=encoded: seen.append(f) or original(m, f)
+        )
+        new = [
+            {"role": "user", "content": f"appended{size}"},
+            {"role": "assistant", "content": "ok"},
+        ]
+        with CaptureQueriesContext(connection) as queries:
+            assert store.append_messages(chat_id, new, expected_revision=1) == 2
+        monkeypatch.undo()
+        assert encoded == [f"messages[{size}]", f"messages[{size + 1}]"]
+        read = [q["sql"] for q in queries if q["sql"].startswith("SELECT")]
+        assert not [sql for sql in read if "payload" in sql]
+        statements.append(len(queries))
+        after = dict(Message.objects.filter(chat__chat_id=chat_id).values_list("position", "pk"))
+        assert {p: after[p] for p in before} == before and len(after) == size + 2
+        chat = Chat.objects.get(chat_id=chat_id)
+        assert (chat.message_count, chat.indexed_count, chat.revision) == (size + 2, size + 2, 2)
+        assert [h.index for h in store.transcript.search(ADA, f"appended{size}")] == [size]
+    assert statements[0] == statements[1]
+
+
+def test_an_append_through_an_overridden_index_writes_the_whole_chat():
+    """An ``index`` of the caller's own sees every write as a whole chat, appends too."""
+    seen = []
+
+    class Recording(DjangoTranscriptIndex):
+        def index(self, record):
+            seen.append(len(record.messages))
+            super().index(record)
+
+    store = DjangoConditionalChatStore()
+    store.transcript = Recording()
+    store.write_chat(record("c1", "one", "two"), expected_revision=0)
+    store.append_messages("c1", [{"role": "user", "content": "three"}], expected_revision=1)
+    assert seen == [2, 3]
+    assert [h.index for h in store.transcript.search(ADA, "three")] == [2]
+
+
 @pytest.mark.parametrize("by_pk", [0, 500])
 def test_a_rewrite_takes_every_changed_row_out_of_the_index(monkeypatch, by_pk):
     """Changed rows' terms are read by primary key, or past ``_STALE_BY_PK`` with the

@@ -15,6 +15,7 @@ from typing import TypeVar
 from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 
+from ..appends import appended_to
 from ..backends import SearchBackend, get_backend
 from ..backends.base import Candidate
 from ..base import BaseTranscriptIndex, check_chat_id
@@ -37,7 +38,8 @@ from .errors import WorkerThreadRunner, database_errors
 from .hits import read_hits
 from .planner import SearchPlanner
 from .replica import note_write, read_from
-from .writer import ChatWriter, LockedChat
+from .stored import record_from_rows
+from .writer import ChatWriter, LockedChat, chat_messages
 
 __all__ = ["DjangoTranscriptIndex", "hit_key"]
 
@@ -138,6 +140,25 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
                 scope=chat.scope,
                 using=self.using,
             )
+
+    def append_locked(self, locked: LockedChat, new: ChatRecord, *, revision: int) -> None:
+        """``index_locked`` for ``new``'s messages appended to the stored chat ``locked``
+        (the store's ``append_messages``): only their rows are written. A chat taken out
+        of search, or whose tenant the settings have moved, is written whole."""
+        row = locked.row
+        if row is None or locked.tombstoned:
+            raise ValueError(f"chat {locked.chat_id!r} has no stored row to append to")
+        if not row.is_indexed or row.tenant != conf.tenant_of(row.scope):
+            stored = list(chat_messages(self.using, row).order_by("position"))
+            whole = appended_to(record_from_rows(row, stored), new)
+            self.index_locked(locked, PreparedChat.of(whole), revision=revision)
+            return
+        tail = self.writer.appended(row, new)
+        self.writer.append(locked, tail, revision=revision)
+        note_write(self.using, self.search_database)
+        send_after_commit(
+            chat_indexed, type(self), chat_id=tail.chat_id, scope=tail.scope, using=self.using
+        )
 
     def remove(self, chat_id: str) -> None:
         """Take a chat out of search; a chat no store wrote (revision 0) is deleted whole.

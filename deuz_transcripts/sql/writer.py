@@ -11,7 +11,7 @@ store's, which gives what it locked to ``DjangoTranscriptIndex.index_locked``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.db import connections
 from django.db.models import QuerySet
@@ -23,6 +23,7 @@ from ..backends.search_rows import NewMessage, NewRows, SearchRows, StoredRow
 from ..conf import conf
 from ..models import Chat, ChatScope, Message, Tombstone
 from ..prepared import PreparedChat, PreparedMessage
+from ..records import ChatRecord, fill_ids
 from .chat_rows import insert_chat, insert_chats, insert_scope_rows, load_chat, update_chat
 from .stored import from_db_datetime, to_db_datetime
 
@@ -209,6 +210,45 @@ class ChatWriter:
                     ChatScope.objects.using(db).filter(chat=row).delete()
                     insert_scope_rows(cursor, [row])
             rows.insert(cursor, [_new_rows(row, fresh, rows.keeps_search_text)])
+        return row
+
+    def appended(self, row: Chat, new: ChatRecord) -> PreparedChat:
+        """``new``'s messages prepared as the next ones of stored chat ``row``: ids filled
+        against the stored ids (as ``write_chat`` of the whole chat fills them), positions
+        after the stored messages'. Reads the stored ids, never a payload."""
+        stored = list(
+            chat_messages(self.using, row)
+            .order_by("position")
+            .values_list("message_id", "visible_position")
+        )
+        given = new.message_ids or [None] * len(new.messages)
+        ids = fill_ids(row.chat_id, [*(message_id for message_id, _ in stored), *given])
+        return PreparedChat.from_checked(
+            replace(new, scope=dict(row.scope)),
+            ids[len(stored) :],
+            first_index=len(stored),
+            first_visible=sum(1 for _, visible in stored if visible is not None),
+        )
+
+    def append(self, locked: LockedChat, tail: PreparedChat, *, revision: int) -> Chat:
+        """Write ``tail`` (``appended``) after the stored, indexed chat ``locked``: its rows,
+        and the chat row's counts, ``updated_at`` and ``revision``; no stored row is read
+        or written."""
+        row = locked.row
+        if row is None:
+            raise ValueError(f"chat {locked.chat_id!r} has no row to append to")
+        fresh = tail.prepared
+        fields = {
+            "updated_at": to_db_datetime(tail.updated_at),
+            "indexed_count": row.indexed_count + sum(1 for m in fresh if m.terms),
+            "message_count": fresh[0].index + len(fresh) if fresh else row.message_count,
+            "revision": revision,
+        }
+        rows = self.backend.rows
+        with connections[self.using].cursor() as cursor:
+            update_chat(cursor, self.using, row, fields)
+            if fresh:
+                rows.insert(cursor, [_new_rows(row, fresh, rows.keeps_search_text)])
         return row
 
     def insert_new(self, chats: Sequence[PreparedChat]) -> None:

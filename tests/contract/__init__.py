@@ -16,7 +16,7 @@ examples, hits, ``around``, paging and scores), ``ranking`` (scores and ties), `
 cursors),
 ``indexing`` (what is indexed, terms and queries, the 256 KiB cut), ``stores`` (revisions,
 tombstones, rollback, message ids), ``sources`` (``resolve_source``, the index on its own),
-``spans`` (why a hit matched), ``async_twins``, ``invalid``, ``signals`` (what each write
+``spans`` (why a hit matched), ``appends`` (``append_messages``), ``async_twins``, ``invalid``, ``signals`` (what each write
 sends, after commit) and ``bigrams`` (SPEC §8's opt-in CJK and Thai terms); ``helpers``
 holds what they share. A module subclassing the
 contract calls ``pytest.register_assert_rewrite("tests.contract")`` before importing it,
@@ -25,6 +25,7 @@ which covers every module of this package.
 
 from __future__ import annotations
 
+from tests.contract.appends import AppendContract
 from tests.contract.async_twins import AsyncContract
 from tests.contract.base import ContractBase
 from tests.contract.bigrams import BigramContract
@@ -89,6 +90,7 @@ __all__ = [
 # Listed last section first: pytest collects inherited tests base class first, so the
 # sections run in reading order, from search to invalid records.
 class TranscriptContract(
+    AppendContract,
     BigramContract,
     SignalContract,
     InvalidRecordContract,
