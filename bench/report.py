@@ -283,11 +283,14 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, str]]:
             )
     append = results.get("append", {})
     if append:
-        ok = append["rows_rewritten"] == 0 and append["ratio_p50"] <= 3.0
+        # judged by the API for appends where the run has it (write_chat takes whole chats)
+        ratio = append.get("append_messages_ratio_p50", append["ratio_p50"])
+        ok = append["rows_rewritten"] == 0 and ratio <= 3.0
         add(
             "append costs O(new messages): no row rewritten, p50 <= 3x an append to a 10-message chat",
             ok,
-            f"{append['rows_rewritten']} rows rewritten, {append['ratio_p50']}x",
+            f"{append['rows_rewritten']} rows rewritten, append_messages {ratio}x "
+            f"(write_chat of the whole record {append['ratio_p50']}x)",
         )
     pending = results.get("pending_list")
     if pending and pending["after_clean"].get("p95"):

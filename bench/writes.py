@@ -103,7 +103,9 @@ def write_cost(store: DjangoConditionalChatStore, seed: int, quick: bool) -> dic
 
 
 def append_cost(store: DjangoConditionalChatStore, seed: int, quick: bool) -> dict[str, Any]:
-    """Appending one message to a 1,000-message chat against appending to a 10-message chat."""
+    """Appending one message to a 1,000-message chat against appending to a 10-message chat,
+    by ``write_chat`` of the whole record and by ``append_messages`` of the new message,
+    interleaved (since 2026-12-06; ``ratio_p50`` stays ``write_chat``'s)."""
     corpus = Corpus(3_000, 5, seed + 200)
     pool: list[dict[str, Any]] = []
     for chat in corpus.chats():
@@ -118,25 +120,36 @@ def append_cost(store: DjangoConditionalChatStore, seed: int, quick: bool) -> di
         ChatRecord("append-long", {"userId": "append"}, long_msgs), expected_revision=0
     )
     full_write_ms = (time.perf_counter() - start) * 1000
-    store.write_chat(
-        ChatRecord("append-short", {"userId": "append"}, short_msgs), expected_revision=0
-    )
+    for name, messages in (
+        ("short", short_msgs),
+        ("api-long", long_msgs),
+        ("api-short", short_msgs),
+    ):
+        store.write_chat(
+            ChatRecord(f"append-{name}", {"userId": "append"}, messages), expected_revision=0
+        )
     before = set(Message.objects.filter(chat__chat_id="append-long").values_list("pk", flat=True))
-    samples: dict[str, list[float]] = {"long": [], "short": []}
+    samples: dict[str, list[float]] = {"long": [], "short": [], "api-long": [], "api-short": []}
     for i in range(appends):
         for kind, base in (("long", long_msgs), ("short", short_msgs)):
             record = ChatRecord(f"append-{kind}", {"userId": "append"}, base + extra[: i + 1])
             start = time.perf_counter()
             store.write_chat(record, expected_revision=i + 1)
             samples[kind].append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            store.append_messages(f"append-api-{kind}", [extra[i]], expected_revision=i + 1)
+            samples[f"api-{kind}"].append((time.perf_counter() - start) * 1000)
     after = set(Message.objects.filter(chat__chat_id="append-long").values_list("pk", flat=True))
-    long_s, short_s = measures.summarize(samples["long"]), measures.summarize(samples["short"])
+    stats = {kind: measures.summarize(values) for kind, values in samples.items()}
     return {
         "appends": appends,
         "full_1000_write_ms": round(full_write_ms, 1),
-        "append_to_1000_ms": long_s,
-        "append_to_10_ms": short_s,
-        "ratio_p50": round(long_s["p50"] / short_s["p50"], 2),
+        "append_to_1000_ms": stats["long"],
+        "append_to_10_ms": stats["short"],
+        "ratio_p50": round(stats["long"]["p50"] / stats["short"]["p50"], 2),
+        "append_messages_to_1000_ms": stats["api-long"],
+        "append_messages_to_10_ms": stats["api-short"],
+        "append_messages_ratio_p50": round(stats["api-long"]["p50"] / stats["api-short"]["p50"], 2),
         "existing_rows_kept": before <= after,
         "rows_rewritten": len(before - after),
     }
