@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from .errors import InvalidRecord
-from .records import ChatRecord
+from .records import ChatRecord, encode_message
 
 __all__ = ["appended_to", "check_revision", "new_messages", "no_chat"]
 
@@ -26,17 +26,24 @@ def new_messages(
     messages: Sequence[Mapping[str, Any]],
     message_ids: Sequence[str | None] | None,
     updated_at: datetime | None,
+    *,
+    encode: bool = False,
 ) -> ChatRecord:
     """The appended messages as a record (no scope: the stored chat's is kept), validated
-    as ``write_chat`` validates a record; field names count from the first new message."""
+    as ``write_chat`` validates a record (``encode``: their JSON encoding too); field names
+    count from the first new message."""
     # ChatRecord checks every value as a plain object (what a caller passes may be anything)
-    return ChatRecord(
+    record = ChatRecord(
         chat_id=chat_id,
         scope={},
         messages=cast(list[dict[str, Any]], messages),
         message_ids=cast(list[str | None] | None, message_ids),
         updated_at=datetime.now(UTC) if updated_at is None else updated_at,
     )
+    if encode:  # a store writing whole chats would name the encoding's error by the whole chat
+        for position, message in enumerate(record.messages):
+            encode_message(message, f"messages[{position}]")
+    return record
 
 
 def check_revision(expected_revision: object) -> int:

@@ -270,7 +270,7 @@ class BaseConditionalChatStore(_AsyncRunner, ABC):
         This default loads the chat and writes it whole; ``DjangoConditionalChatStore``
         validates, encodes and writes the new messages alone.
         """
-        new = new_messages(chat_id, messages, message_ids, updated_at)
+        new = new_messages(chat_id, messages, message_ids, updated_at, encode=True)
         expected_revision = check_revision(expected_revision)
         found = self.load_chat(new.chat_id)
         if found is None:

@@ -104,7 +104,7 @@ class PreparedChat:
     ) -> PreparedChat:
         """From a record validated just now and its filled ids (no second validation);
         ``first_index``/``first_visible``: the positions of its first message, for
-        messages appended after a stored chat's."""
+        messages appended after a stored chat's (errors still name the record's fields)."""
         prepared = []
         visible = first_visible
         for position, (message, message_id) in enumerate(
@@ -112,7 +112,7 @@ class PreparedChat:
         ):
             system = is_system(message)  # exactly when ``message_terms`` is None
             visible_position = None if system else visible
-            payload, encoded = encoded_message(message, f"messages[{position}]")
+            payload, encoded = encoded_message(message, f"messages[{position - first_index}]")
             prepared.append(
                 PreparedMessage(
                     index=position,

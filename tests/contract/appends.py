@@ -93,6 +93,11 @@ class AppendContract(ContractBase):
             store.append_messages("c1", [{"content": "no role"}], expected_revision=1)
         assert bad.value.field == "messages[0].role"
         with pytest.raises(InvalidRecord) as bad:
+            store.append_messages(
+                "c1", [user("ok"), {"role": "user", "content": object()}], expected_revision=1
+            )
+        assert bad.value.field == "messages[1]"
+        with pytest.raises(InvalidRecord) as bad:
             store.append_messages("c1", [user("x")], expected_revision=True)
         assert bad.value.field == "expected_revision"
         with pytest.raises(InvalidRecord) as bad:
