@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -265,21 +265,35 @@ def fill_message_ids(record: ChatRecord) -> list[str]:
     return fill_ids(record.chat_id, record.message_ids or [None] * len(record.messages))
 
 
-def fill_ids(chat_id: str, given: Sequence[str | None]) -> list[str]:
-    """``fill_message_ids`` of a chat's given ids (an append passes the stored ids, then
-    the new messages' own)."""
+def fill_ids(
+    chat_id: str,
+    given: Sequence[str | None],
+    *,
+    first: int = 0,
+    stored: Callable[[str], bool] | None = None,
+) -> list[str]:
+    """``fill_message_ids`` of a chat's given ids. An append passes its own messages' ids,
+    ``first`` the position of the first of them, and ``stored`` which ids the chat's
+    stored messages hold: the same ids as filling the stored ids and the new ones
+    together (each stored id is one of them, and taken), looking up only the few that
+    matter."""
     explicit = {message_id for message_id in given if message_id}
     used: set[str] = set()
     filled: list[str] = []
-    for position, message_id in enumerate(given):
-        if not message_id or message_id in used:
+
+    def taken(message_id: str) -> bool:
+        return message_id in used or (stored is not None and stored(message_id))
+
+    for offset, message_id in enumerate(given):
+        if not message_id or taken(message_id):
+            position = first + offset
             candidate = f"{chat_id}:{position}"
             suffix = 0
-            while candidate in used or candidate in explicit:
+            while candidate in explicit or taken(candidate):
                 suffix += 1
                 candidate = f"{chat_id}:{position}:{suffix}"
             message_id = _check_identifier(
-                candidate, f"message_ids[{position}]", max_length=MAX_MESSAGE_ID_LENGTH
+                candidate, f"message_ids[{offset}]", max_length=MAX_MESSAGE_ID_LENGTH
             )
         used.add(message_id)
         filled.append(message_id)

@@ -125,8 +125,8 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
         updated_at: datetime | None = None,
     ) -> int:
         """``BaseConditionalChatStore.append_messages`` at the cost of the new messages:
-        they alone are validated, encoded and written (the stored ids are read to fill
-        theirs), with the chat row, in one transaction. With a ``transcript`` whose
+        they alone are validated, encoded and written (the stored ids they could take
+        are looked up), with the chat row, in one transaction. With a ``transcript`` whose
         ``index`` is overridden, the chat is loaded and written whole, through it."""
         if not _stock_index(self.transcript, self.using):
             return super().append_messages(

@@ -1,8 +1,9 @@
-"""How chats cross between Python and their rows: datetimes and records read back."""
+"""How chats cross between Python and their rows: datetimes, records read back, and what
+differs between a chat's rows and what indexing it writes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -10,6 +11,7 @@ from django.conf import settings
 from django.db import connections
 
 from ..backends.base import StoredMessage
+from ..conf import conf
 from ..models import Chat, Message
 from ..prepared import PreparedChat, check_record
 from ..records import ChatRecord, decode_message, fill_message_ids
@@ -20,6 +22,7 @@ __all__ = [
     "prepared_from_rows",
     "read_message_rows",
     "record_from_rows",
+    "stored_differences",
     "to_db_datetime",
 ]
 
@@ -90,3 +93,47 @@ def prepared_from_rows(chat: Chat, messages: Sequence[StoredMessage]) -> Prepare
     the same chat, the same ``InvalidRecord`` for a row that cannot be written back."""
     record = check_record(record_from_rows(chat, messages), revalidate=False)
     return PreparedChat.from_checked(record, fill_message_ids(record))
+
+
+def stored_differences(
+    chat: Chat,
+    rows: Sequence[StoredMessage],
+    scope_rows: Mapping[str, str],
+    prepared: PreparedChat,
+    *,
+    keeps_search_text: bool,
+) -> list[str]:
+    """What differs between a chat's stored rows and what indexing ``prepared`` writes.
+
+    ``[]`` means re-indexing would change nothing. ``rows`` are the chat's message
+    rows in position order; ``scope_rows`` its ``ChatScope`` lookup rows.
+    """
+    reasons = []
+    if chat.scope != dict(prepared.scope):
+        reasons.append("scope differs")
+    tenant = conf.tenant_of(prepared.scope)
+    if chat.tenant != tenant or any(row.tenant != tenant for row in rows):
+        reasons.append("tenant differs (TENANT_KEY)")
+    if from_db_datetime(chat.updated_at) != prepared.updated_at:
+        reasons.append("updated_at differs")
+    if [row.position for row in rows] != list(range(len(rows))):
+        reasons.append("message positions have gaps")
+    bad = [
+        row.position
+        for row, message in zip(rows, prepared.prepared, strict=False)
+        if row.digest != message.digest
+        or row.visible_position != message.visible_position
+        or row.has_terms != message.has_terms
+        or row.message_id != message.message_id
+        or (keeps_search_text and row.search_text != message.search_text)
+    ]
+    if bad:
+        reasons.append(f"{len(bad)} message row(s) out of date (first index {bad[0]})")
+    expected_count = len(prepared.prepared)
+    if chat.message_count != len(rows) or len(rows) != expected_count:
+        reasons.append(f"message_count {chat.message_count} != {expected_count}")
+    if chat.indexed_count != prepared.indexed_count:
+        reasons.append(f"indexed_count {chat.indexed_count} != {prepared.indexed_count}")
+    if dict(scope_rows) != chat.scope:
+        reasons.append("scope lookup rows differ from the scope")
+    return reasons

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 
 from ..backends import SearchBackend, get_backend
 from ..backends.base import StoredMessage
@@ -25,9 +25,9 @@ from ..models import Chat, ChatScope, Message, Tombstone
 from ..prepared import PreparedChat, PreparedMessage
 from ..records import ChatRecord, fill_ids
 from .chat_rows import insert_chat, insert_chats, insert_scope_rows, load_chat, update_chat
-from .stored import from_db_datetime, to_db_datetime
+from .stored import stored_differences, to_db_datetime
 
-__all__ = ["ChatWriter", "LockedChat", "chat_messages", "stored_differences"]
+__all__ = ["ChatWriter", "LockedChat", "chat_messages"]
 
 #: Up to this many changed rows of a chat, their stored terms are read by primary key;
 #: more (a rewrite), with the rest of the chat's rows.
@@ -51,50 +51,6 @@ class LockedChat:
     @property
     def revision(self) -> int:
         return 0 if self.row is None else self.row.revision
-
-
-def stored_differences(
-    chat: Chat,
-    rows: Sequence[StoredMessage],
-    scope_rows: Mapping[str, str],
-    prepared: PreparedChat,
-    *,
-    keeps_search_text: bool,
-) -> list[str]:
-    """What differs between a chat's stored rows and what indexing ``prepared`` writes.
-
-    ``[]`` means re-indexing would change nothing. ``rows`` are the chat's message
-    rows in position order; ``scope_rows`` its ``ChatScope`` lookup rows.
-    """
-    reasons = []
-    if chat.scope != dict(prepared.scope):
-        reasons.append("scope differs")
-    tenant = conf.tenant_of(prepared.scope)
-    if chat.tenant != tenant or any(row.tenant != tenant for row in rows):
-        reasons.append("tenant differs (TENANT_KEY)")
-    if from_db_datetime(chat.updated_at) != prepared.updated_at:
-        reasons.append("updated_at differs")
-    if [row.position for row in rows] != list(range(len(rows))):
-        reasons.append("message positions have gaps")
-    bad = [
-        row.position
-        for row, message in zip(rows, prepared.prepared, strict=False)
-        if row.digest != message.digest
-        or row.visible_position != message.visible_position
-        or row.has_terms != message.has_terms
-        or row.message_id != message.message_id
-        or (keeps_search_text and row.search_text != message.search_text)
-    ]
-    if bad:
-        reasons.append(f"{len(bad)} message row(s) out of date (first index {bad[0]})")
-    expected_count = len(prepared.prepared)
-    if chat.message_count != len(rows) or len(rows) != expected_count:
-        reasons.append(f"message_count {chat.message_count} != {expected_count}")
-    if chat.indexed_count != prepared.indexed_count:
-        reasons.append(f"indexed_count {chat.indexed_count} != {prepared.indexed_count}")
-    if dict(scope_rows) != chat.scope:
-        reasons.append("scope lookup rows differ from the scope")
-    return reasons
 
 
 def _new_rows(chat: Chat, messages: Sequence[PreparedMessage], keeps_search_text: bool) -> NewRows:
@@ -213,21 +169,29 @@ class ChatWriter:
         return row
 
     def appended(self, row: Chat, new: ChatRecord) -> PreparedChat:
-        """``new``'s messages prepared as the next ones of stored chat ``row``: ids filled
-        against the stored ids (as ``write_chat`` of the whole chat fills them), positions
-        after the stored messages'. Reads the stored ids, never a payload."""
-        stored = list(
-            chat_messages(self.using, row)
-            .order_by("position")
-            .values_list("message_id", "visible_position")
-        )
+        """``new``'s messages prepared as the next ones of stored chat ``row``: positions
+        after the stored messages' (their last position and visible position, from the
+        chat's btrees), ids filled as ``write_chat`` of the whole chat fills them, looking
+        up only the stored ids that could take one. No stored row is read in full."""
+        rows = chat_messages(self.using, row)
+        last = rows.aggregate(position=Max("position"), visible=Max("visible_position"))
+        first = 0 if last["position"] is None else last["position"] + 1
         given = new.message_ids or [None] * len(new.messages)
-        ids = fill_ids(row.chat_id, [*(message_id for message_id, _ in stored), *given])
+        wanted = {m for m in given if m} | {f"{row.chat_id}:{first + i}" for i in range(len(given))}
+        held = set(rows.filter(message_id__in=wanted).values_list("message_id", flat=True))
+
+        def stored(message_id: str) -> bool:
+            """Whether a stored message holds ``message_id`` (a suffixed id: asked now)."""
+            if message_id not in wanted:
+                wanted.add(message_id)
+                held.update(rows.filter(message_id=message_id).values_list("message_id", flat=True))
+            return message_id in held
+
         return PreparedChat.from_checked(
             replace(new, scope=dict(row.scope)),
-            ids[len(stored) :],
-            first_index=len(stored),
-            first_visible=sum(1 for _, visible in stored if visible is not None),
+            fill_ids(row.chat_id, given, first=first, stored=stored),
+            first_index=first,
+            first_visible=0 if last["visible"] is None else last["visible"] + 1,
         )
 
     def append(self, locked: LockedChat, tail: PreparedChat, *, revision: int) -> Chat:
