@@ -47,6 +47,7 @@ def new_messages(
 
 
 def check_revision(expected_revision: object) -> int:
+    """The revision an append names, as ``write_chat`` checks it (a bool is no integer)."""
     if isinstance(expected_revision, bool) or not isinstance(expected_revision, int):
         raise InvalidRecord("expected_revision", "must be an integer")
     return expected_revision

@@ -41,8 +41,23 @@ def _rows(chat_id: str) -> list[tuple[Any, ...]]:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(first=st.lists(st.tuples(_messages, _ids), max_size=4), appends=_appends)
-def test_appended_rows_are_the_rows_of_the_whole_chat(first, appends):
+@given(
+    first=st.lists(st.tuples(_messages, _ids), max_size=4),
+    appends=_appends,
+    looked_up=st.sampled_from([500, 0]),
+)
+def test_appended_rows_are_the_rows_of_the_whole_chat(first, appends, looked_up):
+    """``looked_up`` 0: every stored id read at once (a long append), not looked up."""
+    from deuz_transcripts.sql import writer
+
+    writer._IDS_LOOKED_UP, bound = looked_up, writer._IDS_LOOKED_UP
+    try:
+        _append_and_compare(first, appends)
+    finally:
+        writer._IDS_LOOKED_UP = bound
+
+
+def _append_and_compare(first, appends):
     store = DjangoConditionalChatStore()
     chat_id = f"c{next(_chat_ids)}"
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from django.db import connections
-from django.db.models import Max, QuerySet
+from django.db.models import QuerySet
 
 from ..backends import SearchBackend, get_backend
 from ..backends.base import StoredMessage
@@ -29,6 +30,9 @@ from .stored import stored_differences, to_db_datetime
 
 __all__ = ["ChatWriter", "LockedChat", "chat_messages"]
 
+#: Up to this many ids an append may take are looked up in the chat's stored ids; more,
+#: and every stored id of the chat is read (a bound on one statement's parameters).
+_IDS_LOOKED_UP = 500
 #: Up to this many changed rows of a chat, their stored terms are read by primary key;
 #: more (a rewrite), with the rest of the chat's rows.
 _STALE_BY_PK = 500
@@ -172,17 +176,21 @@ class ChatWriter:
         """``new``'s messages prepared as the next ones of stored chat ``row``: positions
         after the stored messages' (their last position and visible position, from the
         chat's btrees), ids filled as ``write_chat`` of the whole chat fills them, looking
-        up only the stored ids that could take one. No stored row is read in full."""
+        up only the stored ids that could take one. One statement, unless an id the new
+        messages would take is held (a suffixed id is looked up then)."""
         rows = chat_messages(self.using, row)
-        last = rows.aggregate(position=Max("position"), visible=Max("visible_position"))
-        first = 0 if last["position"] is None else last["position"] + 1
         given = new.message_ids or [None] * len(new.messages)
-        wanted = {m for m in given if m} | {f"{row.chat_id}:{first + i}" for i in range(len(given))}
-        held = set(rows.filter(message_id__in=wanted).values_list("message_id", flat=True))
+        # the ids a new message may take, with its position as the chat row counts them
+        wanted = {m for m in given if m} | {
+            f"{row.chat_id}:{row.message_count + i}" for i in range(len(given))
+        }
+        every = len(wanted) > _IDS_LOOKED_UP  # a long append reads every stored id instead
+        last_position, last_visible, held = self._last_and_held(row, wanted, every=every)
+        first = 0 if last_position is None else last_position + 1
 
         def stored(message_id: str) -> bool:
-            """Whether a stored message holds ``message_id`` (a suffixed id: asked now)."""
-            if message_id not in wanted:
+            """Whether a stored message holds ``message_id`` (one not looked up: asked now)."""
+            if not every and message_id not in wanted:
                 wanted.add(message_id)
                 held.update(rows.filter(message_id=message_id).values_list("message_id", flat=True))
             return message_id in held
@@ -191,8 +199,37 @@ class ChatWriter:
             replace(new, scope=dict(row.scope)),
             fill_ids(row.chat_id, given, first=first, stored=stored),
             first_index=first,
-            first_visible=0 if last["visible"] is None else last["visible"] + 1,
+            first_visible=0 if last_visible is None else last_visible + 1,
         )
+
+    def _last_and_held(
+        self, row: Chat, wanted: set[str], *, every: bool
+    ) -> tuple[int | None, int | None, set[str]]:
+        """The chat's last position and last visible position (each a max read from its
+        btree), and which of ``wanted`` its messages hold (``every``: all its ids), in one
+        round trip."""
+        of_chat = f"FROM {table(Message)} m WHERE m.tenant = %s AND m.chat_id = %s"
+        chat: list[Any] = [row.tenant, row.pk]
+        ids = sorted(wanted)
+        sql = (
+            f"SELECT NULL, (SELECT max(m.position) {of_chat}), "
+            f"(SELECT max(m.visible_position) {of_chat})"
+        )
+        params = [*chat, *chat]
+        if every:
+            sql += f" UNION ALL SELECT m.message_id, NULL, NULL {of_chat}"
+            params += chat
+        elif ids:
+            sql += (
+                f" UNION ALL SELECT m.message_id, NULL, NULL {of_chat} "
+                f"AND m.message_id IN ({', '.join(['%s'] * len(ids))})"
+            )
+            params += [*chat, *ids]
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(sql, params)
+            found = cursor.fetchall()
+        last = next(r for r in found if r[0] is None)
+        return last[1], last[2], {r[0] for r in found if r[0] is not None}
 
     def append(self, locked: LockedChat, tail: PreparedChat, *, revision: int) -> Chat:
         """Write ``tail`` (``appended``) after the stored, indexed chat ``locked``: its rows,
