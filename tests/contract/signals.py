@@ -66,6 +66,16 @@ class SignalContract(ContractBase):
         assert received.senders == [type(store.transcript)] * 2
         assert received.aliases == [getattr(store, "using", None)] * 2
 
+    def test_append_messages_sends_chat_indexed(self, store, received, committed):
+        with committed():
+            store.write_chat(chat("c1", "hello", scope=BOB), expected_revision=0)
+            store.append_messages("c1", [{"role": "user", "content": "more"}], expected_revision=1)
+            with pytest.raises(RevisionConflict):  # refused: nothing to tell
+                store.append_messages("c1", [], expected_revision=1)
+        assert received.events == [("indexed", "c1", BOB), ("indexed", "c1", BOB)]
+        assert received.senders == [type(store.transcript)] * 2
+        assert received.aliases == [getattr(store, "using", None)] * 2
+
     def test_index_chat_on_the_index_alone_sends_chat_indexed(self, index, received, committed):
         with committed():
             index_chat(index, chat("c1", "hello"))
