@@ -6,8 +6,9 @@ import copy
 import threading
 from collections.abc import Mapping
 
+from .appends import check_revision
 from .base import BaseChatStore, BaseConditionalChatStore, BaseTranscriptIndex, check_chat_id
-from .errors import ChatDeleted, InvalidRecord, RevisionConflict
+from .errors import ChatDeleted, RevisionConflict
 from .prepared import PreparedChat, check_record
 from .records import ChatRecord, encode_message, scope_matches, validate_scope
 from .signals import chat_deleted, held_until_complete, send_after_commit
@@ -41,8 +42,7 @@ class InMemoryConditionalChatStore(BaseConditionalChatStore):
 
     def write_chat(self, record: ChatRecord, *, expected_revision: int) -> int:
         prepared = PreparedChat.of(record)
-        if isinstance(expected_revision, bool) or not isinstance(expected_revision, int):
-            raise InvalidRecord("expected_revision", "must be an integer")
+        expected_revision = check_revision(expected_revision)
         with held_until_complete(), self._lock:
             if prepared.chat_id in self._tombstones:
                 raise ChatDeleted(prepared.chat_id)

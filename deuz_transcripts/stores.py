@@ -17,7 +17,7 @@ from .backends import get_backend
 from .backends.chat_filter import ChatFilter
 from .base import BaseChatStore, BaseConditionalChatStore, check_chat_id
 from .conf import conf
-from .errors import ChatDeleted, InvalidRecord, RevisionConflict, TranscriptError
+from .errors import ChatDeleted, RevisionConflict, TranscriptError
 from .models import Chat, LegacyChat, Message, Tombstone
 from .prepared import PreparedChat, check_record
 from .records import ChatRecord, encode_message, validate_scope
@@ -91,8 +91,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
 
     def write_chat(self, record: ChatRecord, *, expected_revision: int) -> int:
         chat = PreparedChat.of(record)
-        if isinstance(expected_revision, bool) or not isinstance(expected_revision, int):
-            raise InvalidRecord("expected_revision", "must be an integer")
+        expected_revision = check_revision(expected_revision)
         return self._retrying(lambda: self._write(chat, expected_revision))
 
     def _write(self, chat: PreparedChat, expected_revision: int) -> int:

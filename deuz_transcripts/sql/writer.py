@@ -195,12 +195,13 @@ class ChatWriter:
                 held.update(rows.filter(message_id=message_id).values_list("message_id", flat=True))
             return message_id in held
 
-        return PreparedChat.from_checked(
-            replace(new, scope=dict(row.scope)),
+        tail = PreparedChat.from_checked(
+            new,
             fill_ids(row.chat_id, given, first=first, stored=stored),
             first_index=first,
             first_visible=0 if last_visible is None else last_visible + 1,
         )
+        return replace(tail, scope=dict(row.scope))  # no second validation of ``new``
 
     def _last_and_held(
         self, row: Chat, wanted: set[str], *, every: bool
