@@ -1,15 +1,22 @@
-"""The rows a search plan passes around (``Candidate``) and the small SQL helpers every
+"""The rows a search plan passes around (``Candidate``) and the small helpers every
 matcher shares; ``base`` exports them with ``SearchMatcher``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from django.db.backends.utils import CursorWrapper
 
-__all__ = ["Candidate", "Known", "TermStats", "fetch_int", "mask_sql", "sort_in_tie_order"]
+__all__ = [
+    "Candidate",
+    "Known",
+    "TermStats",
+    "fetch_int",
+    "mask_sql",
+    "more_than_by_counts",
+    "sort_in_tie_order",
+]
 
 
 @dataclass(frozen=True)
@@ -20,7 +27,9 @@ class Candidate:
     mask: int
     chat_pk: int
     chat_id: str
-    updated_at: datetime | str  # datetime on PostgreSQL, Django's sortable text on SQLite
+    #: The chat's time as the matcher's ``updated_at_sql`` reads it: microseconds since
+    #: the epoch on PostgreSQL, Django's sortable text (UTC) on SQLite.
+    updated_at: int | str
     position: int
     visible_position: int
 
@@ -49,3 +58,14 @@ def mask_sql(conditions: Sequence[str]) -> str:
 def fetch_int(cursor: CursorWrapper) -> int:
     row = cursor.fetchone()
     return 0 if row is None else int(row[0])
+
+
+def more_than_by_counts(counts: Sequence[int], cap: int) -> bool | None:
+    """Whether more than ``cap`` rows hold any of the terms, from each term's rows
+    (counted up to past ``cap``): yes when one term passes it, no when all of them together
+    stay within it; ``None`` in between."""
+    if max(counts) > cap:
+        return True
+    if sum(counts) <= cap:  # the union holds at most every term's rows
+        return False
+    return None

@@ -20,7 +20,7 @@ from ..models import Chat, Message
 from .base import Candidate, mask_sql, sort_in_tie_order
 from .chat_filter import ChatFilter, table
 from .fts5_expressions import held_mask, match_expression, term_bits, word_condition
-from .sqlite import FTS_TABLE
+from .sqlite import FTS_TABLE, UPDATED_AT_TEXT
 
 __all__ = ["one_pass_matches_sql", "scanned_candidates"]
 
@@ -49,7 +49,7 @@ def scanned_candidates(
     pks, pks_params = chats.chat_pks_sql()
     more, more_params = chats.message_sql()
     cursor.execute(
-        "SELECT m.id, m.search_text, m.chat_id, c.chat_id, c.updated_at, m.position, "
+        f"SELECT m.id, m.search_text, m.chat_id, c.chat_id, {UPDATED_AT_TEXT}, m.position, "
         f"m.visible_position FROM {table(Message)} m JOIN {table(Chat)} c ON c.id = m.chat_id "
         f"WHERE m.chat_id IN ({pks}) AND m.has_terms{more}",
         [*pks_params, *more_params],

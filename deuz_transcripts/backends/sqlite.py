@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FTS_TABLE",
+    "UPDATED_AT_TEXT",
     "SQLiteBackend",
     "SQLiteRows",
     "create_storage",
@@ -39,6 +40,10 @@ __all__ = [
 ]
 
 FTS_TABLE = "deuz_transcripts_fts"
+#: A candidate's chat time as Django's sortable text. As an expression it has no declared
+#: type, so the connection's datetime converter (a parse per row) is skipped, and every
+#: statement's candidates carry the same type.
+UPDATED_AT_TEXT = "CAST(c.updated_at AS TEXT)"
 
 _tables: set[tuple[str, str]] = set()
 

@@ -34,7 +34,7 @@ from .fts5_expressions import (
 )
 from .policy import PlanPolicy
 from .scope_scan import one_pass_matches_sql, scanned_candidates
-from .sqlite import FTS_TABLE, SQLiteBackend
+from .sqlite import FTS_TABLE, UPDATED_AT_TEXT, SQLiteBackend
 from .sqlite_fts5_checks import Fts5Checks
 from .sqlite_fts5_rows import Fts5Rows
 
@@ -55,6 +55,7 @@ class Fts5Matcher(SearchMatcher):
     """Matches and counts inside FTS5 (scope tokens in the MATCH), small scopes by scan."""
 
     reads_any_terms = True
+    updated_at_sql = UPDATED_AT_TEXT
 
     # Without the hint SQLite sorts every row of the scope before the LIMIT; with it, it
     # walks chats newest first (sorting only ties) and stops at the LIMIT.
@@ -365,7 +366,7 @@ class Fts5Matcher(SearchMatcher):
         more, more_params = chats.token_sql()
         cursor.execute(
             f"SELECT m.id, m.search_text, m.chat_id, c.chat_id, "
-            f"c.updated_at, m.position, m.visible_position FROM {FTS_TABLE} f "
+            f"{UPDATED_AT_TEXT}, m.position, m.visible_position FROM {FTS_TABLE} f "
             f"JOIN {table(Message)} m ON m.id = f.rowid JOIN {table(Chat)} c ON c.id = m.chat_id "
             f"WHERE {FTS_TABLE} MATCH %s{more}",
             [expression, *more_params],

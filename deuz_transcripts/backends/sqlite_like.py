@@ -15,13 +15,14 @@ from typing import Any
 from ..models import Message
 from .base import SearchMatcher, mask_sql
 from .chat_filter import ChatFilter, table
-from .sqlite import SQLiteBackend
+from .sqlite import UPDATED_AT_TEXT, SQLiteBackend
 from .sqlite_fts5 import Fts5Rows
 
 __all__ = ["LikeMatcher", "SQLiteLikeBackend"]
 
 
 class LikeMatcher(SearchMatcher):
+    updated_at_sql = UPDATED_AT_TEXT
     walks_newest_first = False  # its probe would scan the scope, as its search does
 
     def plans_masks(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:

@@ -47,14 +47,12 @@ T = TypeVar("T")
 
 
 def hit_key(candidate: Candidate) -> HitKey:
-    """A candidate's place in the tie order (SQLite gives ``updated_at`` as Django's text
-    in UTC)."""
-    updated_at = candidate.updated_at
-    if isinstance(updated_at, str):
-        updated_at = datetime.fromisoformat(updated_at)
-    if updated_at.tzinfo is None:
-        updated_at = updated_at.replace(tzinfo=UTC)
-    return HitKey(candidate.mask, to_micros(updated_at), candidate.chat_id, candidate.position)
+    """A candidate's place in the tie order (PostgreSQL gives ``updated_at`` as
+    microseconds, SQLite as Django's text in UTC)."""
+    micros = candidate.updated_at
+    if isinstance(micros, str):
+        micros = to_micros(datetime.fromisoformat(micros).replace(tzinfo=UTC))
+    return HitKey(candidate.mask, micros, candidate.chat_id, candidate.position)
 
 
 def _hits_of(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -98,6 +98,33 @@ class PagingContract(ContractBase):
             page = index.search_page(ADA, "alpha" if options else "...", **options)
             assert (page.hits, page.total, page.next_cursor) == ([], 0, None)
         assert index.search_page(BOB, "alpha").total == 0
+
+    def test_chats_a_microsecond_apart_and_before_1970_keep_their_order(self, store, index):
+        """Tie order and cursors hold each chat's time to the microsecond, before the
+        epoch too (PostgreSQL hands the plan integer microseconds, SQLite text)."""
+        times = [
+            datetime(1901, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+            datetime(1969, 12, 31, 23, 59, 59, 999_998, tzinfo=UTC),
+            datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+            datetime(1970, 1, 1, tzinfo=UTC),
+            datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+            T0 + timedelta(microseconds=1),
+            T0,
+        ]
+        for number, updated_at in enumerate(times):
+            store.write_chat(
+                chat(f"t{number}", "alpha", "alpha beta", updated_at=updated_at),
+                expected_revision=0,
+            )
+        newest_first = [f"t{number}" for number in (5, 6, 4, 3, 2, 1, 0)]
+        hits = index.search(ADA, "alpha", limit=100)
+        assert [h.chat_id for h in hits[::2]] == newest_first
+        for limit in (1, 2, 3):
+            walked, totals = _walk(index, ADA, "alpha", limit=limit)
+            assert _summary(walked) == _summary(hits)
+            assert set(totals) == {14}
+        walked, _ = _walk(index, ADA, "alpha beta", limit=1, total_cap=3)
+        assert _summary(walked) == _summary(index.search(ADA, "alpha beta", limit=100))
 
     # ------------------------------------------------------------------ a capped total
 
