@@ -204,7 +204,7 @@ def test_a_date_window_is_walked_before_its_n_is_counted():
 def test_no_guess_without_stored_counts_or_where_the_words_are_sparse():
     """A word not counted (rare, or new since the refresh), a scope narrower than a
     tenant, or counts that predict too few rows in the bound: the probe, as before the
-    guess, and no bounded walk."""
+    guess, and no bounded walk before it."""
     with tenant_key("userId"):
         corpus = Corpus()
         for n in range(30):
@@ -220,8 +220,8 @@ def test_no_guess_without_stored_counts_or_where_the_words_are_sparse():
             assert not any(BOUNDED in sql for sql in statements), (scope, query, options)
         sparse = PlanPolicy(walk_min_rows=4, walk_guess_max_rows=5, walk_guess_margin=2)
         statements = corpus.statements({}, "alpha beta", sparse)
-        assert not any(BOUNDED in sql for sql in statements)
-        assert any(PROBE in sql for sql in statements)
+        probe = next(n for n, sql in enumerate(statements) if PROBE in sql)
+        assert not any(BOUNDED in sql for sql in statements[:probe])  # no guessed walk
 
 
 def test_a_bounded_walk_reads_the_newest_chats_of_at_most_its_rows():
@@ -259,6 +259,37 @@ def test_a_bounded_walk_reads_the_newest_chats_of_at_most_its_rows():
                 cursor, chats, ["omega"], 1, 2, within_rows=within
             )
             assert page == everything[: len(page)] and len(page) == min(2, len(rows))
+
+
+#: No guess: the probe decides, and a walk it chooses is bounded to the newest 6 messages.
+PROBED = PlanPolicy(walk_min_rows=4, walk_guess_max_rows=0, walk_probed_max_rows=6)
+READ = "ROW_NUMBER() OVER"  # rows of a mask read and sorted (``ranked_candidates``)
+COUNTED = "SELECT count(*) FROM (SELECT 1 FROM"  # the probe, on either database
+
+
+@pytest.mark.parametrize(("old_pairs", "bounded", "read"), [(0, 1, 0), (1, 1, 1)])
+def test_a_walk_the_probe_chose_is_bounded_and_rows_in_old_chats_are_read(old_pairs, bounded, read):
+    """Rows holding both words gather in old chats: the walk stops at the newest 6
+    messages and the rows holding both are read and sorted, not the whole scope walked.
+    Where the newest messages hold the page, the bounded walk is all."""
+    if not get_backend("default").matcher.walks_newest_first:
+        pytest.skip("the LIKE fallback does not walk")
+    corpus = Corpus()
+    for n in range(6):  # 6 rows holding both words, in the oldest chats
+        corpus.add(f"old{n}", "ada", "alpha beta", minutes=n)
+    for n in range(8):  # 16 newer messages, one word each
+        corpus.add(f"new{n}", "ada", "alpha", "beta", minutes=10 + n)
+    if not old_pairs:  # the newest chats hold a page of rows with both words
+        for n in range(3):
+            corpus.add(f"newest{n}", "ada", "alpha beta", minutes=30 + n)
+    statements = corpus.statements({"userId": "ada"}, "alpha beta", guess=PROBED)
+    assert sum(COUNTED in sql for sql in statements) == 1
+    assert sum(BOUNDED in sql for sql in statements) == bounded
+    assert sum(READ in sql.upper() for sql in statements) == read
+    unbounded = corpus.statements(
+        {"userId": "ada"}, "alpha beta", guess=replace(PROBED, walk_probed_max_rows=0)
+    )
+    assert not any(BOUNDED in sql or READ in sql.upper() for sql in unbounded)
 
 
 @postgresql_only

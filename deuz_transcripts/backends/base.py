@@ -192,7 +192,8 @@ class SearchMatcher(ABC):
         cursor.execute(
             f"WITH h AS MATERIALIZED ({matches}), "
             "r AS (SELECT h.id, h.mask, h.chat_pk, c.chat_id, "
-            f"{self.updated_at_sql} AS updated_at, h.position, h.visible_position, count(*) OVER (PARTITION BY h.mask) AS n, "
+            f"{self.updated_at_sql} AS updated_at, h.position, h.visible_position, "
+            "count(*) OVER (PARTITION BY h.mask) AS n, "
             f"row_number() OVER (PARTITION BY h.mask ORDER BY {self.tie_order('h.position')}) "
             "AS rank "
             f"FROM h {self.chat_join('h.chat_pk', expected)}) "

@@ -297,7 +297,7 @@ class SearchPlanner(EssentialTerms):
         together = matcher.count_with_all_terms(cursor, chats, terms, cap)
         full = (1 << len(terms)) - 1
         if together >= cap:  # the walk comes out in tie order
-            page = matcher.newest_with_mask(cursor, chats, terms, full, depth)
+            page = self._probed_walk(cursor, chats, terms, depth, together)
         elif len(terms) == 1:  # every match has the one mask: a short page is complete
             return self._read_in_tie_order(cursor, chats, terms, full, depth, together)
         elif together >= depth:
@@ -329,6 +329,27 @@ class SearchPlanner(EssentialTerms):
         share = math.prod(min(count / total, 1.0) for count in counts)
         full = (1 << len(terms)) - 1
         return walk_if_dense(self.matcher, cursor, chats, terms, full, share, depth)
+
+    def _probed_walk(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        depth: int,
+        together: int,
+    ) -> list[Candidate]:
+        """The first ``depth`` rows holding every term, at least ``together`` of which
+        exist: walked within the newest ``walk_probed_max_rows`` messages, else (those
+        held less than a page: the rows gather in older chats) read and sorted, so the
+        cost follows the bound or the rows, never the whole scope."""
+        full = (1 << len(terms)) - 1
+        bound: int | None = self.policy.walk_probed_max_rows or None
+        if bound is not None and chats.size is not None and chats.size <= bound:
+            bound = None  # the scope is within the bound: nothing to bound
+        page = self.matcher.newest_with_mask(cursor, chats, terms, full, depth, within_rows=bound)
+        if len(page) >= depth or bound is None:
+            return page
+        return self._read_in_tie_order(cursor, chats, terms, full, depth, together)
 
     def _read_in_tie_order(
         self,
