@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deuz_transcripts import InMemoryTranscriptIndex
-from deuz_transcripts.backends import get_backend, policy
+from deuz_transcripts.backends import backend_name_for, get_backend, policy
 from deuz_transcripts.backends.chat_filter import ChatFilter
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.search_request import SearchRequest
@@ -262,7 +262,9 @@ def test_a_bounded_walk_reads_the_newest_chats_of_at_most_its_rows():
 
 
 #: No guess: the probe decides, and a walk it chooses is bounded to the newest 6 messages.
-PROBED = PlanPolicy(walk_min_rows=4, walk_guess_max_rows=0, walk_probed_max_rows=6)
+PROBED = PlanPolicy(
+    walk_min_rows=4, walk_guess_max_rows=0, walk_probed_max_rows=6, fts5_walk_probed_max_rows=6
+)
 READ = "ROW_NUMBER() OVER"  # rows of a mask read and sorted (``ranked_candidates``)
 COUNTED = "SELECT count(*) FROM (SELECT 1 FROM"  # the probe, on either database
 
@@ -287,9 +289,23 @@ def test_a_walk_the_probe_chose_is_bounded_and_rows_in_old_chats_are_read(old_pa
     assert sum(BOUNDED in sql for sql in statements) == bounded
     assert sum(READ in sql.upper() for sql in statements) == read
     unbounded = corpus.statements(
-        {"userId": "ada"}, "alpha beta", guess=replace(PROBED, walk_probed_max_rows=0)
+        {"userId": "ada"},
+        "alpha beta",
+        guess=replace(PROBED, walk_probed_max_rows=0, fts5_walk_probed_max_rows=0),
     )
     assert not any(BOUNDED in sql or READ in sql.upper() for sql in unbounded)
+
+
+def test_only_postgresql_bounds_a_walk_the_probe_chose_by_default():
+    """FTS5 keeps the unbounded walk: with no stored counts every walk of a dense word
+    is the probe's, and its bound would cost a window over the newest chats first."""
+    default = policy.DEFAULT_POLICY
+    name = backend_name_for("default")
+    bound = get_backend("default").matcher.policy.walk_probed_max_rows
+    if name == "sqlite-fts5":
+        assert bound == default.fts5_walk_probed_max_rows == 0
+    else:
+        assert bound == default.walk_probed_max_rows > 0
 
 
 @postgresql_only

@@ -64,9 +64,15 @@ class Fts5Matcher(SearchMatcher):
     caps_by_term_counts = True  # doclist counts
 
     def __init__(self, alias: str, policy: PlanPolicy) -> None:
-        """The policy with FTS5's own ``single_statement_max`` where it is lower."""
+        """The policy with FTS5's own ``single_statement_max`` where it is lower, and its
+        own bound of a walk the probe chose."""
         smaller = min(policy.single_statement_max, policy.fts5_single_statement_max)
-        super().__init__(alias, replace(policy, single_statement_max=smaller))
+        own = replace(
+            policy,
+            single_statement_max=smaller,
+            walk_probed_max_rows=policy.fts5_walk_probed_max_rows,
+        )
+        super().__init__(alias, own)
 
     def total_past(self, cursor: CursorWrapper, chats: ChatFilter, past: int) -> tuple[int, bool]:
         """A scope's per-chat counts summed as SQLite steps through them (``fetchmany``
