@@ -278,7 +278,8 @@ class SearchPlanner(EssentialTerms):
         is the first ``depth`` of those in tie order, each scoring 1.0; with one term
         that is every match, however few. A probe counts such rows up to
         ``walk_min_rows`` (it stops there): that many are walked newest chat first,
-        visiting about ``depth * N / rows`` messages instead of every match; fewer are
+        visiting about ``depth * N / rows`` messages instead of every match, within a
+        bound (``_probed_walk``); fewer are
         read and sorted, and nothing else is (no N, no n_t, no other mask). Where
         stored counts predict the page among the newest chats, a bounded walk of those
         goes first and the probe only follows one that ends short (``_guessed_walk``).
