@@ -53,8 +53,8 @@ class SearchMatcher(ABC):
 
     #: ``ORDER BY`` of a chat id in code point order.
     chat_id_order: ClassVar[str] = "c.chat_id"
-    #: A candidate row's chat time, as this database hands it to Python fastest.
-    updated_at_sql: ClassVar[str] = "c.updated_at"
+    #: A candidate row's chat time as this database hands it to Python fastest, of ``{}``.
+    updated_at_sql: ClassVar[str] = "{}"
     #: Whether walking newest chats first pays off (not for LIKE: its probe is a scan).
     walks_newest_first: ClassVar[bool] = True
     #: Whether ``capped_term_counts`` and ``rows_with_any_terms`` are cheap here (the
@@ -191,14 +191,14 @@ class SearchMatcher(ABC):
         ``expected`` of them, when known)."""
         cursor.execute(
             f"WITH h AS MATERIALIZED ({matches}), "
-            "r AS (SELECT h.id, h.mask, h.chat_pk, c.chat_id, "
-            f"{self.updated_at_sql} AS updated_at, h.position, h.visible_position, "
-            "count(*) OVER (PARTITION BY h.mask) AS n, "
+            "r AS (SELECT h.id, h.mask, h.chat_pk, c.chat_id, c.updated_at, h.position, "
+            "h.visible_position, count(*) OVER (PARTITION BY h.mask) AS n, "
             f"row_number() OVER (PARTITION BY h.mask ORDER BY {self.tie_order('h.position')}) "
             "AS rank "
             f"FROM h {self.chat_join('h.chat_pk', expected)}) "
-            "SELECT r.mask, r.n, r.id, r.chat_pk, r.chat_id, "
-            "r.updated_at, r.position, r.visible_position FROM r WHERE r.rank <= %s",
+            "SELECT r.mask, r.n, r.id, r.chat_pk, r.chat_id, "  # the time of kept rows only
+            f"{self.updated_at_sql.format('r.updated_at')}, r.position, r.visible_position "
+            "FROM r WHERE r.rank <= %s",
             [*params, depth],
         )
         rows = cursor.fetchall()
@@ -398,8 +398,8 @@ class SearchMatcher(ABC):
             admitted_params = [*admitted_params, within_rows, within_rows]
             admitted = "TRUE"
         cursor.execute(
-            f"SELECT m.id, m.chat_id, c.chat_id, {self.updated_at_sql}, m.position, "
-            f"m.visible_position FROM {source} {table(Message)} m ON m.chat_id = c.id "
+            f"SELECT m.id, m.chat_id, c.chat_id, {self.updated_at_sql.format('c.updated_at')}, "
+            f"m.position, m.visible_position FROM {source} {table(Message)} m ON m.chat_id = c.id "
             f"WHERE {admitted} AND m.has_terms AND {condition}{more} "
             f"ORDER BY {self.tie_order('m.position')} LIMIT %s",
             [*admitted_params, *params, *more_params, depth],

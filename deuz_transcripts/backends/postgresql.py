@@ -48,7 +48,7 @@ class PostgresMatcher(PostgresCounts):
     chat_id_order = 'c.chat_id COLLATE "C"'
     #: Microseconds since the epoch: an integer loads in a tenth of a ``timestamptz``'s
     #: time in psycopg (~4 us each), and a 32-term page's candidates are ~185 rows.
-    updated_at_sql = "(EXTRACT(EPOCH FROM c.updated_at) * 1000000)::bigint"
+    updated_at_sql = "(EXTRACT(EPOCH FROM {}) * 1000000)::bigint"
     tenant_column = True  # a partitioned table reads one partition (docs/scaling.md)
     role_tokens = True  # every vector holds its message's role lexeme (migration 0003)
     reads_rare_terms_counted = True  # every n_t is a stored count or one GIN count
@@ -169,7 +169,8 @@ class PostgresMatcher(PostgresCounts):
                     f"(CASE WHEN m.{VECTOR_COLUMN} @@ %s::tsquery THEN {1 << p} ELSE 0 END)"
                     for p in tested
                 )
-                + f"), m.chat_id, c.chat_id, {self.updated_at_sql}, m.position, m.visible_position "
+                + f"), m.chat_id, c.chat_id, {self.updated_at_sql.format('c.updated_at')}, "
+                "m.position, m.visible_position "
                 f"FROM {table(Message)} m {self.chat_join('m.chat_id', expected)} "
                 f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more}",
                 [

@@ -49,8 +49,9 @@ def scanned_candidates(
     pks, pks_params = chats.chat_pks_sql()
     more, more_params = chats.message_sql()
     cursor.execute(
-        f"SELECT m.id, m.search_text, m.chat_id, c.chat_id, {UPDATED_AT_TEXT}, m.position, "
-        f"m.visible_position FROM {table(Message)} m JOIN {table(Chat)} c ON c.id = m.chat_id "
+        "SELECT m.id, m.search_text, m.chat_id, c.chat_id, "
+        f"{UPDATED_AT_TEXT.format('c.updated_at')}, m.position, m.visible_position "
+        f"FROM {table(Message)} m JOIN {table(Chat)} c ON c.id = m.chat_id "
         f"WHERE m.chat_id IN ({pks}) AND m.has_terms{more}",
         [*pks_params, *more_params],
     )

@@ -40,10 +40,10 @@ __all__ = [
 ]
 
 FTS_TABLE = "deuz_transcripts_fts"
-#: A candidate's chat time as Django's sortable text. As an expression it has no declared
-#: type, so the connection's datetime converter (a parse per row) is skipped, and every
-#: statement's candidates carry the same type.
-UPDATED_AT_TEXT = "CAST(c.updated_at AS TEXT)"
+#: A candidate's chat time (``{}``: the column) as Django's sortable text. As an expression
+#: it has no declared type, so the connection's datetime converter (a parse per row) is
+#: skipped, and every statement's candidates carry the same type.
+UPDATED_AT_TEXT = "CAST({} AS TEXT)"
 
 _tables: set[tuple[str, str]] = set()
 

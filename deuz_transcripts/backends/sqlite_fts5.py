@@ -372,7 +372,8 @@ class Fts5Matcher(SearchMatcher):
         more, more_params = chats.token_sql()
         cursor.execute(
             f"SELECT m.id, m.search_text, m.chat_id, c.chat_id, "
-            f"{UPDATED_AT_TEXT}, m.position, m.visible_position FROM {FTS_TABLE} f "
+            f"{self.updated_at_sql.format('c.updated_at')}, m.position, m.visible_position "
+            f"FROM {FTS_TABLE} f "
             f"JOIN {table(Message)} m ON m.id = f.rowid JOIN {table(Chat)} c ON c.id = m.chat_id "
             f"WHERE {FTS_TABLE} MATCH %s{more}",
             [expression, *more_params],

@@ -298,7 +298,7 @@ class SearchPlanner(EssentialTerms):
         together = matcher.count_with_all_terms(cursor, chats, terms, cap)
         full = (1 << len(terms)) - 1
         if together >= cap:  # the walk comes out in tie order
-            page = self._probed_walk(cursor, chats, terms, depth, together)
+            page = self._probed_walk(cursor, chats, terms, full, depth, together)
         elif len(terms) == 1:  # every match has the one mask: a short page is complete
             return self._read_in_tie_order(cursor, chats, terms, full, depth, together)
         elif together >= depth:
@@ -336,14 +336,14 @@ class SearchPlanner(EssentialTerms):
         cursor: CursorWrapper,
         chats: ChatFilter,
         terms: Sequence[str],
+        full: int,
         depth: int,
         together: int,
     ) -> list[Candidate]:
-        """The first ``depth`` rows holding every term, at least ``together`` of which
-        exist: walked within the newest ``walk_probed_max_rows`` messages, else (those
-        held less than a page: the rows gather in older chats) read and sorted, so the
-        cost follows the bound or the rows, never the whole scope."""
-        full = (1 << len(terms)) - 1
+        """The first ``depth`` rows of mask ``full`` (every term), at least ``together``
+        of which exist: walked within the newest ``walk_probed_max_rows`` messages, else
+        (those held less than a page: the rows gather in older chats) read and sorted, so
+        the cost follows the bound or the rows, never the whole scope."""
         bound: int | None = self.policy.walk_probed_max_rows or None
         if bound is not None and chats.size is not None and chats.size <= bound:
             bound = None  # the scope is within the bound: nothing to bound
