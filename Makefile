@@ -17,7 +17,7 @@ POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 # run when it answers; with DEUZ_REQUIRE_REPLICA=1 they fail when it does not).
 REPLICA_URL ?= postgres://postgres@127.0.0.1:5433/test
 
-.PHONY: venv test test-postgres test-postgres-partitioned test-sqlite-new pg-replica run lint bench dist clean FORCE
+.PHONY: venv test test-postgres test-postgres-partitioned test-sqlite-new pg-replica run lint docs docs-build bench dist clean FORCE
 
 venv: $(VENV)/.installed
 
@@ -88,6 +88,21 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The documentation site (mkdocs.yml, docs/): the docs extra is installed once, on demand.
+# `make docs` serves it with live reload on 127.0.0.1:DOCS_PORT; `make docs-build` builds it
+# into site/ in strict mode (a broken link, anchor or API reference fails), as .ci/run does.
+DOCS_PORT ?= 8001
+
+$(VENV)/.docs-installed: pyproject.toml $(VENV)/.installed
+	$(BIN)/pip install -e '.[dev,docs]' $(if $(DJANGO),'$(DJANGO)')
+	touch $@
+
+docs: venv $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+docs-build: venv $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # The bench extras (peers: django-watson, modelsearch, tantivy) are installed once, on demand.
 $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
 	$(BIN)/pip install -e '.[dev,bench]'
@@ -104,6 +119,6 @@ dist: venv
 	$(BIN)/python -m twine check --strict dist/*
 
 clean:
-	rm -rf .venv .venv-* build dist *.egg-info .pytest_cache .hypothesis .ruff_cache staticfiles bench/out $(SQLITE_NEW)
+	rm -rf .venv .venv-* build dist site *.egg-info .pytest_cache .hypothesis .ruff_cache staticfiles bench/out $(SQLITE_NEW)
 	rm -f db.sqlite3 db.sqlite3-journal db.sqlite3-wal db.sqlite3-shm
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
