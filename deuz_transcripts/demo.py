@@ -232,7 +232,7 @@ def _faker(locale: str, rng: random.Random) -> Faker:
 
 
 def izmir_chat(updated_at: datetime | None = None) -> ChatRecord:
-    """The chat the README walkthrough and the browser test look for (user ``ada``)."""
+    """The chat the admin tour (docs/admin.md) and the browser test look for (user ``ada``)."""
     return ChatRecord(
         chat_id=IZMIR_CHAT_ID,
         scope={"userId": "ada", "agentId": "travel-agent"},
