@@ -41,8 +41,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: A chat was (re)indexed: written, appended to, ``index()``-ed or backfilled.
 chat_indexed = Signal()
+#: A chat searchable until now left search: ``remove()``, or a store's delete.
 chat_removed = Signal()
+#: A conditional store tombstoned a chat not tombstoned before.
 chat_deleted = Signal()
 
 
