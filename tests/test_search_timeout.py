@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 from deuz_transcripts import SearchTimeout, TranscriptError
-from deuz_transcripts.sql import planner
+from deuz_transcripts.sql.search.collector import Collector
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.factories import ChatRecordFactory, MessageFactory
 
@@ -44,14 +44,13 @@ def store() -> DjangoConditionalChatStore:
 def slow_planner(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every search (``search`` and ``search_page``) first runs ``slow_sql()`` on the
     search's own cursor."""
-    for name in ("page", "counted_page"):
-        original = getattr(planner.SearchPlanner, name)
+    original = Collector.collect
 
-        def slow(self: Any, cursor: Any, *args: Any, _original: Any = original) -> Any:
-            cursor.execute(slow_sql())
-            return _original(self, cursor, *args)
+    def slow(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self.cursor.execute(slow_sql())
+        return original(self, *args, **kwargs)
 
-        monkeypatch.setattr(planner.SearchPlanner, name, slow)
+    monkeypatch.setattr(Collector, "collect", slow)
 
 
 def session_timeout() -> str | None:
@@ -101,14 +100,14 @@ def test_the_budget_bounds_the_whole_search_not_each_statement(store, monkeypatc
     always timed the whole search against one deadline)."""
     if connection.vendor != "postgresql":
         pytest.skip("SQLite times a search by one deadline in its progress handler")
-    original = planner.SearchPlanner.page
+    original = Collector.collect
 
-    def slow(self: Any, cursor: Any, *args: Any) -> Any:
+    def slow(self: Any, *args: Any, **kwargs: Any) -> Any:
         for _ in range(4):
-            cursor.execute("SELECT pg_sleep(0.25)")
-        return original(self, cursor, *args)
+            self.cursor.execute("SELECT pg_sleep(0.25)")
+        return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(planner.SearchPlanner, "page", slow)
+    monkeypatch.setattr(Collector, "collect", slow)
     before = session_timeout()
     started = time.monotonic()
     with pytest.raises(SearchTimeout):
@@ -129,9 +128,9 @@ def test_searches_within_the_budget_answer_and_restore_the_setting(store):
 @override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": 0})
 def test_zero_sets_no_limit(store, monkeypatch):
     if connection.vendor == "postgresql":
-        monkeypatch.setattr(planner.SearchPlanner, "page", _sleeping_page(0.3))
+        monkeypatch.setattr(Collector, "collect", _sleeping_page(0.3))
     else:
-        monkeypatch.setattr(planner.SearchPlanner, "page", _counting_page(3_000_000))
+        monkeypatch.setattr(Collector, "collect", _counting_page(3_000_000))
     assert store.transcript.search(ADA, "quokka") == []
 
 
@@ -143,12 +142,12 @@ def test_a_postgresql_search_runs_without_jit_and_puts_the_settings_back(store, 
     if connection.vendor != "postgresql":
         pytest.skip("JIT is PostgreSQL's")
     seen: list[tuple[str, str]] = []
-    original = planner.SearchPlanner.page
+    original = Collector.collect
 
-    def looking(self: Any, cursor: Any, request: Any) -> Any:
-        cursor.execute("SELECT current_setting('jit'), current_setting('statement_timeout')")
-        seen.append(cursor.fetchone())
-        return original(self, cursor, request)
+    def looking(self: Any, request: Any) -> Any:
+        self.cursor.execute("SELECT current_setting('jit'), current_setting('statement_timeout')")
+        seen.append(self.cursor.fetchone())
+        return original(self, request)
 
     with connection.cursor() as cursor:
         cursor.execute("SET jit = on")
@@ -156,7 +155,7 @@ def test_a_postgresql_search_runs_without_jit_and_puts_the_settings_back(store, 
         override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": budget_ms}),
         pytest.MonkeyPatch.context() as patch,
     ):
-        patch.setattr(planner.SearchPlanner, "page", looking)
+        patch.setattr(Collector, "collect", looking)
         before = session_timeout()
         with transaction.atomic():  # nested: the savepoint's settings are put back
             assert [hit.chat_id for hit in store.transcript.search(ADA, "quokka")] == ["c1"]
@@ -170,15 +169,15 @@ def test_a_postgresql_search_runs_without_jit_and_puts_the_settings_back(store, 
 
 
 def _sleeping_page(seconds: float) -> Any:
-    def page(self: Any, cursor: Any, request: Any) -> None:
-        cursor.execute("SELECT pg_sleep(%s)", [seconds])
+    def page(self: Any, request: Any) -> None:
+        self.cursor.execute("SELECT pg_sleep(%s)", [seconds])
 
     return page
 
 
 def _counting_page(rows: int) -> Any:
-    def page(self: Any, cursor: Any, request: Any) -> None:
-        cursor.execute(
+    def page(self: Any, request: Any) -> None:
+        self.cursor.execute(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %s) "
             "SELECT count(*) FROM n",
             [rows],

@@ -1,4 +1,4 @@
-"""``search_page(total_cap=...)`` on the SQL backends (``sql/capped_page``): past the cap
+"""``search_page(total_cap=...)`` on the SQL backends (``Collector`` with ``count="capped"``): past the cap
 the page is planned as ``search()`` plans it, a walk for common words, and no statement
 counts every match; pages, scores and cursors stay the memory index's."""
 

@@ -1,7 +1,7 @@
 """``DjangoTranscriptIndex``: the SQL index, one class for every backend.
 
-A facade: writes go through the ``ChatWriter`` unit, searches through the
-``SearchPlanner`` and ``read_hits``; the backend (picked per call from the
+A facade: writes go through the ``ChatWriter`` unit, searches through the search
+pipeline's ``Collector`` and ``read_hits``; the backend (picked per call from the
 connection) supplies the vendor SQL. Writes run on ``using``; searches and
 ``resolve_source`` read the search database (``sql.replica``), ``using`` unless set.
 """
@@ -36,8 +36,8 @@ from ..search_request import CountedHits, SearchRequest
 from ..signals import chat_indexed, chat_removed, send_after_commit
 from .errors import WorkerThreadRunner, database_errors
 from .hits import read_hits
-from .planner import SearchPlanner
 from .replica import note_write, read_from
+from .search import Collector
 from .stored import record_from_rows
 from .writer import ChatWriter, LockedChat, chat_messages
 
@@ -189,11 +189,10 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             backend.time_limit(conf.SEARCH_TIMEOUT_MS),
             connections[alias].cursor() as cursor,
         ):
-            planned = SearchPlanner(backend.matcher).page(cursor, request)
-            if planned is None:
+            collected = Collector(backend.matcher, cursor).collect(request)
+            if collected is None:
                 return []
-            page, plan = planned
-            return _hits_of(cursor, backend, request, page, plan)
+            return _hits_of(cursor, backend, request, collected.page, collected.plan)
 
     def _search_page(
         self, request: SearchRequest, after: PageAfter | None, total_cap: int | None = None
@@ -209,14 +208,20 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             backend.time_limit(conf.SEARCH_TIMEOUT_MS),
             connections[alias].cursor() as cursor,
         ):
-            counted = SearchPlanner(backend.matcher).counted_page(cursor, request, after, total_cap)
-            if counted is None:
+            collected = Collector(backend.matcher, cursor).collect(
+                request,
+                count="exact" if total_cap is None else "capped",
+                cap=total_cap,
+                after=after,
+            )
+            if collected is None or collected.total is None:
                 return CountedHits([], [], 0, None)
-            page, plan, pinned, total = counted
-            hits = _hits_of(cursor, backend, request, page, plan) if page else []
+            page = collected.page
+            hits = _hits_of(cursor, backend, request, page, collected.plan) if page else []
         # read_hits leaves out a row deleted since it was planned: keep the keys in step
         keys = {(c.chat_id, c.position): hit_key(c) for c in page}
-        return CountedHits(hits, [keys[h.chat_id, h.index] for h in hits], total, pinned)
+        found = [keys[h.chat_id, h.index] for h in hits]
+        return CountedHits(hits, found, collected.total, collected.pinned)
 
     def _resolve(self, scope: dict[str, str], ref: MemorySourceRef) -> TranscriptMessage | None:
         return self.read(lambda alias: self._resolve_on(alias, scope, ref))

@@ -16,7 +16,7 @@ the page.
 
 Read without pruning, the same steps give the complete histogram (what a counted page's
 total and a cursor's next page need) from stored counts and the rarer terms' rows,
-instead of reading every match (``_complete_histogram``).
+instead of reading every match (``complete_histogram``).
 
 When two or more terms are left, each with too many rows to read, a page (not the
 histogram) is still exact from their masks' rows, best raw score first
@@ -26,33 +26,20 @@ histogram) is still exact from their masks' rows, best raw score first
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
-from django.db.backends.utils import CursorWrapper
-
-from .. import ranking
-from ..backends.base import Candidate, SearchMatcher, sort_in_tie_order
-from ..backends.chat_filter import ChatFilter
-from ..backends.policy import PlanPolicy
-from ..paging import PinnedRanking
-from ..search_request import SearchRequest
-from .guessed_walk import walk_if_dense
+from ... import ranking
+from ...backends.base import Candidate
+from ...backends.chat_filter import ChatFilter
+from ...paging import PinnedRanking
+from ...search_request import SearchRequest
+from .page_rows import order_page, page_rows
+from .statistics import SearchStatistics
 from .unread_masks import unread_mask_rows
 
-__all__ = ["EssentialPage", "EssentialTerms", "order_page"]
-
-
-def order_page(candidates: Sequence[Candidate], plan: ranking.RankPlan) -> list[Candidate]:
-    """Candidates of the plan's masks, best first with the shared tie rules.
-
-    Stable sorts: the tie rules, then raw score.
-    """
-    found = [c for c in candidates if c.mask in plan.page_masks]
-    sort_in_tie_order(found)
-    found.sort(key=lambda c: plan.raws[c.mask], reverse=True)
-    return found
+__all__ = ["EssentialPage", "EssentialTerms"]
 
 
 class EssentialPage(NamedTuple):
@@ -91,76 +78,25 @@ class _Read(NamedTuple):
 
 
 class EssentialTerms:
-    """The essential-terms plan, and the reading of a page's rows it shares with
-    ``SearchPlanner`` (into which it is mixed)."""
+    """The essential-terms plan of one search."""
 
-    matcher: SearchMatcher
-    policy: PlanPolicy
+    def __init__(self, statistics: SearchStatistics) -> None:
+        self.statistics = statistics
+        self.source = statistics.source
+        self.cursor = statistics.cursor
+        self.policy = statistics.source.policy
 
-    def _page_rows(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        plan: ranking.RankPlan,
-        histogram: Mapping[int, int],
-        depth: int,
-        total: int = 0,
-    ) -> list[Candidate]:
-        """The rows a page needs, once the histogram has told which masks reach it.
-
-        Masks with few rows are read in one statement through the index; a mask with
-        many (at least ``walk_min_rows``) is walked newest chat first, stopping after
-        ``depth`` rows, instead of sorting all of them. A mask of fewer rows, dense
-        enough among the filter's ``total`` rows that a walk bounded to
-        ``walk_guess_margin * depth * total / rows`` messages visits no more than it holds
-        rows, is first walked within the newest chats that should hold it
-        (``walk_if_dense``), so its cost does not jump at ``walk_min_rows``; a walk that
-        ends short (at most that bound) leaves it to the read.
-        """
-        matcher = self.matcher
-        walked = {
-            mask
-            for mask in plan.page_masks
-            if matcher.walks_newest_first
-            and histogram[mask] >= max(self.policy.walk_min_rows, depth)
-        }
-        few = set(plan.page_masks - walked)
-        rows: list[Candidate] = []
-        for mask in sorted(few):
-            # the walk's bound (margin x its expected depth / share visits) is at most
-            # the mask's rows, which reading it costs
-            margin = self.policy.walk_guess_margin
-            if total and depth and histogram[mask] ** 2 >= margin * depth * total:
-                share = histogram[mask] / total
-                found = walk_if_dense(matcher, cursor, chats, terms, mask, share, depth)
-                if found is not None:
-                    rows.extend(found)
-                    few.discard(mask)
-        if few:
-            count = sum(histogram[mask] for mask in few)
-            rows.extend(matcher.mask_candidates(cursor, chats, terms, few, depth, count))
-        for mask in walked:  # order_page orders the rows of every mask
-            # bounded first: the planner's own walk may sort every row of the mask when it
-            # misjudges a window (1,531 chats and 8,609 rows for 20 at 1M: 78 ms)
-            found = None
-            if total:
-                share = histogram[mask] / total
-                found = walk_if_dense(matcher, cursor, chats, terms, mask, share, depth)
-            if found is None:
-                found = matcher.newest_with_mask(cursor, chats, terms, mask, depth)
-            rows.extend(found)
-        return rows
-
-    def _tries_essential(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
+    def tried(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
+        """Whether the query is long enough, the scope big enough and n_t cheap enough
+        for the plan to pay off."""
         return (
-            len(terms) >= self.matcher.essential_min_terms(chats)
+            len(terms) >= self.source.essential_min_terms(chats)
             and total > self.policy.single_statement_max
-            and self.matcher.counts_terms(chats, total)
+            and self.source.counts_terms(chats, total)
         )
 
-    def _complete_histogram(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int
+    def complete_histogram(
+        self, chats: ChatFilter, terms: Sequence[str], total: int
     ) -> dict[int, int] | None:
         """Every match's mask histogram from the terms' n_t and the rows of all but the
         most common term, where the counts are stored (PostgreSQL's common terms: no
@@ -168,16 +104,15 @@ class EssentialTerms:
         ``None``: read the matches instead (no such counts, or more rows than
         ``essential_max_rows`` to read)."""
         if (
-            not self.matcher.histogram_from_term_counts(chats, terms)
+            not self.source.histogram_from_term_counts(chats, terms)
             or total <= self.policy.single_statement_max
         ):
             return None
-        read = self._read_essential(cursor, chats, terms, total, depth=0, prune=False)
+        read = self._read(chats, terms, total, depth=0, prune=False)
         return None if read is None else read.histogram()
 
-    def _essential_page(
+    def page(
         self,
-        cursor: CursorWrapper,
         chats: ChatFilter,
         terms: Sequence[str],
         request: SearchRequest,
@@ -191,7 +126,7 @@ class EssentialTerms:
         from their masks, best first (``unread_masks``; pruning only). ``None``: ranking
         every match is the cheaper plan."""
         depth = request.offset + request.limit
-        read = self._read_essential(cursor, chats, terms, total, depth=depth, prune=prune)
+        read = self._read(chats, terms, total, depth=depth, prune=prune)
         if read is None:
             return None
         rows, idfs, last = read.rows, read.idfs, read.last
@@ -199,7 +134,7 @@ class EssentialTerms:
         if read.unread:
             unread, counts = read.unread, read.counts
             fetched = unread_mask_rows(
-                self.matcher, cursor, chats, terms, rows, unread, counts, idfs, total, depth
+                self.source, self.cursor, chats, terms, rows, unread, counts, idfs, total, depth
             )
             if fetched is None:
                 return None
@@ -209,16 +144,19 @@ class EssentialTerms:
         plan = ranking.plan_page_by_idfs(histogram, idfs, request.offset, request.limit)
         if plan is not None and last is not None and 1 << last in plan.page_masks:
             alone_plan = replace(plan, page_masks=frozenset({1 << last}))
-            rows.extend(self._page_rows(cursor, chats, terms, alone_plan, histogram, depth, total))
+            rows.extend(
+                page_rows(
+                    self.source, self.cursor, chats, terms, alone_plan, histogram, depth, total
+                )
+            )
         page = [] if plan is None else order_page(rows, plan)[request.offset : depth]
         best = max(histogram, key=lambda mask: ranking.mask_raw(mask, idfs), default=0)
         total = max(total, *read.counts)
         pinned = PinnedRanking(total, tuple(read.counts), best) if best else None
         return EssentialPage(page, plan, pinned, histogram, read.complete)
 
-    def _read_essential(
+    def _read(
         self,
-        cursor: CursorWrapper,
         chats: ChatFilter,
         terms: Sequence[str],
         total: int,
@@ -229,8 +167,7 @@ class EssentialTerms:
         """The rarest terms' rows until (``prune``) the page of ``depth`` rows is read,
         or until only the most common term is left to count, or (``prune``) until the
         terms left hold too many rows to read (``unread``); ``None``: over budget."""
-        matcher = self.matcher
-        rows, counts, rare = self._rare_terms_rows(cursor, chats, terms)
+        rows, counts, rare = self._rare_terms_rows(chats, terms)
         idfs = [ranking.idf(max(total, *counts), count) for count in counts]
         rarest_first = sorted(
             (position for position, count in enumerate(counts) if count and position not in rare),
@@ -263,14 +200,16 @@ class EssentialTerms:
                 return _Read(rows, counts, idfs, None, False, tuple(rarest_first[step:]))
             skipped = [*rare, *rarest_first[:step]]
             expected = counts[position]
-            rows.extend(matcher.rows_with_terms(cursor, chats, terms, position, skipped, expected))
+            rows.extend(
+                self.source.rows_with_terms(self.cursor, chats, terms, position, skipped, expected)
+            )
             if page_is_read(rarest_first[step + 1 :]):
                 complete = step == len(rarest_first) - 1
                 break
         return _Read(rows, counts, idfs, last, complete)
 
     def _rare_terms_rows(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+        self, chats: ChatFilter, terms: Sequence[str]
     ) -> tuple[list[Candidate], list[int], frozenset[int]]:
         """The rows of the rare terms, every term's n_t, and which terms were read.
 
@@ -281,7 +220,7 @@ class EssentialTerms:
         PostgreSQL counts every term in the filter first (stored counts or GIN) and
         picks by those counts, for long queries (``rare_batch_min_terms``).
         """
-        matcher, cap = self.matcher, self.policy.essential_rare_rows
+        matcher, cursor, cap = self.source, self.cursor, self.policy.essential_rare_rows
         if (
             cap
             and matcher.reads_rare_terms_counted

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 
 from django.db.backends.utils import CursorWrapper
 
-from .. import ranking
-from ..backends.base import Candidate, SearchMatcher
-from ..backends.chat_filter import ChatFilter
-from .guessed_walk import walk_if_dense
+from ... import ranking
+from ...backends.base import Candidate, SearchMatcher
+from ...backends.chat_filter import ChatFilter
+from .walks import walk_if_dense
 
 __all__ = ["unread_mask_rows"]
 
