@@ -30,7 +30,6 @@ from .postgresql_rows import PostgresRows
 from .postgresql_session import bitmap_scans as _bitmap_scans
 from .postgresql_session import search_session
 from .postgresql_storage import VECTOR_COLUMN
-from .postgresql_term_counts import stored_term_counts
 from .postgresql_tsquery import (
     filtered_tsquery,
     mask_tsquery,
@@ -191,7 +190,7 @@ class PostgresMatcher(PostgresCounts):
         row per tenant, where GIN stops after ``cap`` rows."""
         stored = self.stored_counts_of(chats)
         if len(terms) == 1 and stored is not None and stored.tenant is not None:
-            (count,) = stored_term_counts(cursor, terms, stored.tenant, stored.roles)
+            (count,) = self.stored_counts(cursor, terms, stored)
             if count is not None:
                 return min(count, cap)
         if not self.uses_lexemes(chats):

@@ -56,6 +56,11 @@ class PostgresCounts(SearchMatcher):
         self._index_counts = {}
         #: N of each filter already asked (``total``), for the same reason
         self._totals: list[tuple[ChatFilter, int]] = []
+        #: stored n_t already read (``stored_counts``): the walk's guess, the probe and
+        #: the ranking of one search ask for the same ones
+        self._stored_counts: dict[
+            tuple[tuple[str, ...], str | None, frozenset[str] | None], list[int | None]
+        ] = {}
 
     def index_counts(
         self, cursor: CursorWrapper, terms: Sequence[str], roles: frozenset[str] | None
@@ -77,6 +82,19 @@ class PostgresCounts(SearchMatcher):
             return StoredCounts(None, chats.roles)
         return StoredCounts(chats.tenant, chats.roles) if chats.tenant_only else None
 
+    def stored_counts(
+        self, cursor: CursorWrapper, terms: Sequence[str], stored: StoredCounts
+    ) -> list[int | None]:
+        """Each term's stored count in ``stored``'s tenant and roles (``None``: not
+        stored), read once per search (``stored_term_counts``)."""
+        roles = None if stored.roles is None else frozenset(stored.roles)
+        key = (tuple(terms), stored.tenant, roles)
+        if key not in self._stored_counts:
+            self._stored_counts[key] = stored_term_counts(
+                cursor, terms, stored.tenant, stored.roles
+            )
+        return self._stored_counts[key]
+
     def stores_term_counts(self, chats: ChatFilter) -> bool:
         return self.stored_counts_of(chats) is not None
 
@@ -92,7 +110,7 @@ class PostgresCounts(SearchMatcher):
         stored = self.stored_counts_of(whole)
         if stored is None:
             return None
-        counts = stored_term_counts(cursor, terms, stored.tenant, stored.roles)
+        counts = self.stored_counts(cursor, terms, stored)
         known = [count for count in counts if count is not None]
         if len(known) < len(counts):
             return None
@@ -257,9 +275,7 @@ class PostgresCounts(SearchMatcher):
         one by one take 2.6-3.5 s (bench/RESULTS.md, partitions by tenant)."""
         stored = self.stored_counts_of(chats)
         counts: list[int | None] = (
-            [None] * len(terms)
-            if stored is None
-            else stored_term_counts(cursor, terms, stored.tenant, stored.roles)
+            [None] * len(terms) if stored is None else self.stored_counts(cursor, terms, stored)
         )
         missing = [position for position, count in enumerate(counts) if count is None]
         if missing:  # the bitmap settings cost a savepoint and two statements: only for GIN
@@ -351,7 +367,7 @@ class PostgresCounts(SearchMatcher):
             or not self.uses_lexemes(chats)
         ):
             return None
-        counts = stored_term_counts(cursor, terms, stored.tenant, stored.roles)
+        counts = self.stored_counts(cursor, terms, stored)
         known = [count for count in counts if count is not None]
         if len(known) < len(counts) or not subsets_beat_reading(total, known):
             return None

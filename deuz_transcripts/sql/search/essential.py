@@ -26,7 +26,7 @@ histogram) is still exact from their masks' rows, best raw score first
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -85,6 +85,27 @@ class EssentialTerms:
         self.source = statistics.source
         self.cursor = statistics.cursor
         self.policy = statistics.source.policy
+        #: rows already read in this search, by filter, terms and what was read: a
+        #: counted page that gives up reading every term prunes the same rows again
+        self._read_rows: list[tuple[ChatFilter, tuple[str, ...], Hashable, list[Candidate]]]
+        self._read_rows = []
+
+    def _rows_once(
+        self,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        what: Hashable,
+        read: Callable[[], list[Candidate]],
+    ) -> list[Candidate]:
+        """``read()``'s rows, read once per search for the same filter, terms and ``what``
+        (a copy: callers extend it)."""
+        key = tuple(terms)
+        for seen, seen_terms, seen_what, rows in self._read_rows:
+            if seen_what == what and seen_terms == key and seen == chats:
+                return list(rows)
+        rows = read()
+        self._read_rows.append((chats, key, what, rows))
+        return list(rows)
 
     def tried(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
         """Whether the query is long enough, the scope big enough and n_t cheap enough
@@ -201,7 +222,20 @@ class EssentialTerms:
             skipped = [*rare, *rarest_first[:step]]
             expected = counts[position]
             rows.extend(
-                self.source.rows_with_terms(self.cursor, chats, terms, position, skipped, expected)
+                self._rows_once(
+                    chats,
+                    terms,
+                    ("term", position, tuple(skipped)),
+                    functools.partial(
+                        self.source.rows_with_terms,
+                        self.cursor,
+                        chats,
+                        terms,
+                        position,
+                        skipped,
+                        expected,
+                    ),
+                )
             )
             if page_is_read(rarest_first[step + 1 :]):
                 complete = step == len(rarest_first) - 1
@@ -230,12 +264,30 @@ class EssentialTerms:
             rare = _rarest(counts, cap)
             held = [position for position in rare if counts[position]]
             expected = sum(counts[position] for position in held)
-            rows = matcher.rows_with_any_terms(cursor, chats, terms, held, expected) if held else []
+            rows = (
+                self._rows_once(
+                    chats,
+                    terms,
+                    ("any", tuple(held)),
+                    lambda: matcher.rows_with_any_terms(cursor, chats, terms, held, expected),
+                )
+                if held
+                else []
+            )
             return rows, counts, frozenset(rare)
         rare = []
         if cap and matcher.reads_any_terms:
             rare = _rarest(matcher.capped_term_counts(cursor, terms, cap + 1), cap)
-        rows = matcher.rows_with_any_terms(cursor, chats, terms, rare) if rare else []
+        rows = (
+            self._rows_once(
+                chats,
+                terms,
+                ("any", tuple(rare)),
+                lambda: matcher.rows_with_any_terms(cursor, chats, terms, rare),
+            )
+            if rare
+            else []
+        )
         counts = [0] * len(terms)
         for row in rows:
             for position in rare:
