@@ -123,7 +123,7 @@ def load(args: argparse.Namespace) -> Any:
         record = ChatRecord(chat.chat_id, chat.scope, chat.messages, None, updated)
         store.write_chat(record, expected_revision=0)
     if connection.vendor == "postgresql":
-        from deuz_transcripts.backends import postgresql_count_refresh as refresh
+        from deuz_transcripts.backends.postgresql.counts import refresh
 
         with connection.cursor() as cursor:
             refresh.refresh_term_counts(

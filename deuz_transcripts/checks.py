@@ -235,22 +235,22 @@ def check_search_index(databases: Any = None, **kwargs: Any) -> list[CheckMessag
     the whole message table until a backfill builds it."""
     from django.db import DatabaseError
 
-    from .backends.postgresql_storage import VECTOR_INDEX, vector_index_state
+    from .backends.maintenance import maintenance_for
 
     messages: list[CheckMessage] = []
     for alias in databases or ():
-        if connections[alias].vendor != "postgresql":
+        engine = maintenance_for(alias)
+        if not engine.search_index_name:
             continue
         try:
-            with connections[alias].cursor() as cursor:
-                state = vector_index_state(cursor)
+            state = engine.search_index_state()
         except DatabaseError:  # nothing to search yet
             continue
         if state in ("missing", "invalid"):
             messages.append(
                 Warning(
-                    f"Database {alias!r}: the search index {VECTOR_INDEX} is {state}: every "
-                    "search reads the whole message table.",
+                    f"Database {alias!r}: the search index {engine.search_index_name} is "
+                    f"{state}: every search reads the whole message table.",
                     hint="Run `manage.py backfill_transcripts` (it builds the index when its "
                     "run ends).",
                     id="deuz_transcripts.W006",

@@ -134,7 +134,7 @@ class CountedTenant(models.Model):
 
 class TermCount(models.Model):
     """How many indexed messages of a tenant hold a counted term (``lexeme`` ``""``: hold
-    any), kept by PostgreSQL triggers on the message table (``postgresql_term_counts``),
+    any), kept by PostgreSQL triggers on the message table (``postgresql.counts.stored``),
     so an unscoped or tenant search reads n_t and N from here instead of counting matches.
 
     N is kept for every tenant; a term's count only for a ``CountedTenant``, the other

@@ -1,5 +1,5 @@
 """Exact totals and mask histograms from counts of term subsets (PostgreSQL,
-``postgresql_subset_counts``): ``search_page`` of common words counts the rows holding
+``postgresql.counts.subsets``): ``search_page`` of common words counts the rows holding
 every term of each subset instead of every match, where that visits fewer rows, and
 reads a stored term's own count instead of counting it; totals, pages and cursors stay
 the memory index's."""
@@ -15,9 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deuz_transcripts import InMemoryTranscriptIndex
-from deuz_transcripts.backends import policy, postgresql_counts
+from deuz_transcripts.backends import policy
 from deuz_transcripts.backends.policy import PlanPolicy
-from deuz_transcripts.backends.postgresql_subset_counts import (
+from deuz_transcripts.backends.postgresql.counts import statistics as postgresql_counts
+from deuz_transcripts.backends.postgresql.counts.subsets import (
     subsets_beat_reading,
     subsets_visit_fewer,
     union_size,

@@ -21,7 +21,7 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from deuz_transcripts.backends.postgresql_partitions import partition_info, partition_messages
+from deuz_transcripts.backends.postgresql.partitions import partition_info, partition_messages
 from deuz_transcripts.checks import check_tenant_columns
 from deuz_transcripts.errors import InvalidRecord
 from deuz_transcripts.models import Chat, Message

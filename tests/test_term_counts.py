@@ -25,10 +25,10 @@ from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
 from deuz_transcripts.backends import policy
-from deuz_transcripts.backends import postgresql_count_refresh as count_refresh
 from deuz_transcripts.backends.policy import PlanPolicy
-from deuz_transcripts.backends.postgresql_count_refresh import refresh_term_counts
-from deuz_transcripts.backends.postgresql_term_counts import (
+from deuz_transcripts.backends.postgresql.counts import refresh as count_refresh
+from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
+from deuz_transcripts.backends.postgresql.counts.stored import (
     COUNTED_MIN_ROWS,
     COUNTED_TENANT_MIN_ROWS,
     SHARDS,

@@ -97,7 +97,7 @@ class PlanPolicy:
     #: (``DEUZ_TRANSCRIPTS["SQLITE_SCAN_SCOPE_MAX"]``).
     scan_scope_max: int = 2_000
     #: ... and find each row's mask in Python for queries of at least this many terms
-    #: (SQL ``instr`` costs per term, the Python word test per row: ``scope_scan``).
+    #: (SQL ``instr`` costs per term, the Python word test per row: ``sqlite.scope_scan``).
     scan_python_min_terms: int = 8
 
 

@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteWrapper
 
 from ...backfill import SOURCES, Backfill, BackfillStats
@@ -144,19 +144,19 @@ class Command(OneLineErrors):
             self._backfill(options)
 
     def _count_terms(self, options: dict[str, Any]) -> None:
-        from ...backends.postgresql_count_refresh import refresh_term_counts
-        from ...backends.postgresql_term_counts import COUNTED_MIN_ROWS
+        from ...backends.maintenance import Unsupported, maintenance_for
 
         others = ("dry_run", "verify", "fix", "chat_ids")
         if any(options[name] for name in others) or options["workers"] != 1:
             raise CommandError("--count-terms counts every chat's terms; use it alone")
-        database = options["database"]
-        if connections[database].vendor != "postgresql":
-            raise CommandError("--count-terms is PostgreSQL's (SQLite counts terms in FTS5)")
-        with transaction.atomic(using=database), connections[database].cursor() as cursor:
-            counted = refresh_term_counts(cursor)
+        try:
+            counted, min_rows = maintenance_for(options["database"]).refresh_term_counts()
+        except Unsupported:
+            raise CommandError(
+                "--count-terms is PostgreSQL's (SQLite counts terms in FTS5)"
+            ) from None
         self.stdout.write(
-            f"Counted terms: {counted} term(s) in at least {COUNTED_MIN_ROWS:,} indexed "
+            f"Counted terms: {counted} term(s) in at least {min_rows:,} indexed "
             "messages have stored counts."
         )
 

@@ -14,8 +14,8 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..text import stored_term, stored_terms_text
-from .chat_filter import ChatFilter
+from ...text import stored_term, stored_terms_text
+from ..chat_filter import ChatFilter
 
 __all__ = [
     "CHAT_TOKEN_PREFIX",

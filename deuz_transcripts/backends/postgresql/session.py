@@ -11,8 +11,8 @@ from typing import Any
 from django.db import OperationalError, connections, transaction
 from django.db.backends.utils import CursorWrapper
 
-from ..errors import SearchTimeout
-from ..sql.errors import sqlstate
+from ...errors import SearchTimeout
+from ...sql.errors import sqlstate
 
 __all__ = ["BITMAP_WORK_MEM", "BUDGET_SLACK", "bitmap_scans", "search_session"]
 

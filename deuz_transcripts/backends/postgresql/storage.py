@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
 
-from ..models import Chat, ChatScope, Message
-from .chat_filter import table
+from ...models import Chat, ChatScope, Message
+from ..chat_filter import table
 
 __all__ = [
     "CHAT_TOKEN_SQL",

@@ -1,5 +1,5 @@
 """SQLite: the FTS5 table kept current by every write, whichever SQLite backend searches
-(the matcher and the backend are in ``sqlite_fts5``)."""
+(the matcher and the backend are in ``sqlite.fts5``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from django.db.backends.utils import CursorWrapper
 
-from ..conf import conf
-from ..models import Chat
+from ...conf import conf
+from ...models import Chat
+from ..search_rows import StoredRow
+from .common import FTS_TABLE, SQLiteRows, fts5_secure_delete_supported, fts_table_exists
 from .fts5_expressions import fts_bodies
-from .search_rows import StoredRow
-from .sqlite import FTS_TABLE, SQLiteRows, fts5_secure_delete_supported, fts_table_exists
 
 __all__ = ["Fts5Rows"]
 

@@ -16,11 +16,11 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
-from ..models import Chat, Message
-from .base import Candidate, mask_sql, sort_in_tie_order
-from .chat_filter import ChatFilter, table
+from ...models import Chat, Message
+from ..base import Candidate, mask_sql, sort_in_tie_order
+from ..chat_filter import ChatFilter, table
+from .common import FTS_TABLE, UPDATED_AT_TEXT
 from .fts5_expressions import held_mask, match_expression, term_bits, word_condition
-from .sqlite import FTS_TABLE, UPDATED_AT_TEXT
 
 __all__ = ["one_pass_matches_sql", "scanned_candidates"]
 

@@ -3,7 +3,7 @@
 A mid-size scope's route (``PostgresCounts.routed``) needs how long the terms' posting
 lists are, and a small tenant's walk guess (``PostgresCounts.index_density``) how dense
 the terms are in the whole index; both come from the stored counts of every tenant
-(``postgresql_term_counts``) and the table's row estimate, read in one statement. Never
+(``postgresql.counts.stored``) and the table's row estimate, read in one statement. Never
 an N or n_t: those are exact and come from the filter's own counts or from GIN.
 """
 
@@ -14,10 +14,10 @@ from typing import Any, NamedTuple
 
 from django.db.backends.utils import CursorWrapper
 
-from ..models import CountedTerm, Message, TermCount
-from ..text import stored_term
-from . import postgresql_term_counts as term_counts
-from .chat_filter import table
+from ....models import CountedTerm, Message, TermCount
+from ....text import stored_term
+from ...chat_filter import table
+from . import stored as term_counts
 
 __all__ = ["IndexTermCounts", "index_term_counts"]
 

@@ -1,5 +1,5 @@
 """PostgreSQL's counts: N, each term's n_t, the mask histogram and a search's exact total,
-read from the stored counts where they are the filter's (``postgresql_term_counts``) and
+read from the stored counts where they are the filter's (``postgresql.counts.stored``) and
 counted in GIN otherwise, never by reading a matching row's vector: a GIN count only
 checks each found row's visibility. ``PostgresMatcher`` reads rows on top of these."""
 
@@ -11,15 +11,23 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
-from .. import ranking
-from ..models import Message
-from .base import Known, SearchMatcher, fetch_int, more_than_by_counts
-from .chat_filter import ChatFilter, table
-from .policy import PlanPolicy
-from .postgresql_index_counts import IndexTermCounts, index_term_counts
-from .postgresql_session import bitmap_scans as _bitmap_scans
-from .postgresql_storage import VECTOR_COLUMN
-from .postgresql_subset_counts import (
+from .... import ranking
+from ....models import Message
+from ...base import Known, SearchMatcher, fetch_int, more_than_by_counts
+from ...chat_filter import ChatFilter, table
+from ...policy import PlanPolicy
+from ..session import bitmap_scans as _bitmap_scans
+from ..storage import VECTOR_COLUMN
+from ..tsquery import every_term_tsquery, filter_parts, filtered_tsquery, tsquery_literal
+from .index_figures import IndexTermCounts, index_term_counts
+from .stored import (
+    COUNTED_TENANT_MIN_ROWS,
+    StoredCounts,
+    stored_or,
+    stored_term_counts,
+    stored_total,
+)
+from .subsets import (
     count_subsets,
     either_of_two_more_than,
     gin_count,
@@ -27,19 +35,6 @@ from .postgresql_subset_counts import (
     subsets_beat_reading,
     subsets_visit_fewer,
     union_size,
-)
-from .postgresql_term_counts import (
-    COUNTED_TENANT_MIN_ROWS,
-    StoredCounts,
-    stored_or,
-    stored_term_counts,
-    stored_total,
-)
-from .postgresql_tsquery import (
-    every_term_tsquery,
-    filter_parts,
-    filtered_tsquery,
-    tsquery_literal,
 )
 
 __all__ = ["PostgresCounts"]

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..models import Message
-from .base import SearchMatcher, mask_sql
-from .chat_filter import ChatFilter, table
-from .sqlite import UPDATED_AT_TEXT, SQLiteBackend
-from .sqlite_fts5 import Fts5Rows
+from ...models import Message
+from ..base import SearchMatcher, mask_sql
+from ..chat_filter import ChatFilter, table
+from .common import UPDATED_AT_TEXT, SQLiteBackend
+from .fts5 import Fts5Rows
 
 __all__ = ["LikeMatcher", "SQLiteLikeBackend"]
 

@@ -15,11 +15,14 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
-from .. import ranking
-from ..models import Chat, Message
-from ..text import stored_term
-from .base import Candidate, Known, SearchMatcher, fetch_int, mask_sql
-from .chat_filter import ChatFilter, table
+from ... import ranking
+from ...models import Chat, Message
+from ...text import stored_term
+from ..base import Candidate, Known, SearchMatcher, fetch_int, mask_sql
+from ..chat_filter import ChatFilter, table
+from ..policy import PlanPolicy
+from .common import FTS_TABLE, UPDATED_AT_TEXT, SQLiteBackend
+from .fts5_checks import Fts5Checks
 from .fts5_expressions import (
     chat_token,
     fts_body,
@@ -32,11 +35,8 @@ from .fts5_expressions import (
     token_expression,
     word_condition,
 )
-from .policy import PlanPolicy
+from .fts5_rows import Fts5Rows
 from .scope_scan import one_pass_matches_sql, scanned_candidates
-from .sqlite import FTS_TABLE, UPDATED_AT_TEXT, SQLiteBackend
-from .sqlite_fts5_checks import Fts5Checks
-from .sqlite_fts5_rows import Fts5Rows
 
 #: Up to this many masks of a longer query are read by one exact FTS5 query each (the
 #: positive terms' doclists merged, the others excluded) rather than by computing every
@@ -112,7 +112,7 @@ class Fts5Matcher(SearchMatcher):
         250-message scope: 0.1-0.5 ms), a rare word less, and neither grows with the
         text. A query of ``scan_python_min_terms`` terms or more costs a subquery (or an
         ``instr``) per term; a scope of at most ``SQLITE_SCAN_SCOPE_MAX`` indexed messages
-        is then cheaper to read once, each row's mask found in Python (``scope_scan``).
+        is then cheaper to read once, each row's mask found in Python (``sqlite.scope_scan``).
         """
         if self._scans(chats, total) and len(terms) >= self.policy.scan_python_min_terms:
             return scanned_candidates(cursor, chats, terms, depth)

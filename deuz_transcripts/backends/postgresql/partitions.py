@@ -17,29 +17,18 @@ a transaction of the caller's, a ``VACUUM (ANALYZE)`` follows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 
-from ..errors import InvalidRecord, TranscriptError
-from ..models import Message, TermCount
-from .chat_filter import table
-from .postgresql_term_counts import create_triggers
+from ...errors import InvalidRecord, TranscriptError
+from ...models import Message, TermCount
+from ..chat_filter import table
+from ..maintenance import MAX_PARTITIONS, PartitionInfo
+from .counts.stored import create_triggers
 
 __all__ = ["MAX_PARTITIONS", "PartitionInfo", "partition_info", "partition_messages"]
 
-#: More partitions than this only multiplies the planning cost of unscoped searches.
-MAX_PARTITIONS = 256
 _PRIMARY_KEY = "PRIMARY KEY (id, tenant)"
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    """How the message table is split: by what, into how many partitions."""
-
-    key: str
-    partitions: int
 
 
 def partition_info(using: str) -> PartitionInfo | None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-from ..models import Chat, Message
+from ...models import Chat, Message
+from .common import FTS_TABLE, forget_probes, fts_table_exists
 from .fts5_expressions import fts_body
-from .sqlite import FTS_TABLE, forget_probes, fts_table_exists
 
 __all__ = ["add_role_tokens", "drop_role_tokens"]
 

@@ -21,11 +21,12 @@ from collections.abc import Callable, Iterator, Sequence
 from django.db import connections
 from django.db.backends.utils import CursorWrapper
 
-from ..models import Chat, LegacyChat, Message, Tombstone
-from ..problems import Problem
-from ..text import stored_terms_text
-from .base import SearchDataChecks, StoredMessage
-from .chat_filter import table
+from ...models import Chat, LegacyChat, Message, Tombstone
+from ...problems import Problem
+from ...text import stored_terms_text
+from ..base import SearchDataChecks, StoredMessage
+from ..chat_filter import table
+from .common import FTS_TABLE
 from .fts5_expressions import (
     CHAT_TOKEN_PREFIX,
     chat_token,
@@ -34,7 +35,6 @@ from .fts5_expressions import (
     role_token,
     scope_tokens,
 )
-from .sqlite import FTS_TABLE
 
 __all__ = ["Fts5Checks"]
 

@@ -1,14 +1,14 @@
 """PostgreSQL tsqueries of a search: its terms as quoted lexemes, its filter as scope,
-chat and role lexemes (``postgresql_storage``), and the masks and subsets the plans count
+chat and role lexemes (``postgresql.storage``), and the masks and subsets the plans count
 and read. Terms are letters and digits only, so no input reaches tsquery syntax."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..text import stored_term
-from .chat_filter import ChatFilter
-from .postgresql_storage import chat_lexeme, role_lexeme, scope_lexeme, tsquery_operand
+from ...text import stored_term
+from ..chat_filter import ChatFilter
+from .storage import chat_lexeme, role_lexeme, scope_lexeme, tsquery_operand
 
 __all__ = [
     "every_term_tsquery",

@@ -15,15 +15,15 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
-from ..conf import conf
-from ..errors import SearchTimeout
-from ..models import LegacyChat, Message, Tombstone
-from .chat_filter import table
-from .search_backend import SearchBackend
-from .search_rows import SearchRows
+from ...conf import conf
+from ...errors import SearchTimeout
+from ...models import LegacyChat, Message, Tombstone
+from ..chat_filter import table
+from ..search_backend import SearchBackend
+from ..search_rows import SearchRows
 
 if TYPE_CHECKING:
-    from ..records import Scope
+    from ...records import Scope
 
 __all__ = [
     "FTS_TABLE",

@@ -9,7 +9,7 @@ intersects them with the query terms
 and only matching rows of the scope are read: a big scope costs its matches, not
 its messages, and no chat join is planned. A query term becomes a quoted tsquery
 lexeme; terms are letters and digits only, so no input can reach tsquery syntax.
-The rows and their vectors are written by ``postgresql_rows``.
+The rows and their vectors are written by ``postgresql.rows``.
 """
 
 from __future__ import annotations
@@ -21,24 +21,20 @@ from typing import TYPE_CHECKING, Any
 from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 
-from ..models import Chat, Message
-from .base import Candidate, fetch_int, mask_sql
-from .chat_filter import ChatFilter, table
-from .postgresql_checks import PostgresChecks
-from .postgresql_counts import PostgresCounts
-from .postgresql_rows import PostgresRows
-from .postgresql_session import bitmap_scans as _bitmap_scans
-from .postgresql_session import search_session
-from .postgresql_storage import VECTOR_COLUMN
-from .postgresql_tsquery import (
-    filtered_tsquery,
-    mask_tsquery,
-    tsquery_literal,
-)
-from .search_backend import SearchBackend
+from ...models import Chat, Message
+from ..base import Candidate, fetch_int, mask_sql
+from ..chat_filter import ChatFilter, table
+from ..search_backend import SearchBackend
+from .checks import PostgresChecks
+from .counts.statistics import PostgresCounts
+from .rows import PostgresRows
+from .session import bitmap_scans as _bitmap_scans
+from .session import search_session
+from .storage import VECTOR_COLUMN
+from .tsquery import filtered_tsquery, mask_tsquery, tsquery_literal
 
 if TYPE_CHECKING:
-    from ..records import Scope
+    from ...records import Scope
 
 __all__ = ["PostgresBackend"]
 

@@ -20,7 +20,7 @@ counted in GIN, which costs little there (every term holds fewer rows than the t
 Counting every tenant's terms made the table grow as tenants x common terms: 18.9M rows
 (2.1 GB) for 10,000 tenants at 2.7M messages, about 24 count rows written per message,
 and the load fell to 1,000 messages a second (bench/RESULTS.md). ``refresh_term_counts``
-(``postgresql_count_refresh``: the migrations, ``backfill_transcripts --count-terms``)
+(``postgresql.counts.refresh``: the migrations, ``backfill_transcripts --count-terms``)
 chooses both the terms and the tenants.
 
 Tenant ``""`` splits its counts over ``SHARDS`` rows per term (the chat's pk modulo
@@ -38,9 +38,9 @@ from django.db import transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
 
-from ..models import CountedTenant, CountedTerm, Message, TermCount
-from ..text import stored_term
-from .chat_filter import table
+from ....models import CountedTenant, CountedTerm, Message, TermCount
+from ....text import stored_term
+from ...chat_filter import table
 
 __all__ = [
     "COUNTED_MIN_ROWS",

@@ -23,9 +23,9 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
-from ..models import Message
-from .chat_filter import ChatFilter, table
-from .postgresql_storage import VECTOR_COLUMN
+from ....models import Message
+from ...chat_filter import ChatFilter, table
+from ..storage import VECTOR_COLUMN
 
 __all__ = [
     "count_subsets",

@@ -2,7 +2,7 @@
 
 The vector is built with ``array_to_tsvector`` from the terms Python extracted (never by
 PostgreSQL's parser), plus the chat's scope and chat lexemes and the message's role lexeme
-(``postgresql_storage``), so GIN filters a search's scope with its terms. A chat's writers
+(``postgresql.storage``), so GIN filters a search's scope with its terms. A chat's writers
 queue on a transaction-scoped advisory lock.
 """
 
@@ -12,11 +12,11 @@ from collections.abc import Sequence
 
 from django.db.backends.utils import CursorWrapper
 
-from ..models import Chat, Message
-from ..text import stored_terms_text
-from .chat_filter import table
-from .postgresql_storage import VECTOR_COLUMN, role_lexeme, scope_lexemes
-from .search_rows import NewMessage, NewRows, SearchRows, StoredRow
+from ...models import Chat, Message
+from ...text import stored_terms_text
+from ..chat_filter import table
+from ..search_rows import NewMessage, NewRows, SearchRows, StoredRow
+from .storage import VECTOR_COLUMN, role_lexeme, scope_lexemes
 
 __all__ = ["PostgresRows"]
 

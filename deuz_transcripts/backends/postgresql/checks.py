@@ -7,13 +7,13 @@ from collections.abc import Callable, Iterator, Sequence
 
 from django.db import connections
 
-from ..models import Chat, Message
-from ..problems import Problem
-from ..text import MAX_STORED_TERM_BYTES, stored_term
-from .base import SearchDataChecks, StoredMessage
-from .chat_filter import table
-from .postgresql_storage import VECTOR_COLUMN, role_lexeme, scope_lexemes
-from .postgresql_term_counts import count_drift, rebuild_term_counts
+from ...models import Chat, Message
+from ...problems import Problem
+from ...text import MAX_STORED_TERM_BYTES, stored_term
+from ..base import SearchDataChecks, StoredMessage
+from ..chat_filter import table
+from .counts.stored import count_drift, rebuild_term_counts
+from .storage import VECTOR_COLUMN, role_lexeme, scope_lexemes
 
 __all__ = ["PostgresChecks"]
 

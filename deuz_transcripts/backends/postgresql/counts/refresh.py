@@ -1,4 +1,4 @@
-"""PostgreSQL: which terms and which tenants get stored counts (``postgresql_term_counts``),
+"""PostgreSQL: which terms and which tenants get stored counts (``postgresql.counts.stored``),
 chosen by the migrations and ``backfill_transcripts --count-terms``.
 
 The terms are chosen by one pass over every vector taken before any lock, so message
@@ -16,10 +16,10 @@ from django.db import transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
 
-from ..models import Chat, CountedTenant, CountedTerm, Message, TermCount
-from .chat_filter import table
-from .postgresql_storage import tsquery_operand
-from .postgresql_term_counts import (
+from ....models import Chat, CountedTenant, CountedTerm, Message, TermCount
+from ...chat_filter import table
+from ..storage import tsquery_operand
+from .stored import (
     COUNTED_MIN_ROWS,
     COUNTED_TENANT_MIN_ROWS,
     IS_TERM,
