@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from deuz_transcripts.models import Chat
 from tests.admin_support import SEARCH, izmir_chat, record, search, write
+from tests.cursor_forgery import forged_cursors
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -127,6 +128,22 @@ def test_pages(support_client: Any, settings: Any) -> None:
     assert "cursor=" not in last.context["previous_url"]
     beyond = search(support_client, q="deploy", scope="userId=ada", page=40)
     assert "past the last one" in beyond.content.decode()
+
+
+def test_a_forged_cursor_is_a_page_error(support_client: Any, settings: Any) -> None:
+    """A page link whose cursor was rewritten (every idf 0.0) and resealed: the page says
+    the link is not this search's, never a 500."""
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "ADMIN_PAGE_SIZE": 2}
+    write(*(record(f"c{n}", [{"role": "user", "content": f"deploy {n}"}], n=n) for n in range(5)))
+    first = search(support_client, q="deploy", scope="userId=ada")
+    cursor = first.context["next_url"].split("cursor=")[1].split("&")[0].split("#")[0]
+    for forged in forged_cursors(cursor):
+        response = search(support_client, q="deploy", scope="userId=ada", page=2, cursor=forged)
+        assert response.status_code == 200
+        assert response.context["page_errors"] == [
+            "This page link is not one of this search's: start again."
+        ]
+        assert response.context["rows"] == []
 
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="the LIKE fallback is SQLite's")

@@ -29,6 +29,7 @@ from deuz_transcripts.stores import (
     DjangoConditionalChatStore,
     DjangoTranscriptIndex,
 )
+from tests.cursor_forgery import forged_cursors
 from tests.factories import ChatRecordFactory
 from tests.strategies import any_char, tricky_char
 
@@ -219,6 +220,18 @@ def test_verify_reports_without_changing_and_fix_repairs() -> None:
     out, _ = run("backfill_transcripts", "--verify")
     assert out.strip().endswith("no problems found.")
     assert Chat.objects.get(chat_id="s").message_count == 3
+
+
+def test_a_forged_cursor_is_a_one_line_error() -> None:
+    store = DjangoConditionalChatStore()
+    for number in range(3):
+        store.write_chat(record(f"c{number}", f"izmir trip {number}", n=number), expected_revision=0)
+    out, _ = run("search_transcripts", "--scope", "userId=ada", "izmir", "--limit", "1")
+    cursor = out.splitlines()[-1].split()[-1]
+    for forged in forged_cursors(cursor):
+        with pytest.raises(CommandError) as caught:
+            run("search_transcripts", "--scope", "userId=ada", "izmir", "--cursor", forged)
+        assert str(caught.value) == "cursor: is not a cursor of this index"
 
 
 @pytest.mark.parametrize(
