@@ -7,7 +7,6 @@ import base64
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
 from django.test import override_settings
 
 from deuz_transcripts import InvalidRecord, SearchPage
