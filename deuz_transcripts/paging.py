@@ -6,9 +6,10 @@ after that key under the pinned ranking, read from the data as it is now. A hit 
 chat is not written in between keeps its key, so it is served exactly once, whatever
 else is written meanwhile (see ``docs/guarantees.md``).
 
-The cursor is urlsafe base64 of compact JSON with a checksum; it is opaque to callers
-and bound to its search (scope, terms and filters) by a fingerprint. Anything that is
-not a cursor of this search is ``InvalidRecord("cursor")``, never a raw error.
+The cursor is urlsafe base64 of compact JSON, signed (``cursor_signing``: only this
+server can mint one); it is opaque to callers and bound to its search (scope, terms and
+filters) by a fingerprint. Anything that is not a cursor of this search, or pins counts
+that no longer rank (an idf of 0), is ``InvalidRecord("cursor")``, never a raw error.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import base64
 import binascii
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,6 +26,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from . import ranking
+from .cursor_signing import sign, unsign
 from .errors import InvalidRecord
 from .records import TranscriptHit, _check_identifier
 
@@ -34,8 +37,7 @@ __all__ = ["HitKey", "PageAfter", "PinnedRanking", "SearchPage", "decode_cursor"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MICROSECOND = timedelta(microseconds=1)
-_CURSOR_VERSION = 1
-_CHECKSUM_BYTES = 8
+_CURSOR_VERSION = 2
 #: No cursor this app writes is longer (a 255-character chat id escaped, 32 counts).
 MAX_CURSOR_LENGTH = 8_192
 #: Every integer a cursor carries is below this (SQL engines hold 64-bit integers).
@@ -108,7 +110,7 @@ class PinnedRanking:
         return self.raw(self.best_mask)
 
     def score(self, mask: int) -> float:
-        return self.raw(mask) / self.best
+        return ranking.normalized(self.raw(mask), self.best)
 
     def plan(self, masks: Mapping[int, int], page_masks: frozenset[int]) -> ranking.RankPlan:
         """A ``RankPlan`` scoring ``masks`` by the pinned idfs."""
@@ -180,10 +182,6 @@ def fingerprint(request: SearchRequest) -> str:
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _checksum(body: bytes) -> bytes:
-    return hashlib.blake2b(body, digest_size=_CHECKSUM_BYTES).digest()
-
-
 def encode_cursor(request: SearchRequest, after: PageAfter) -> str:
     key = after.key
     body = json.dumps(
@@ -198,7 +196,7 @@ def encode_cursor(request: SearchRequest, after: PageAfter) -> str:
         ensure_ascii=True,
         separators=(",", ":"),
     ).encode("ascii")
-    return base64.urlsafe_b64encode(_checksum(body) + body).decode("ascii").rstrip("=")
+    return sign(base64.urlsafe_b64encode(body).decode("ascii").rstrip("="))
 
 
 def _int(value: Any, low: int, high: int) -> int:
@@ -209,16 +207,15 @@ def _int(value: Any, low: int, high: int) -> int:
 
 def decode_cursor(cursor: Any, request: SearchRequest) -> PageAfter:
     """The cursor's pinned ranking and key; ``InvalidRecord("cursor")`` for anything that
-    is not a cursor this search handed out (garbage, a changed byte, another search's)."""
+    is not a cursor this search handed out (garbage, a changed byte, an unsigned or
+    forged one, another search's)."""
     if not isinstance(cursor, str):
         raise InvalidRecord("cursor", f"must be a string, not {type(cursor).__name__}")
-    if len(cursor) > MAX_CURSOR_LENGTH:
+    signed = unsign(cursor) if len(cursor) <= MAX_CURSOR_LENGTH else None
+    if signed is None:
         raise InvalidRecord("cursor", "is not a cursor of this index")
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        body = raw[_CHECKSUM_BYTES:]
-        if len(raw) <= _CHECKSUM_BYTES or _checksum(body) != raw[:_CHECKSUM_BYTES]:
-            raise ValueError("checksum")
+        body = base64.urlsafe_b64decode(signed + "=" * (-len(signed) % 4))
         data = json.loads(body.decode("ascii"))
         if not isinstance(data, dict) or data.get("v") != _CURSOR_VERSION:
             raise ValueError("version")
@@ -248,6 +245,8 @@ def _page_after(data: dict[str, Any], term_count: int) -> PageAfter:
         _check_identifier(chat_id, "cursor"),
         _int(index, 0, 2**31 - 1),
     )
+    if not all(math.isfinite(weight) and weight > 0 for weight in pinned.idfs):
+        raise ValueError("t")  # counts no search has: a term that weighs nothing
     if pinned.raw(key.mask) > pinned.best:
         raise ValueError("k")
     return PageAfter(pinned, key)

@@ -316,7 +316,8 @@ class TranscriptHit:
 
     ``spans``: ``(start, end)`` character offsets, in the message's indexed text
     (``text.indexed_text``), of the words that matched the query, within the indexed
-    first 256 KiB; the rule every surface highlights with (``spans.match_spans``).
+    first 256 KiB, the first 1,000 of them (``spans.MAX_HIT_SPANS``); the rule every
+    surface highlights with (``spans.match_spans``).
     """
 
     chat_id: str

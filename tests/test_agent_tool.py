@@ -25,6 +25,7 @@ from deuz_transcripts.agent_tool import (
     run_search_tool,
 )
 from deuz_transcripts.errors import SearchTimeout
+from tests.cursor_forgery import forged_cursors
 
 EXAMPLES = int(os.environ.get("DEUZ_FUZZ_EXAMPLES", "40"))
 T0 = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
@@ -113,6 +114,15 @@ def test_next_cursor_continues_and_filters_apply(index: Any) -> None:
     assert {hit["chat_id"] for hit in recent["hits"]} == {"ada-4", "ada-5"}
     old = _run(index, {"query": "izmir", "end_date": "2026-01-11T00:00:00+00:00", "limit": 20})
     assert {hit["chat_id"] for hit in old["hits"]} == {"ada-0"}
+
+
+def test_a_forged_cursor_is_a_tool_error(index: Any) -> None:
+    """A prompt-injected cursor whose counts were rewritten (every idf 0.0) is answered
+    with an error the model can read, never an exception ending the agent loop."""
+    cursor = _run(index, {"query": "izmir", "limit": 1})["next_cursor"]
+    for forged in forged_cursors(cursor):
+        answer = _run(index, {"query": "izmir", "limit": 1, "cursor": forged})
+        assert answer == {"error": "cursor: is not a cursor of this index"}
 
 
 def test_over_budget_hits_are_dropped_and_the_cursor_stays_exact(index: Any) -> None:

@@ -29,6 +29,7 @@ from deuz_transcripts.stores import (
     DjangoConditionalChatStore,
     DjangoTranscriptIndex,
 )
+from tests.cursor_forgery import forged_cursors
 from tests.factories import ChatRecordFactory
 from tests.strategies import any_char, tricky_char
 
@@ -282,12 +283,26 @@ def test_search_json_is_one_document() -> None:
     assert hit["score"] == 1.0
 
 
-def test_search_filters_count_and_cursor() -> None:
+def write_izmir_trips() -> None:
     store = DjangoConditionalChatStore()
     for number in range(3):
         store.write_chat(
             record(f"c{number}", f"izmir trip {number}", n=number), expected_revision=0
         )
+
+
+def test_a_forged_cursor_is_a_one_line_error() -> None:
+    write_izmir_trips()
+    out, _ = run("search_transcripts", "--scope", "userId=ada", "izmir", "--limit", "1")
+    cursor = out.splitlines()[-1].split()[-1]
+    for forged in forged_cursors(cursor):
+        with pytest.raises(CommandError) as caught:
+            run("search_transcripts", "--scope", "userId=ada", "izmir", "--cursor", forged)
+        assert str(caught.value) == "cursor: is not a cursor of this index"
+
+
+def test_search_filters_count_and_cursor() -> None:
+    write_izmir_trips()
     out, _ = run("search_transcripts", "--scope", "userId=ada", "izmir", "--limit", "2")
     lines = out.splitlines()
     assert lines[0].startswith("2 hit(s) (") and "of 3 matching message(s)" in lines[0]

@@ -20,6 +20,7 @@ from deuz_transcripts.api import MAX_AROUND
 from deuz_transcripts.errors import SearchTimeout
 from deuz_transcripts.sql import DjangoTranscriptIndex
 from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.cursor_forgery import forged_cursors
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -203,6 +204,15 @@ def test_cursor_pages_through_every_hit_once(chats: None, ada: Client, bob: Clie
     first = _get(ada, q="izmir", limit=1)[1]["next_cursor"]
     status, body = _get(bob, q="izmir", limit=1, cursor=first)
     assert status == 400 and body["error"]["field"] == "cursor"
+
+
+def test_forged_cursors_are_400(chats: None, ada: Client) -> None:
+    """A cursor whose counts the client rewrote (every idf 0.0) and resealed: a 400
+    naming the cursor, never a 500."""
+    cursor = _get(ada, q="izmir", limit=1)[1]["next_cursor"]
+    for forged in forged_cursors(cursor):
+        status, body = _get(ada, q="izmir", limit=1, cursor=forged)
+        assert status == 400 and body["error"]["field"] == "cursor"
 
 
 def test_roles_and_dates_filter(chats: None, ada: Client) -> None:

@@ -32,6 +32,7 @@ from ..records import (
     decode_message,
     scope_matches,
 )
+from ..search_budget import search_budget
 from ..search_request import CountedHits, SearchRequest
 from ..signals import chat_indexed, chat_removed, send_after_commit
 from .errors import WorkerThreadRunner, database_errors
@@ -182,9 +183,11 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
         return self.read(lambda alias: self._search_on(alias, request))
 
     def _search_on(self, alias: str, request: SearchRequest) -> list[TranscriptHit]:
-        """Every statement of the search runs within ``SEARCH_TIMEOUT_MS``."""
+        """The whole search, its statements and its hits' spans, runs within
+        ``SEARCH_TIMEOUT_MS``."""
         backend = get_backend(alias)
         with (
+            search_budget(conf.SEARCH_TIMEOUT_MS),
             database_errors(alias),
             backend.time_limit(conf.SEARCH_TIMEOUT_MS),
             connections[alias].cursor() as cursor,
@@ -204,6 +207,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
     ) -> CountedHits:
         backend = get_backend(alias)
         with (
+            search_budget(conf.SEARCH_TIMEOUT_MS),
             database_errors(alias),
             backend.time_limit(conf.SEARCH_TIMEOUT_MS),
             connections[alias].cursor() as cursor,
