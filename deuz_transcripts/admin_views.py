@@ -23,11 +23,12 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from .conf import conf
+from .cursors import MAX_CURSOR_LENGTH
 from .errors import InvalidRecord, ReplicaUnavailable, SearchTimeout
 from .forms import MAX_SCOPE_LENGTH, TranscriptSearchForm
 from .highlight import highlighted_excerpt, highlighted_snippet, printable, role_label
 from .models import Chat
-from .paging import MAX_CURSOR_LENGTH, SearchPage
+from .paging import SearchPage
 from .records import TranscriptHit, TranscriptMessage
 from .spans import Span, match_spans, snippet_bounds
 from .sql import DjangoTranscriptIndex

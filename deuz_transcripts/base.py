@@ -9,8 +9,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from .appends import appended_to, check_revision, new_messages, no_chat
+from .cursors import decode_cursor, encode_cursor
 from .errors import InvalidRecord, RevisionConflict
-from .paging import PageAfter, SearchPage, decode_cursor, encode_cursor
+from .paging import PageAfter, SearchPage
 from .prepared import PreparedChat
 from .records import (
     MAX_MESSAGE_ID_LENGTH,

@@ -235,7 +235,7 @@ def check_search_index(databases: Any = None, **kwargs: Any) -> list[CheckMessag
     the whole message table until a backfill builds it."""
     from django.db import DatabaseError
 
-    from .backends.maintenance import maintenance_for
+    from .backends import maintenance_for
 
     messages: list[CheckMessage] = []
     for alias in databases or ():

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 from django.db import connections
 
-from .backends.maintenance import maintenance_for
+from .backends import maintenance_for
 
 __all__ = ["search_index_deferred"]
 

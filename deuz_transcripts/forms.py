@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from .paging import MAX_CURSOR_LENGTH
+from .cursors import MAX_CURSOR_LENGTH
 from .records import MAX_ID_LENGTH
 from .text import query_terms
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from deuz_transcripts.backends.maintenance import Unsupported, maintenance_for
+from deuz_transcripts.backends import maintenance_for
+from deuz_transcripts.backends.maintenance import Unsupported
 
 pytestmark = pytest.mark.django_db
 

@@ -9,6 +9,7 @@ from django.db import connections
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 from ..conf import conf
+from .maintenance import EngineMaintenance
 from .search_backend import SearchBackend
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "backend_name_for",
     "connect_engine_signals",
     "get_backend",
+    "maintenance_for",
     "storage_steps",
 ]
 
@@ -65,6 +67,15 @@ def get_backend(alias: str) -> SearchBackend:
     from .sqlite.like import SQLiteLikeBackend
 
     return SQLiteLikeBackend(alias)
+
+
+def maintenance_for(alias: str) -> EngineMaintenance:
+    """The maintenance entry point of database ``alias``'s engine (``maintenance``)."""
+    if connections[alias].vendor == "postgresql":
+        from .postgresql.maintenance import PostgresMaintenance
+
+        return PostgresMaintenance(alias)
+    return EngineMaintenance(alias)
 
 
 def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] | None:

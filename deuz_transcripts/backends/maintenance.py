@@ -2,7 +2,7 @@
 writing: one entry point per engine, so nothing outside ``backends`` names an engine's
 modules or sends its SQL.
 
-``maintenance_for(alias)`` picks the engine's by ``connection.vendor``; an operation the
+``backends.maintenance_for(alias)`` picks the engine's by ``connection.vendor``; an operation the
 engine has no use for says so (``Unsupported``) or does nothing, as its docstring says.
 """
 
@@ -17,7 +17,6 @@ __all__ = [
     "EngineMaintenance",
     "PartitionInfo",
     "Unsupported",
-    "maintenance_for",
 ]
 
 #: More hash partitions than this only multiplies the planning cost of unscoped searches.
@@ -77,12 +76,3 @@ class EngineMaintenance:
     def partition_messages(self, partitions: int) -> PartitionInfo:
         """Split the message table into ``partitions`` hash partitions of the tenant."""
         raise Unsupported("only PostgreSQL's message table can be partitioned")
-
-
-def maintenance_for(alias: str) -> EngineMaintenance:
-    """The maintenance entry point of database ``alias``'s engine."""
-    if connections[alias].vendor == "postgresql":
-        from .postgresql.maintenance import PostgresMaintenance
-
-        return PostgresMaintenance(alias)
-    return EngineMaintenance(alias)

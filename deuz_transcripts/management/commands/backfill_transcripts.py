@@ -144,7 +144,8 @@ class Command(OneLineErrors):
             self._backfill(options)
 
     def _count_terms(self, options: dict[str, Any]) -> None:
-        from ...backends.maintenance import Unsupported, maintenance_for
+        from ...backends import maintenance_for
+        from ...backends.maintenance import Unsupported
 
         others = ("dry_run", "verify", "fix", "chat_ids")
         if any(options[name] for name in others) or options["workers"] != 1:

@@ -7,7 +7,8 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS
 
-from ...backends.maintenance import MAX_PARTITIONS, Unsupported, maintenance_for
+from ...backends import maintenance_for
+from ...backends.maintenance import MAX_PARTITIONS, Unsupported
 from ...conf import conf
 from ..oneline import OneLineErrors
 
