@@ -118,7 +118,7 @@ def parse_moment(text: object, field: str, *, zone: tzinfo) -> datetime | None:
         if moment.utcoffset() is None:
             moment = _in_zone(moment, zone, field)
         return moment.astimezone(UTC)
-    except (OverflowError, ValueError):
+    except OverflowError:
         raise InvalidRecord(field, "is out of range") from None
 
 
