@@ -31,7 +31,7 @@ from .search_input import (
     parse_moment,
     split_roles,
 )
-from .search_json import answer_json, hit_json
+from .search_json import SNIPPET_WIDTH, answer_json, hit_json
 from .sql import DjangoTranscriptIndex
 from .text import ignored_query_terms, query_terms
 
@@ -40,6 +40,7 @@ __all__ = [
     "MAX_AROUND",
     "MAX_QUERY_LENGTH",
     "MAX_ROLES",
+    "SNIPPET_WIDTH",
     "SearchParameters",
     "parse_parameters",
     "search_api",
