@@ -90,14 +90,14 @@ def _sentence(problem: str) -> str:
     return problem[:1].upper() + problem[1:] + "."
 
 
-class _MomentField(forms.CharField):
+class _MomentField(forms.Field):
     """A date and time by ``search_input.parse_moment``, the rule of every surface: a
     time without an offset is read in the admin's current time zone; a date alone,
     a time the clocks skip there, or a year the database cannot compare in UTC is a form
     error."""
 
-    def to_python(self, value: Any) -> datetime | None:  # type: ignore[override]
-        text = super().to_python(value)
+    def to_python(self, value: Any) -> datetime | None:
+        text = value.strip() if isinstance(value, str) else value
         try:
             return parse_moment(text, "date", zone=timezone.get_current_timezone())
         except InvalidRecord as exc:
