@@ -33,7 +33,7 @@ from .records import TranscriptHit, TranscriptMessage
 from .spans import Span, match_spans, snippet_bounds
 from .sql import DjangoTranscriptIndex
 from .sql.scopes import unknown_scope
-from .text import indexed_text
+from .text import MAX_QUERY_TERMS, ignored_query_terms, indexed_text
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -289,6 +289,7 @@ def _search(
         if found.has_next
         else None,
         "terms": terms,
+        "ignored_notice": ignored_notice(data["q"]),
     }
     if not hits:
         result["first_url"] = _page_url(request, form, 1) if page > 1 else None
@@ -299,6 +300,16 @@ def _search(
             or _("No message matches this query in this scope.")
         )
     return result
+
+
+def ignored_notice(query: str) -> str:
+    """Which of the query's words were not searched (past the 32nd); "" when none."""
+    ignored = ignored_query_terms(query)
+    if not ignored:
+        return ""
+    return _(
+        "Only the first %(limit)d words of the query are searched; these were ignored: %(words)s."
+    ) % {"limit": MAX_QUERY_TERMS, "words": ", ".join(ignored)}
 
 
 def _total_text(found: SearchPage) -> str:

@@ -12,6 +12,7 @@ from django.db.models import F
 from .conf import conf
 
 __all__ = [
+    "check_database_reachable",
     "check_search_api",
     "check_search_backends",
     "check_search_database",
@@ -128,6 +129,29 @@ def check_search_database(**kwargs: Any) -> list[CheckMessage]:
                     f"{alias!r} ({vendor}) to {search!r} ({search_vendor}).",
                     hint="Name a replica of the same database (same engine, same tables).",
                     id="deuz_transcripts.E016",
+                )
+            )
+    return messages
+
+
+@register(Tags.database)
+def check_database_reachable(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """An error for a database a command names (``check --database``) that cannot be
+    reached: the database checks below then have nothing to read, and "no issues" would
+    be a lie."""
+    from django.db import DatabaseError
+
+    from .sql.errors import describe_database_error
+
+    messages: list[CheckMessage] = []
+    for alias in databases or ():
+        try:
+            connections[alias].ensure_connection()
+        except DatabaseError as exc:
+            messages.append(
+                Error(
+                    f"Database {alias!r}: {describe_database_error(exc)}.",
+                    id="deuz_transcripts.E019",
                 )
             )
     return messages

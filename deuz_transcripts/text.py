@@ -27,6 +27,7 @@ __all__ = [
     "folded_size",
     "folded_terms",
     "holds_bigram_runs",
+    "ignored_query_terms",
     "indexed_text",
     "is_system",
     "is_term_char",
@@ -162,6 +163,15 @@ def query_terms(query: object) -> list[str]:
         if len(found) == MAX_QUERY_TERMS:
             break
     return list(found)
+
+
+def ignored_query_terms(query: object) -> list[str]:
+    """The distinct terms past the first 32 that ``query_terms`` leaves out, in order (as
+    folded): what a surface tells its reader the search did not look for."""
+    if not isinstance(query, str):
+        return []
+    distinct = list(dict.fromkeys(folded_terms(fold(query))))
+    return distinct[MAX_QUERY_TERMS:]
 
 
 def cut_utf8(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
