@@ -27,6 +27,7 @@ from .records import TranscriptHit, TranscriptMessage, validate_scope
 from .search_request import aware_datetime_from_text
 from .spans import Span, match_spans, snippet_with_spans
 from .sql import DjangoTranscriptIndex
+from .sql.scopes import unknown_scope
 from .text import indexed_text, query_terms
 
 __all__ = [
@@ -227,13 +228,27 @@ def search_api(request: HttpRequest) -> JsonResponse:
         return _error(503, None, "transcript search failed; try again")
     terms = query_terms(params.q)
     substring = index.backend.substring_matching
-    return _private(
-        JsonResponse(
-            {
-                "count": page.total,
-                "count_exact": page.total_exact,
-                "next_cursor": page.next_cursor,
-                "hits": [hit_json(hit, terms, substring) for hit in page.hits],
-            }
-        )
-    )
+    answer = {
+        "count": page.total,
+        "count_exact": page.total_exact,
+        "next_cursor": page.next_cursor,
+        "hits": [hit_json(hit, terms, substring) for hit in page.hits],
+    }
+    if not page.hits and (notice := _empty_scope_notice(index, scope)):
+        answer["notice"] = notice
+    return _private(JsonResponse(answer))
+
+
+def _empty_scope_notice(index: DjangoTranscriptIndex, scope: dict[str, str]) -> str | None:
+    """When no chat has the caller's scope, say so: a count of 0 alone reads as "no
+    message matches" (the admin and ``search_transcripts`` say it too). Never the scope
+    keys other chats have, which the admin lists for staff."""
+    try:
+        unknown = index.read(lambda alias: unknown_scope(alias, scope))
+    except TranscriptError:  # the answer stands without the notice
+        logger.warning("the empty-scope check of a transcript search failed", exc_info=True)
+        return None
+    if unknown is None:
+        return None
+    shown = ",".join(f"{key}={value}" for key, value in scope.items())
+    return f"no chat has your scope ({printable(shown)}) yet: no search can find anything"
