@@ -72,11 +72,16 @@ def test_the_end_users_curl_finds_their_own_chats_only() -> None:
     assert wrong.status_code == 403
 
 
+def documented_curls() -> list[re.Match[str]]:
+    """The curls of the demo's endpoint the README and the docs site show."""
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [match for doc in documents for match in CURL.finditer(doc.read_text("utf-8"))]
+
+
 def test_the_documented_curl_is_the_one_the_demo_prints() -> None:
     """The docs' curl (README or the docs site) is the demo's own, so it works as shown."""
-    documents = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    shown = {m.group(0) for doc in documents for m in CURL.finditer(doc.read_text("utf-8"))}
-    printed = {m.group(0) for m in CURL.finditer(load())}
+    shown = {match.group(0) for match in documented_curls()}
+    printed = {match.group(0) for match in CURL.finditer(load())}
     assert shown and shown <= printed
 
 
