@@ -243,7 +243,7 @@ class ChatAdmin(_ChatModelAdmin):
             well_formed = False
         context = {
             **self.admin_site.each_context(request),
-            "title": _("This chat is outside the scope you searched"),
+            "title": _("This chat is not shown to you"),
             "opts": self.opts,
             "named_scope": named if well_formed else "",
         }
