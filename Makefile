@@ -78,10 +78,14 @@ $(SQLITE_NEW)/.installed:
 test-sqlite-new: venv $(SQLITE_NEW)/.installed
 	PYTHONPATH=$(SQLITE_NEW) DEUZ_SQLITE_MODULE=pysqlite3 $(BIN)/pytest $(PYTEST_ARGS) $(SQLITE_NEW_TESTS)
 
+# The demo's address: `make run PORT=8001` (HOST=0.0.0.0 serves other machines too).
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
 run: venv
 	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py load_demo_transcripts --if-empty
-	$(BIN)/python manage.py runserver 127.0.0.1:8000
+	$(BIN)/python manage.py load_demo_transcripts --if-empty --url http://$(HOST):$(PORT)
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -19,6 +19,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.formats import number_format
 from django.utils.safestring import SafeString
+from django.utils.timezone import localtime
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -38,7 +39,15 @@ from .text import MAX_QUERY_TERMS, ignored_query_terms, indexed_text
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
-__all__ = ["MESSAGES_PER_PAGE", "SEARCH_PERMISSION", "can_search", "search_view", "typed_search"]
+__all__ = [
+    "MESSAGES_PER_PAGE",
+    "SEARCH_PERMISSION",
+    "can_search",
+    "chat_rows",
+    "scope_text",
+    "search_view",
+    "typed_search",
+]
 
 SEARCH_PERMISSION = "deuz_transcripts.search_transcripts"
 #: Messages shown per page on a chat's admin page (a hit links to the page holding it).
@@ -88,7 +97,7 @@ def _context_line(item: TranscriptMessage, terms: list[str], substring: bool) ->
     return ContextLine(item.index, item.message_id, role_label(item.message), html)
 
 
-def _chats(database: str, chat_ids: set[str]) -> dict[str, tuple[int, Any, datetime]]:
+def chat_rows(database: str, chat_ids: set[str]) -> dict[str, tuple[int, Any, datetime]]:
     """The hits' chats: primary key (for the link), scope and ``updated_at``, one query."""
     rows = Chat.objects.using(database).filter(chat_id__in=chat_ids)
     return {
@@ -121,7 +130,7 @@ def _hit_rows(
 ) -> list[HitRow]:
     """``search``: the search's parameters, carried by each chat link so the chat page
     highlights the query and leads back to these results."""
-    chats = _chats(database, {hit.chat_id for hit in hits})
+    chats = chat_rows(database, {hit.chat_id for hit in hits})
     # The link names the scope searched: search-only staff may open a chat only
     # within a scope they name (see ChatAdmin.has_view_permission).
     rows = []
@@ -218,6 +227,9 @@ def search_view(model_admin: ModelAdmin[Chat], request: HttpRequest) -> HttpResp
         "backend_name": backend.name,
         "substring_matching": backend.substring_matching,
         "submitted": submitted,
+        "main_fields": [form[name] for name in MAIN_FIELDS],
+        "filter_fields": [form[name] for name in FILTER_FIELDS],
+        "active_filters": len(_filters_text(form)) if submitted and form.is_valid() else 0,
         "rows": [],
         "notice": "",
     }
@@ -272,6 +284,7 @@ def _search(
         form.add_error(None, str(exc))
         return {}
     hits = found.hits
+    pages = -(-found.total // size)  # at least this many pages hold hits
     result: dict[str, Any] = {
         "rows": _hit_rows(
             database, hits, terms, substring, typed_search(form.data, page=page, cursor=cursor)
@@ -282,23 +295,25 @@ def _search(
         "all_scopes_banner": banner if not data["scope"] else "",
         "first_number": (page - 1) * size + 1,
         "last_number": (page - 1) * size + len(hits),
+        "page_count": pages,
+        "page_count_exact": found.total_exact,
         # back by offset (a cursor only leads forward); forward by the page's cursor, so
         # no hit is shown twice or skipped while chats are written (docs/guarantees.md)
-        "previous_url": _page_url(request, form, page - 1) if page > 1 else None,
+        "previous_url": _page_url(request, form, page - 1) if hits and page > 1 else None,
         "next_url": _page_url(request, form, page + 1, found.next_cursor)
         if found.has_next
         else None,
+        "export_query": urlencode(typed_search(form.data, page=1)) if hits else "",
+        "export_cap": conf.EXPORT_MAX_HITS,
         "terms": terms,
         "ignored_notice": ignored_notice(data["q"]),
     }
-    if not hits:
-        result["first_url"] = _page_url(request, form, 1) if page > 1 else None
-        result["notice"] = (
-            _("No more hits: this page is past the last one.")
-            if page > 1
-            else _scope_notice(index, data["scope"])
-            or _("No message matches this query in this scope.")
-        )
+    if not hits and page > 1:  # past the last page: no pager, the first and last pages
+        result["first_url"] = _page_url(request, form, 1)
+        result["last_url"] = _page_url(request, form, pages) if pages > 1 else None
+        result["notice"] = _("No more hits: this page is past the last one.")
+    elif not hits:
+        result["notice"] = _scope_notice(index, data["scope"]) or _no_match_notice(form)
     return result
 
 
@@ -310,6 +325,39 @@ def ignored_notice(query: str) -> str:
     return _(
         "Only the first %(limit)d words of the query are searched; these were ignored: %(words)s."
     ) % {"limit": MAX_QUERY_TERMS, "words": ", ".join(ignored)}
+
+
+#: The form's fields always shown; the others fold away on a phone once hits are shown.
+MAIN_FIELDS = ("q", "scope")
+FILTER_FIELDS = ("role", "other_roles", "updated_after", "updated_before", "around")
+
+
+def _moment_text(moment: datetime) -> str:
+    return localtime(moment).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _filters_text(form: TranscriptSearchForm) -> list[str]:
+    """The valid form's active filters as a person reads them."""
+    data = form.cleaned_data
+    active = []
+    if form.roles:
+        active.append(_("roles %(roles)s") % {"roles": ", ".join(form.roles)})
+    if data.get("updated_after"):
+        active.append(_("updated after %(t)s") % {"t": _moment_text(data["updated_after"])})
+    if data.get("updated_before"):
+        active.append(_("updated before %(t)s") % {"t": _moment_text(data["updated_before"])})
+    return active
+
+
+def _no_match_notice(form: TranscriptSearchForm) -> str:
+    """A search without hits names the filters that narrowed it, if any."""
+    active = _filters_text(form)
+    if not active:
+        return _("No message matches this query in this scope.")
+    return _(
+        "No message matches this query in this scope with these filters: %(filters)s. "
+        "Clear a filter to widen the search."
+    ) % {"filters": "; ".join(active)}
 
 
 def _total_text(found: SearchPage) -> str:

@@ -20,6 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from .conf import conf
 from .errors import InvalidRecord, ReplicaUnavailable, SearchTimeout, TranscriptError
+from .highlight import printable
 from .models import Chat
 from .records import validate_scope
 from .search_input import (
@@ -33,6 +34,7 @@ from .search_input import (
 )
 from .search_json import SNIPPET_WIDTH, answer_json, hit_json
 from .sql import DjangoTranscriptIndex
+from .sql.scopes import unknown_scope
 from .text import ignored_query_terms, query_terms
 
 __all__ = [
@@ -173,4 +175,22 @@ def search_api(request: HttpRequest) -> JsonResponse:
     terms = query_terms(params.q)
     substring = index.backend.substring_matching
     hits = [hit_json(hit, terms, substring) for hit in page.hits]
-    return _private(JsonResponse(answer_json(page, hits, ignored_query_terms(params.q))))
+    answer = answer_json(page, hits, ignored_query_terms(params.q))
+    if not page.hits and (notice := _empty_scope_notice(index, scope)):
+        answer["notice"] = notice
+    return _private(JsonResponse(answer))
+
+
+def _empty_scope_notice(index: DjangoTranscriptIndex, scope: dict[str, str]) -> str | None:
+    """When no chat has the caller's scope, say so: a count of 0 alone reads as "no
+    message matches" (the admin and ``search_transcripts`` say it too). Never the scope
+    keys other chats have, which the admin lists for staff."""
+    try:
+        unknown = index.read(lambda alias: unknown_scope(alias, scope))
+    except TranscriptError:  # the answer stands without the notice
+        logger.warning("the empty-scope check of a transcript search failed", exc_info=True)
+        return None
+    if unknown is None:
+        return None
+    shown = ",".join(f"{key}={value}" for key, value in scope.items())
+    return f"no chat has your scope ({printable(shown)}) yet: no search can find anything"

@@ -137,12 +137,12 @@ class TranscriptSearchForm(forms.Form):
     updated_after = _MomentField(
         label=_("Updated after"),
         required=False,
-        widget=forms.TextInput(attrs={"size": 20, "placeholder": "2025-03-01 12:00"}),
+        widget=forms.TextInput(attrs={"size": 20, "placeholder": _("YYYY-MM-DD hh:mm")}),
     )
     updated_before = _MomentField(
         label=_("Updated before"),
         required=False,
-        widget=forms.TextInput(attrs={"size": 20, "placeholder": "2025-03-31"}),
+        widget=forms.TextInput(attrs={"size": 20, "placeholder": _("YYYY-MM-DD hh:mm")}),
     )
     around = forms.IntegerField(
         label=_("Around"),

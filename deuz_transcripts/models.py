@@ -21,6 +21,7 @@ __all__ = [
     "Message",
     "TermCount",
     "Tombstone",
+    "TranscriptSearch",
 ]
 
 
@@ -48,6 +49,17 @@ class Chat(models.Model):
 
     def __str__(self) -> str:
         return self.chat_id
+
+
+class TranscriptSearch(Chat):
+    """The admin home's *Search transcripts* entry: a proxy without data or permissions of
+    its own, whose admin page is the transcript search (the admin lists models only)."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = _("transcript search")
+        verbose_name_plural = _("search transcripts")
 
 
 class ChatScope(models.Model):

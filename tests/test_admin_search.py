@@ -146,6 +146,73 @@ def test_a_forged_cursor_is_a_page_error(support_client: Any, settings: Any) -> 
         assert response.context["rows"] == []
 
 
+def test_the_pager_says_of_how_many_pages_and_leads_to_no_empty_page(
+    support_client: Any, settings: Any
+) -> None:
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "ADMIN_PAGE_SIZE": 2}
+    write(
+        *(
+            record(f"c{n}", [{"role": "user", "content": f"deploy number {n}"}], n=n)
+            for n in range(6)
+        )
+    )
+    first = search(support_client, q="deploy", scope="userId=ada")
+    assert "page 1 of 3" in first.content.decode()
+    last = support_client.get(support_client.get(first.context["next_url"]).context["next_url"])
+    assert "page 3 of 3" in last.content.decode() and last.context["next_url"] is None
+    beyond = search(support_client, q="deploy", scope="userId=ada", page=4)
+    html = beyond.content.decode()
+    assert beyond.context["previous_url"] is None and beyond.context["next_url"] is None
+    assert 'rel="prev"' not in html and 'rel="next"' not in html
+    back = support_client.get(beyond.context["last_url"])
+    assert [row.hit.chat_id for row in back.context["rows"]] == ["c1", "c0"]
+    assert "its last page (3)" in html
+
+
+def test_a_pager_past_the_counted_total_says_more_than(support_client: Any, settings: Any) -> None:
+    settings.DEUZ_TRANSCRIPTS = {
+        **settings.DEUZ_TRANSCRIPTS,
+        "ADMIN_PAGE_SIZE": 2,
+        "SEARCH_TOTAL_CAP": 3,
+    }
+    write(
+        *(
+            record(f"c{n}", [{"role": "user", "content": f"deploy number {n}"}], n=n)
+            for n in range(6)
+        )
+    )
+    first = search(support_client, q="deploy", scope="userId=ada")
+    assert "page 1 of more than 2" in first.content.decode()
+
+
+def test_date_placeholders_do_not_look_like_values(support_client: Any) -> None:
+    form = search(support_client).context["form"]
+    for name in ("updated_after", "updated_before"):
+        placeholder = str(form.fields[name].widget.attrs["placeholder"])
+        assert placeholder == "YYYY-MM-DD hh:mm" and not any(c.isdigit() for c in placeholder)
+
+
+def test_no_hit_names_the_active_filters(support_client: Any) -> None:
+    write(izmir_chat())
+    plain = search(support_client, q="nothingmatches", scope="userId=ada")
+    assert plain.context["notice"] == "No message matches this query in this scope."
+    filtered = search(
+        support_client,
+        q="izmir",
+        scope="userId=ada",
+        role="assistant",
+        other_roles="function",
+        updated_after="2025-03-01 11:00",
+        updated_before="2025-03-02 00:00",  # a date alone is refused (one rule, every surface)
+    )
+    assert filtered.context["notice"] == (
+        "No message matches this query in this scope with these filters: roles assistant, "
+        "function; updated after 2025-03-01 11:00 UTC; updated before 2025-03-02 00:00 UTC. "
+        "Clear a filter to widen the search."
+    )
+    assert "(3 active)" in filtered.content.decode()  # roles, after, before
+
+
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="the LIKE fallback is SQLite's")
 def test_like_fallback_highlights_whole_words_holding_the_substring(
     support_client: Any, settings: Any
@@ -180,10 +247,30 @@ def test_long_tool_log_is_shown_as_excerpts(support_client: Any) -> None:
     assert len(html) < 20_000
 
 
-def test_app_index_links_the_search(support_client: Any) -> None:
-    response = support_client.get(reverse("admin:app_list", args=["deuz_transcripts"]))
-    assert response.status_code == 200
-    assert f'href="{reverse(SEARCH)}"' in response.content.decode()
+@pytest.mark.parametrize("page", ["admin:index", "admin:app_list"])
+def test_the_admin_home_has_a_search_transcripts_entry(
+    support_client: Any, admin_client: Any, page: str
+) -> None:
+    args = ["deuz_transcripts"] if page == "admin:app_list" else []
+    entry = reverse("admin:deuz_transcripts_transcriptsearch_changelist")
+    for client in (support_client, admin_client):
+        home = client.get(reverse(page, args=args)).content.decode()
+        assert f'<a href="{entry}">Search transcripts</a>' in home
+        landed = client.get(entry, follow=True)
+        assert landed.redirect_chain == [(reverse(SEARCH), 302)]
+
+
+def test_the_entry_is_not_shown_to_staff_who_may_not_search(
+    client: Any, django_user_model: Any
+) -> None:
+    from django.contrib.auth.models import Permission
+
+    clerk = django_user_model.objects.create_user("clerk", password="pw", is_staff=True)
+    clerk.user_permissions.add(Permission.objects.get(codename="view_chat"))
+    client.force_login(clerk)
+    entry = reverse("admin:deuz_transcripts_transcriptsearch_changelist")
+    assert entry not in client.get(reverse("admin:index")).content.decode()
+    assert client.get(entry).status_code == 403
 
 
 @pytest.mark.parametrize("page", ["abc", "0", "-3", "10001", "9" * 30])
