@@ -1,5 +1,6 @@
 """URLs of the demo/test project: the admin (with the transcript search view) at /admin/,
-the end-user JSON search endpoint at /transcripts/search/."""
+the end-user JSON search endpoint at /transcripts/search/ and the MCP endpoint at
+/transcripts/mcp/."""
 
 from __future__ import annotations
 
@@ -10,5 +11,6 @@ from django.views.generic import RedirectView
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("transcripts/", include("deuz_transcripts.urls")),
+    path("transcripts/", include("deuz_transcripts.mcp_urls")),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]
