@@ -37,8 +37,14 @@ except ImportError as exc:  # pragma: no cover - the message is the point
 __all__ = ["mcp_endpoint"]
 
 
-def _asgi_scope(request: HttpRequest) -> dict[str, Any]:
-    """The request as the SDK's ASGI transport reads it (method, path, headers)."""
+def _asgi_scope(request: HttpRequest, host: str) -> dict[str, Any]:
+    """The request as the SDK's ASGI transport reads it (method, path, headers), with the
+    host Django validated (a WSGI request may carry it in ``SERVER_NAME`` only)."""
+    headers = [
+        (name.lower().encode("latin-1", "replace"), value.encode("latin-1", "replace"))
+        for name, value in request.headers.items()
+        if name.lower() != "host"
+    ]
     return {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.4"},
@@ -49,10 +55,7 @@ def _asgi_scope(request: HttpRequest) -> dict[str, Any]:
         "raw_path": request.path.encode("utf-8"),
         "root_path": "",
         "query_string": request.META.get("QUERY_STRING", "").encode("latin-1", "replace"),
-        "headers": [
-            (name.lower().encode("latin-1", "replace"), value.encode("latin-1", "replace"))
-            for name, value in request.headers.items()
-        ],
+        "headers": [(b"host", host.encode("latin-1", "replace")), *headers],
     }
 
 
@@ -118,7 +121,7 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     )
     exchange = _BufferedExchange(await sync_to_async(lambda: request.body)())
     async with manager.run():
-        await manager.handle_request(_asgi_scope(request), exchange.receive, exchange.send)
+        await manager.handle_request(_asgi_scope(request, host), exchange.receive, exchange.send)
     response = exchange.response()
     response["Cache-Control"] = "private, no-store"
     return response

@@ -21,13 +21,14 @@ try:
     import mcp_types as types
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
     from mcp.shared.exceptions import MCPError
 except ImportError as exc:  # pragma: no cover - the message is the point
     raise ImportError(
         'The MCP server needs the "mcp" extra: pip install "deuz-transcripts[mcp]"'
     ) from exc
 
-__all__ = ["SERVER_NAME", "SearchCall", "search_tool", "transcripts_mcp_server"]
+__all__ = ["SERVER_NAME", "SearchCall", "search_tool", "serve_stdio", "transcripts_mcp_server"]
 
 SERVER_NAME = "deuz-transcripts"
 
@@ -71,3 +72,9 @@ def transcripts_mcp_server(search: SearchCall) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve ``server`` on this process's stdin and stdout until the client closes them."""
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -278,3 +278,77 @@ def test_http_endpoint_refuses_a_page_of_another_origin(asgi_server, django_user
     same = httpx2.post(url, json=call, headers={**headers, "Origin": asgi_server})
     assert same.status_code == 200
     assert [tool["name"] for tool in same.json()["result"]["tools"]] == [TOOL]
+
+
+# ------------------------------------------------------------------ the view, the extra
+
+
+@pytest.mark.django_db
+def test_the_view_answers_under_the_test_client_too(client, django_user_model):
+    """The endpoint is a Django view: a sync (WSGI) handler runs it as well as uvicorn."""
+    _write_chats("default")
+    url = "/transcripts/mcp/"
+    headers = {
+        "HTTP_ACCEPT": "application/json, text/event-stream",
+        "HTTP_MCP_PROTOCOL_VERSION": "2025-11-25",
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": TOOL, "arguments": {"query": "izmir"}},
+    }
+    anonymous = client.post(url, call, content_type="application/json", **headers)
+    assert anonymous.status_code == 403
+    client.force_login(django_user_model.objects.create_user("ada"))
+    answer = client.post(url, call, content_type="application/json", **headers)
+    assert answer.status_code == 200
+    assert answer["Cache-Control"] == "private, no-store"
+    result = answer.json()["result"]
+    assert result["isError"] is False
+    hits = json.loads(result["content"][0]["text"])["hits"]
+    assert sorted(hit["chat_id"] for hit in hits) == ["ada-izmir", "ada-lunch"]
+    form = client.post(url, {"q": "izmir"}, **headers)  # a cross-site form cannot post JSON
+    assert form.status_code == 400
+
+
+def test_the_package_works_without_the_mcp_sdk():
+    """Without the extra every other module imports, and the MCP ones say how to install it."""
+    code = """
+import importlib, pkgutil, sys
+sys.modules["mcp"] = sys.modules["mcp_types"] = None  # as if the extra were not installed
+import django
+django.setup()
+import deuz_transcripts
+from django.core.management import CommandError, call_command
+mcp_modules = {"deuz_transcripts.mcp_server", "deuz_transcripts.mcp_http", "deuz_transcripts.mcp_urls"}
+for found in pkgutil.walk_packages(deuz_transcripts.__path__, "deuz_transcripts."):
+    if found.name not in mcp_modules:
+        importlib.import_module(found.name)
+for name in sorted(mcp_modules):
+    try:
+        importlib.import_module(name)
+    except ImportError as exc:
+        print(name, exc)
+try:
+    call_command("transcripts_mcp", "--scope", "userId=ada")
+except CommandError as exc:
+    print("transcripts_mcp", exc)
+"""
+    finished = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PROJECT_DIR,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "testproject.settings"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr
+    lines = finished.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [
+        "deuz_transcripts.mcp_http",
+        "deuz_transcripts.mcp_server",
+        "deuz_transcripts.mcp_urls",
+        "transcripts_mcp",
+    ]
+    assert all('pip install "deuz-transcripts[mcp]"' in line for line in lines)

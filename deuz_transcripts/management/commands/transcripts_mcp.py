@@ -44,10 +44,8 @@ class Command(OneLineErrors):
         if not scope:
             raise CommandError("--scope is empty; name whose chats the server searches")
         try:
-            from mcp.server.stdio import stdio_server
-
-            from ...mcp_server import transcripts_mcp_server
-        except ImportError as exc:
+            from ...mcp_server import serve_stdio, transcripts_mcp_server
+        except ImportError as exc:  # no mcp extra: its message says how to install it
             raise CommandError(str(exc)) from None
         index = DjangoTranscriptIndex(options["database"])
 
@@ -56,10 +54,4 @@ class Command(OneLineErrors):
             close_old_connections()
             return run_search_tool(index, scope, arguments)
 
-        server = transcripts_mcp_server(sync_to_async(call, thread_sensitive=True))
-
-        async def serve() -> None:
-            async with stdio_server() as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
-
-        asyncio.run(serve())
+        asyncio.run(serve_stdio(transcripts_mcp_server(sync_to_async(call))))
