@@ -11,11 +11,14 @@ package imports this module.
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from . import __version__
 from .agent_tool import SEARCH_TOOL, TOOL_NAME, is_error_answer
+from .errors import TranscriptError
 
 try:
     import mcp_types as types
@@ -30,7 +33,11 @@ except ImportError as exc:  # pragma: no cover - the message is the point
 
 __all__ = ["SERVER_NAME", "SearchCall", "search_tool", "serve_stdio", "transcripts_mcp_server"]
 
+logger = logging.getLogger(__name__)
+
 SERVER_NAME = "deuz-transcripts"
+#: What the model reads when the database failed (the cause is logged, not shown).
+FAILED_ANSWER = json.dumps({"error": "the transcript search failed; try again"})
 
 #: Runs one tool call inside the scope it was bound to; returns ``run_search_tool``'s JSON.
 SearchCall = Callable[[Mapping[str, Any]], Awaitable[str]]
@@ -61,7 +68,11 @@ def transcripts_mcp_server(search: SearchCall) -> Server[Any]:
     ) -> types.CallToolResult:
         if params.name != TOOL_NAME:  # finding the tool failed: a protocol error, per the spec
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:100]}")
-        answer = await search(params.arguments or {})
+        try:
+            answer = await search(params.arguments or {})
+        except TranscriptError:  # unreachable database, lock timeouts...: the model may retry
+            logger.exception("transcript search failed")
+            answer = FAILED_ANSWER
         return types.CallToolResult(
             content=[types.TextContent(text=answer)], is_error=is_error_answer(answer)
         )

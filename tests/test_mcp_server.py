@@ -24,6 +24,7 @@ import httpx2
 import pytest
 import uvicorn
 from django.conf import settings
+from django.core.checks import run_checks
 from django.db import connection
 from django.test import Client as DjangoClient
 from mcp import Client, StdioServerParameters
@@ -31,6 +32,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from deuz_transcripts import ChatRecord
+from deuz_transcripts.errors import TranscriptError
+from deuz_transcripts.mcp_server import transcripts_mcp_server
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.sql_support import sqlite_file_database
 
@@ -352,3 +355,30 @@ except CommandError as exc:
         "transcripts_mcp",
     ]
     assert all('pip install "deuz-transcripts[mcp]"' in line for line in lines)
+
+
+def test_system_check_requires_a_scope_callable_for_the_mcp_urls_alone(settings):
+    def errors() -> list[str]:
+        return [m.id for m in run_checks() if m.id.startswith("deuz_") and m.is_serious()]
+
+    settings.ROOT_URLCONF = "tests.urls_mcp_only"
+    assert errors() == []
+    settings.DEUZ_TRANSCRIPTS = {}
+    assert errors() == ["deuz_transcripts.E011"]
+
+
+def test_a_failed_search_is_a_tool_error_and_logged(caplog):
+    """A database failure reaches the model as a tool error it may retry, never its text."""
+
+    async def failing(arguments: Any) -> str:
+        raise TranscriptError("the database is unreachable (connection refused at 10.0.0.5)")
+
+    async def run() -> Any:
+        async with Client(transcripts_mcp_server(failing)) as client:
+            return await client.call_tool(TOOL, {"query": "izmir"})
+
+    result = asyncio.run(run())
+    assert result.is_error is True
+    assert _answer(result) == {"error": "the transcript search failed; try again"}
+    assert "transcript search failed" in caplog.text
+    assert "10.0.0.5" in caplog.text
