@@ -25,7 +25,9 @@ import pytest
 import uvicorn
 from django.conf import settings
 from django.core.checks import run_checks
-from django.db import connection
+from django.core.signals import request_finished
+from django.db import connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import Client as DjangoClient
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -182,10 +184,22 @@ def test_stdio_server_refuses_to_start_without_a_scope(options, error):
 # ------------------------------------------------------------- Streamable HTTP (uvicorn)
 
 
+def _close_request_thread_connections(**kwargs: Any) -> None:
+    """Django ignores ``close()`` of an in-memory SQLite connection (closing the last one
+    would drop the database); a request thread of the server ends with its connection, so
+    it is closed for real here: the test thread's keeps the database."""
+    if threading.current_thread() is threading.main_thread():
+        return
+    for opened in connections.all(initialized_only=True):
+        if opened.vendor == "sqlite" and opened.is_in_memory_db():
+            BaseDatabaseWrapper.close(opened)
+
+
 @pytest.fixture
 def asgi_server(transactional_db: None) -> Iterator[str]:
     """The test project's ASGI application served by uvicorn in a thread on a free port
     of 127.0.0.1, on the test database (a live server); yields its base URL."""
+    request_finished.connect(_close_request_thread_connections)
     listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listening.bind(("127.0.0.1", 0))
     port = listening.getsockname()[1]
@@ -204,6 +218,7 @@ def asgi_server(transactional_db: None) -> Iterator[str]:
         server.should_exit = True
         thread.join()
         listening.close()
+        request_finished.disconnect(_close_request_thread_connections)
 
 
 def _signed_in_cookie(django_user_model: Any, username: str) -> dict[str, str]:
