@@ -91,12 +91,13 @@ def test_a_strict_call_with_values_uses_them(index):
     )
     assert [hit["role"] for hit in answer["hits"]] == ["user", "user"]
     assert answer["count"] == 3
-    assert "next_cursor" in answer
+    assert answer["next_cursor"]  # the third user message is on the next page
 
 
 def test_a_null_query_is_still_refused(index):
     answer = run_search_tool(index, ADA, {"query": None, **NULLS})
-    assert json.loads(answer) == {"error": "query must be a non-empty string"}
+    assert is_error_answer(answer)
+    assert json.loads(answer)["error"].startswith("query")
 
 
 def test_anthropic_tool_result_of_an_answer(index):

@@ -99,7 +99,7 @@ def _assert_ada_session(seen: dict[str, Any]) -> None:
     assert seen["widened"].is_error is True
     assert _answer(seen["widened"]) == {"error": "unknown arguments: scope"}
     assert seen["empty"].is_error is True
-    assert _answer(seen["empty"]) == {"error": "query must be a non-empty string"}
+    assert _answer(seen["empty"])["error"].startswith("query")
     assert seen["bad_limit"].is_error is True
     assert "limit" in _answer(seen["bad_limit"])["error"]
     assert _chat_ids(seen["bob_words"]) == []  # bob's chat exists, outside ada's scope
