@@ -33,7 +33,9 @@ __all__ = [
     "SEARCH_TOOL",
     "TOOL_NAME",
     "anthropic_tool",
+    "anthropic_tool_result",
     "arun_search_tool",
+    "is_error_answer",
     "openai_responses_tool",
     "openai_tool",
     "run_search_tool",
@@ -106,25 +108,43 @@ SEARCH_TOOL: dict[str, Any] = {
 }
 
 
-def openai_tool() -> dict[str, Any]:
-    """The tool as OpenAI's Chat Completions API takes it (``tools=[openai_tool()]``)."""
+def _strict_parameters() -> dict[str, Any]:
+    """``SEARCH_TOOL``'s schema as OpenAI's strict mode wants it: every property required,
+    the optional ones nullable (``null`` is read as "not given")."""
+    parameters: dict[str, Any] = copy.deepcopy(SEARCH_TOOL["parameters"])
+    optional = set(parameters["properties"]) - set(parameters["required"])
+    for name in optional:
+        schema = parameters["properties"][name]
+        schema["type"] = [schema["type"], "null"]
+        if "enum" in schema:
+            schema["enum"] = [*schema["enum"], None]
+    parameters["required"] = list(parameters["properties"])
+    return parameters
+
+
+def _openai_function(strict: bool) -> dict[str, Any]:
+    if not strict:
+        return {"parameters": copy.deepcopy(SEARCH_TOOL["parameters"])}
+    return {"strict": True, "parameters": _strict_parameters()}
+
+
+def openai_tool(*, strict: bool = False) -> dict[str, Any]:
+    """The tool as OpenAI's Chat Completions API takes it (``tools=[openai_tool()]``);
+    ``strict=True``: the ``strict`` schema variant (structured outputs)."""
     return {
         "type": "function",
-        "function": {
-            "name": TOOL_NAME,
-            "description": _DESCRIPTION,
-            "parameters": copy.deepcopy(SEARCH_TOOL["parameters"]),
-        },
+        "function": {"name": TOOL_NAME, "description": _DESCRIPTION, **_openai_function(strict)},
     }
 
 
-def openai_responses_tool() -> dict[str, Any]:
-    """The tool as OpenAI's Responses API takes it (a flat function tool)."""
+def openai_responses_tool(*, strict: bool = False) -> dict[str, Any]:
+    """The tool as OpenAI's Responses API takes it (a flat function tool); ``strict=True``
+    as ``openai_tool``."""
     return {
         "type": "function",
         "name": TOOL_NAME,
         "description": _DESCRIPTION,
-        "parameters": copy.deepcopy(SEARCH_TOOL["parameters"]),
+        **_openai_function(strict),
     }
 
 
@@ -134,6 +154,26 @@ def anthropic_tool() -> dict[str, Any]:
         "name": TOOL_NAME,
         "description": _DESCRIPTION,
         "input_schema": copy.deepcopy(SEARCH_TOOL["parameters"]),
+    }
+
+
+def is_error_answer(answer: str) -> bool:
+    """Whether ``run_search_tool``'s answer is a ``{"error": ...}`` (for the API's error flag)."""
+    try:
+        parsed = json.loads(answer)
+    except ValueError:
+        return True
+    return isinstance(parsed, dict) and "error" in parsed
+
+
+def anthropic_tool_result(tool_use_id: str, answer: str) -> dict[str, Any]:
+    """``run_search_tool``'s answer as the ``tool_result`` block of Anthropic's Messages API,
+    with ``is_error`` set when the call was refused."""
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        "content": answer,
+        "is_error": is_error_answer(answer),
     }
 
 
@@ -158,7 +198,7 @@ def _arguments(raw: str | Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         raise _BadCall(f"unknown arguments: {', '.join(unknown)[:100]}")
     query = check_query(raw.get("query"), "query")
-    limit = raw.get("limit", DEFAULT_TOOL_LIMIT)
+    limit = DEFAULT_TOOL_LIMIT if raw.get("limit") is None else raw["limit"]  # null: strict
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_TOOL_LIMIT:
         raise _BadCall(f"limit must be an integer from 1 to {MAX_TOOL_LIMIT}")
     roles = raw.get("roles")

@@ -34,19 +34,24 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
 
 
 def search_api_included() -> bool:
-    """Whether the project's URLconf includes ``deuz_transcripts.urls`` (its namespace)."""
+    """Whether the project's URLconf includes ``deuz_transcripts.urls`` or
+    ``deuz_transcripts.mcp_urls`` (their namespaces): both take the scope from
+    ``SEARCH_SCOPE``."""
     from django.urls import reverse
 
-    try:
-        reverse("deuz_transcripts:search")
-    except Exception:  # NoReverseMatch; a broken URLconf is for Django's own checks
-        return False
-    return True
+    for name in ("deuz_transcripts:search", "deuz_transcripts_mcp:endpoint"):
+        try:
+            reverse(name)
+        except Exception:  # NoReverseMatch; a broken URLconf is for Django's own checks
+            continue
+        return True
+    return False
 
 
 @register(Tags.urls)
 def check_search_api(**kwargs: Any) -> list[CheckMessage]:
-    """An error when the JSON endpoint is routed but nothing says whose chats it searches.
+    """An error when the JSON or MCP endpoint is routed but nothing says whose chats it
+    searches.
 
     A set but unusable ``SEARCH_SCOPE`` is ``check_settings``' to report (E010), once.
     """
@@ -56,7 +61,8 @@ def check_search_api(**kwargs: Any) -> list[CheckMessage]:
         return []
     return [
         Error(
-            "The URLconf includes deuz_transcripts.urls (the JSON search endpoint) but "
+            "The URLconf includes deuz_transcripts.urls (the JSON search endpoint) or "
+            "deuz_transcripts.mcp_urls (the MCP endpoint) but "
             "DEUZ_TRANSCRIPTS['SEARCH_SCOPE'] is not set, so it could not tell whose chats "
             "a request may search.",
             hint="Set DEUZ_TRANSCRIPTS['SEARCH_SCOPE'] to the dotted path of a callable "
