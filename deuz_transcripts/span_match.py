@@ -39,6 +39,7 @@ from .text import (
     cjk_bigrams_enabled,
     fold,
     folded_size,
+    voiced_text,
 )
 
 __all__ = ["indexed_prefix", "match_spans"]
@@ -78,14 +79,16 @@ def _folded_size(text: str, others: str | None = None) -> int:
 def indexed_prefix(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
     """The longest prefix of ``text`` whose folded UTF-8 fits in ``limit`` bytes.
 
-    Folding works on each character alone, so this is the original text of the
-    indexed part; a character whose folded form crosses the limit is left out.
+    Folding works on each character alone (of ``voiced_text(text)``, of the same
+    length), so this is the original text of the indexed part; a character whose folded
+    form crosses the limit is left out.
     """
-    return _indexed(text, limit)[0]
+    return text[: len(_indexed(voiced_text(text), limit)[0])]
 
 
 def _indexed(text: str, limit: int = MAX_INDEXED_BYTES) -> tuple[str, str | None]:
-    """``indexed_prefix(text)`` and its non-ASCII characters when they were needed."""
+    """``indexed_prefix`` of ``voiced_text`` and its non-ASCII characters when they were
+    needed."""
     if len(text) * 4 * MAX_FOLD_GROWTH <= limit:
         return text, None
     head = text[:limit]
@@ -329,7 +332,7 @@ def match_spans(
     useful = _useful_terms(tuple(terms), substring)
     if not useful:
         return ()
-    prefix, others = _indexed(text)
+    prefix, others = _indexed(voiced_text(text))  # offsets are the text's
     short = min(_SHORT_CAP, _SHORT_CHARS_PER_TERM_SQUARED * len(useful) ** 2)
     if not substring:  # exact: on the whole folded prefix
         spans = folded_spans(prefix, useful, others)
