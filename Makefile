@@ -78,6 +78,10 @@ $(SQLITE_NEW)/.installed:
 test-sqlite-new: venv $(SQLITE_NEW)/.installed
 	PYTHONPATH=$(SQLITE_NEW) DEUZ_SQLITE_MODULE=pysqlite3 $(BIN)/pytest $(PYTEST_ARGS) $(SQLITE_NEW_TESTS)
 
+# `make run CJK_BIGRAMS=1`: the demo indexes and searches Chinese, Japanese and Thai by
+# bigrams (DEUZ_CJK_BIGRAMS, read by testproject/settings.py; a demo loaded without is
+# re-indexed).
+run: export DEUZ_CJK_BIGRAMS = $(CJK_BIGRAMS)
 run: venv
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py load_demo_transcripts --if-empty
