@@ -6,6 +6,7 @@ from Unicode character names, not from the module's code point ranges.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import unicodedata
@@ -80,14 +81,14 @@ def voiced_fold(value: str) -> str:
                 chars[-1] = composed
                 continue
         chars.append(char)
-    folded = []
-    for char in chars:
-        nfkd = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", char).casefold())
-        kept = "".join(
-            c for c in nfkd if c in "\u3099\u309a" or unicodedata.category(c) not in DROPPED
-        )
-        folded.append(re.sub(".?[\u3099\u309a]", _composed_or_dropped, kept))
-    return "".join(folded)
+    return "".join(map(_voiced_char_fold, chars))
+
+
+@functools.cache
+def _voiced_char_fold(char: str) -> str:
+    nfkd = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", char).casefold())
+    kept = "".join(c for c in nfkd if c in "\u3099\u309a" or unicodedata.category(c) not in DROPPED)
+    return re.sub(".?[\u3099\u309a]", _composed_or_dropped, kept)
 
 
 def _composed_or_dropped(found: re.Match[str]) -> str:
