@@ -40,11 +40,11 @@ def test_make_run_passes_cjk_bigrams_to_every_step(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         return done.stdout.splitlines()
 
-    assert steps("CJK_BIGRAMS=1") == [
-        "bigrams=1 migrate",
-        "bigrams=1 load_demo_transcripts",
-        "bigrams=1 runserver",
-    ]
+    on = steps("CJK_BIGRAMS=1")
+    assert {"bigrams=1 migrate", "bigrams=1 load_demo_transcripts", "bigrams=1 runserver"} <= set(
+        on
+    )
+    assert {line.split()[0] for line in on} == {"bigrams=1"}
     assert {line.split()[0] for line in steps()} == {"bigrams="}
 
 
