@@ -298,17 +298,14 @@ def _bigrams(terms: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(t[a:b] for t in terms for a, b in term_ranges(t)))
 
 
+def _pieces(folded: str) -> list[tuple[str, bool]]:
+    """Each character of a fold and whether it belongs to a term."""
+    return [(piece, _TERM_RE.fullmatch(piece) is not None) for piece in folded]
+
+
 def _fold_pieces(char: str) -> list[tuple[str, bool]]:
-    """Each character of ``fold(char)`` and whether it belongs to a term."""
-    return [(piece, _TERM_RE.fullmatch(piece) is not None) for piece in fold(char)]
-
-
-def _seed_pieces(char: str) -> list[tuple[str, bool]]:
-    return [(piece, _TERM_RE.fullmatch(piece) is not None) for piece in _fold_seed(char)]
-
-
-def _voiced_pieces(char: str) -> list[tuple[str, bool]]:
-    return [(piece, _TERM_RE.fullmatch(piece) is not None) for piece in _fold_voiced(char)]
+    """``_pieces`` of ``fold(char)`` under the rule in force."""
+    return _pieces(fold(char))
 
 
 #: Scripts of thousands of characters (Han, Kana, Hangul, Yi): a few of their texts would
@@ -324,8 +321,8 @@ def _codable(char: str) -> bool:
 
 
 #: The codes of each rule (a character folds differently under each), and those in force.
-_SEED_CODES = FoldCodes(_seed_pieces, _codable)
-_VOICED_CODES = FoldCodes(_voiced_pieces, _codable)
+_SEED_CODES = FoldCodes(lambda char: _pieces(_fold_seed(char)), _codable)
+_VOICED_CODES = FoldCodes(lambda char: _pieces(_fold_voiced(char)), _codable)
 _FOLD_CODES = _SEED_CODES
 
 
