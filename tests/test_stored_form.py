@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
+from django.db.migrations.loader import MigrationLoader
 from django.test import override_settings
 
 from deuz_transcripts import prepared, text
@@ -162,10 +163,24 @@ def test_runserver_shows_it_with_debug_on(settings):
     assert check_text_rules(databases=None) == []
 
 
+def _migration_before_stored_forms() -> str:
+    """The migration the stored-form one follows (found by what it creates, not a number)."""
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    [creating] = [
+        migration
+        for (app, _), migration in loader.disk_migrations.items()
+        if app == "deuz_transcripts"
+        and any(getattr(op, "name", "") == "StoredForm" for op in migration.operations)
+    ]
+    [(_, before)] = creating.dependencies
+    return str(before)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_database_that_held_messages_before_the_migration_asks_for_one_backfill():
+    before = _migration_before_stored_forms()
     write("c1", "plain words")
-    call_command("migrate", "deuz_transcripts", "0006", verbosity=0)
+    call_command("migrate", "deuz_transcripts", before, verbosity=0)
     call_command("migrate", "deuz_transcripts", verbosity=0)
     assert list(StoredForm.objects.values_list("form", flat=True)) == ["unrecorded"]
     [warning] = warnings()
@@ -174,6 +189,6 @@ def test_a_database_that_held_messages_before_the_migration_asks_for_one_backfil
     assert warnings() == []
     StoredForm.objects.all().delete()
     Message.objects.all().delete()
-    call_command("migrate", "deuz_transcripts", "0006", verbosity=0)
+    call_command("migrate", "deuz_transcripts", before, verbosity=0)
     call_command("migrate", "deuz_transcripts", verbosity=0)
     assert StoredForm.objects.count() == 0  # an empty database records nothing
