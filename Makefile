@@ -82,6 +82,11 @@ test-sqlite-new: venv $(SQLITE_NEW)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
+# `make run CJK_BIGRAMS=1`: the demo indexes and searches Chinese, Japanese and Thai by
+# bigrams (DEUZ_CJK_BIGRAMS, read by testproject/settings.py; a demo loaded without is
+# re-indexed).
+run: export DEUZ_CJK_BIGRAMS = $(CJK_BIGRAMS)
+
 run: venv
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py load_demo_transcripts --if-empty --url http://$(HOST):$(PORT)

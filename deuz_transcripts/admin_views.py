@@ -34,6 +34,7 @@ from .records import TranscriptHit, TranscriptMessage
 from .spans import Span, match_spans, snippet_bounds
 from .sql import DjangoTranscriptIndex
 from .sql.scopes import unknown_scope
+from .sql.stored_forms import stored_form_problem
 from .text import MAX_QUERY_TERMS, ignored_query_terms, indexed_text
 
 if TYPE_CHECKING:
@@ -232,6 +233,7 @@ def search_view(model_admin: ModelAdmin[Chat], request: HttpRequest) -> HttpResp
         "active_filters": len(_filters_text(form)) if submitted and form.is_valid() else 0,
         "rows": [],
         "notice": "",
+        "stale_form": _stale_form_notice(database),
     }
     if submitted and form.is_valid():
         context.update(_search(request, form, index, database, backend.substring_matching))
@@ -241,6 +243,18 @@ def search_view(model_admin: ModelAdmin[Chat], request: HttpRequest) -> HttpResp
         context["first_url"] = _page_url(request, form, 1)
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, "admin/deuz_transcripts/search.html", context)
+
+
+def _stale_form_notice(database: str) -> str:
+    """Check W004 where the operator looks: the index is in another stored form than the
+    settings write, so searches miss words until a backfill."""
+    problem = stored_form_problem(database)
+    if problem is None:
+        return ""
+    return _(
+        "The search index is out of date: %(problem)s. Run manage.py backfill_transcripts "
+        "to re-index it (system check deuz_transcripts.W004)."
+    ) % {"problem": problem}
 
 
 def _search(

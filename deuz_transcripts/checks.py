@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
-from django.db import connections, router
+from django.db import DEFAULT_DB_ALIAS, connections, router
 from django.db.models import F
 
 from .conf import conf
@@ -163,57 +163,37 @@ def check_database_reachable(databases: Any = None, **kwargs: Any) -> list[Check
     return messages
 
 
-#: Newest message rows whose digests show which term rule wrote them.
-TEXT_RULE_SAMPLE = 50
-
-
-@register(Tags.database)
+@register(Tags.compatibility, Tags.database)
 def check_text_rules(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Warns when a database's newest rows were indexed under the other ``CJK_BIGRAMS``.
+    """Warns when a database's messages were indexed under other text rules than the
+    settings' (``CJK_BIGRAMS``, the stored-form version), or a re-index under them has not
+    finished: read from the forms the database records (``sql.stored_forms``), never
+    from a sample of rows.
 
-    A row's digest names the term rule that wrote it (``prepared.message_digest``), so a
-    sample of the newest rows tells, without re-reading the data, whether switching the
-    setting left the stored form behind. Runs only for the databases a command names
-    (``check --database``, ``migrate``), as Django's database checks do.
+    Runs for the databases a command names (``check --database``, ``migrate``), as
+    Django's database checks do, and, with ``DEBUG`` on, for the default database:
+    ``runserver`` (which names none, and checks that database's migrations) shows it
+    where the operator looks.
     """
-    from django.db import DatabaseError
+    from django.conf import settings
 
-    from .models import Message
-    from .prepared import message_digest
-    from .text import cjk_bigrams_enabled
+    from .models import StoredForm
+    from .sql.stored_forms import stored_form_problem
 
-    enabled = cjk_bigrams_enabled()
-    other_tag = "" if enabled else "+cjk-bigrams"
+    if databases is None:
+        serving = settings.DEBUG and router.allow_migrate_model(DEFAULT_DB_ALIAS, StoredForm)
+        databases = [DEFAULT_DB_ALIAS] if serving else []
     messages: list[CheckMessage] = []
-    for alias in databases or ():
+    for alias in databases:
         if connections[alias].vendor not in ("sqlite", "postgresql"):
             continue
-        try:
-            rows = list(
-                Message.objects.using(alias)
-                .filter(visible_position__isnull=False)
-                .order_by("-pk")
-                .values_list("message_id", "visible_position", "payload", "digest")[
-                    :TEXT_RULE_SAMPLE
-                ]
-            )
-        except DatabaseError:  # not migrated yet: nothing indexed to compare
-            continue
-        stale = sum(
-            1
-            for message_id, position, payload, digest in rows
-            if digest != message_digest(message_id, position, payload)
-            and digest == message_digest(message_id, position, payload, other_tag)
-        )
-        if stale:
+        problem = stored_form_problem(alias)
+        if problem is not None:
             messages.append(
                 Warning(
-                    f"Database {alias!r}: {stale} of its {len(rows)} newest messages were "
-                    f"indexed with CJK_BIGRAMS={not enabled}, but the setting is {enabled}: "
-                    "searches miss their Chinese, Japanese and Thai words until they are "
-                    "re-indexed.",
+                    f"Database {alias!r}: {problem}.",
                     hint="Run `manage.py backfill_transcripts` (it re-indexes every stored "
-                    "chat under the current rule).",
+                    "chat under the current rules, then records them).",
                     id="deuz_transcripts.W004",
                 )
             )

@@ -19,6 +19,7 @@ __all__ = [
     "CountedTerm",
     "LegacyChat",
     "Message",
+    "StoredForm",
     "TermCount",
     "Tombstone",
     "TranscriptSearch",
@@ -169,6 +170,22 @@ class TermCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant}/{self.role}/{self.shard}/{self.lexeme}={self.rows}"
+
+
+class StoredForm(models.Model):
+    """A stored form (``stored_form``) the database's message rows may be in: every write
+    of message rows records its own; a full ``backfill_transcripts`` removes the others
+    when it starts and marks its own ``reindexing`` until it ends. More than the form in
+    force, or that one still ``reindexing``, is check W004."""
+
+    form = models.CharField(max_length=64, primary_key=True)
+    reindexing = models.BooleanField(default=False)
+
+    class Meta:
+        verbose_name = _("stored form")
+
+    def __str__(self) -> str:
+        return self.form
 
 
 class Tombstone(models.Model):

@@ -39,6 +39,7 @@ from .text import (
     cjk_bigrams_enabled,
     fold,
     folded_size,
+    voiced_text,
 )
 
 __all__ = ["indexed_prefix", "match_spans"]
@@ -78,14 +79,16 @@ def _folded_size(text: str, others: str | None = None) -> int:
 def indexed_prefix(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
     """The longest prefix of ``text`` whose folded UTF-8 fits in ``limit`` bytes.
 
-    Folding works on each character alone, so this is the original text of the
-    indexed part; a character whose folded form crosses the limit is left out.
+    Folding works on each character alone (of ``voiced_text(text)``, of the same
+    length), so this is the original text of the indexed part; a character whose folded
+    form crosses the limit is left out.
     """
-    return _indexed(text, limit)[0]
+    return text[: len(_indexed(voiced_text(text), limit)[0])]
 
 
 def _indexed(text: str, limit: int = MAX_INDEXED_BYTES) -> tuple[str, str | None]:
-    """``indexed_prefix(text)`` and its non-ASCII characters when they were needed."""
+    """``indexed_prefix`` of ``voiced_text`` and its non-ASCII characters when they were
+    needed."""
     if len(text) * 4 * MAX_FOLD_GROWTH <= limit:
         return text, None
     head = text[:limit]
@@ -332,14 +335,15 @@ def match_spans(
         return ()
     if enough > 0:
         return tuple(_first_spans(text, useful, substring, enough))
-    prefix, others = _indexed(text)
+    prefix, others = _indexed(voiced_text(text))  # offsets are the text's
     return tuple(_spans_in(prefix, others, useful, substring))
 
 
 def _spans_in(
     prefix: str, others: str | None, useful: tuple[str, ...], substring: bool
 ) -> list[Span]:
-    """The rule's spans on an indexed ``prefix`` (or a piece of one no word crosses)."""
+    """The rule's spans on an indexed ``prefix`` (or a piece of one no word crosses), of
+    ``voiced_text``."""
     short = min(_SHORT_CAP, _SHORT_CHARS_PER_TERM_SQUARED * len(useful) ** 2)
     if not substring:  # exact: on the whole folded prefix
         return folded_spans(prefix, useful, others)
@@ -375,7 +379,8 @@ def _first_spans(text: str, useful: tuple[str, ...], substring: bool, enough: in
             text = indexed_prefix(text)  # a prefix: the gap found is still one
             end_of_text, prefixed = len(text), True
             cut = min(cut, end_of_text)
-        found = _spans_in(text[start:cut], None, useful, substring)
+        # a kana and its voicing mark are never cut apart: pieces end at ASCII whitespace
+        found = _spans_in(voiced_text(text[start:cut]), None, useful, substring)
         spans.extend((start + low, start + high) for low, high in found)
         if len(spans) >= enough:
             return spans[:enough]

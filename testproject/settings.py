@@ -139,6 +139,8 @@ DEUZ_TRANSCRIPTS = {
     # The scope key whose value fills the tenant columns (.ci/run's partitioned leg sets
     # DEUZ_TENANT_KEY=userId with DEUZ_TEST_PARTITIONS).
     "TENANT_KEY": env("DEUZ_TENANT_KEY", default=None),
+    # Chinese, Japanese and Thai searched by bigrams (`make run CJK_BIGRAMS=1`).
+    "CJK_BIGRAMS": env.bool("DEUZ_CJK_BIGRAMS", default=False),
 }
 
 LOGGING = {

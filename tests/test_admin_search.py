@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
+from django.conf import settings
+from django.core.management import call_command
 from django.db import connection
+from django.test import override_settings
 from django.urls import reverse
 
 from deuz_transcripts.models import Chat
@@ -337,3 +341,21 @@ def test_search_only_staffs_admin_home_leads_to_the_search(support_client: Any) 
     landed = support_client.get(changelist, follow=True)
     assert landed.redirect_chain == [(reverse(SEARCH), 302)]
     assert landed.context["title"] == "Search transcripts"
+
+
+def test_an_index_in_another_stored_form_is_a_visible_notice(support_client: Any) -> None:
+    """Check W004 where the operator looks: "No message matches" alone hid it."""
+    write(record("c1", [{"role": "user", "content": "ご注文の確認"}]))
+    assert 'id="stale-index"' not in search(support_client).content.decode()
+    given = getattr(settings, "DEUZ_TRANSCRIPTS", {})
+    with override_settings(DEUZ_TRANSCRIPTS={**given, "CJK_BIGRAMS": True}):
+        response = search(support_client, q="注文", scope="userId=ada")
+        html = response.content.decode()
+        assert response.context["rows"] == []
+        assert 'id="stale-index"' in html
+        assert "indexed under CJK_BIGRAMS=False" in html
+        assert "backfill_transcripts" in html
+        call_command("backfill_transcripts", stdout=io.StringIO(), stderr=io.StringIO())
+        response = search(support_client, q="注文", scope="userId=ada")
+        assert 'id="stale-index"' not in response.content.decode()
+        assert len(response.context["rows"]) == 1

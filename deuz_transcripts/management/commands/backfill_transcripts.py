@@ -16,6 +16,7 @@ from ...base import check_chat_id
 from ...deferred_index import search_index_deferred
 from ...errors import InvalidRecord
 from ...models import Chat, LegacyChat, Tombstone
+from ...sql.stored_forms import begin_reindex, finish_reindex
 from ...verify import Problem, Verifier
 from ..oneline import OneLineErrors, printable
 
@@ -251,6 +252,13 @@ class Command(OneLineErrors):
                 options["database"], defer=options["defer_index"], report=self.stderr.write
             )
         )
+        # a run over every stored chat re-indexes the database in the form in force: the
+        # stored forms say so once it ends without a failure (check W004 until then)
+        every_chat = (
+            not options["dry_run"] and not options["chat_ids"] and options["source"] != "legacy"
+        )
+        if every_chat:
+            begin_reindex(options["database"])
         with building:
             if options["workers"] == 1:
                 stats = backfill((0, 1)).run(options["source"])
@@ -261,6 +269,8 @@ class Command(OneLineErrors):
                     )
                 except WorkerFailed as exc:
                     raise CommandError(f"backfill stopped: {exc}") from None
+        if every_chat and not stats.failed:
+            finish_reindex(options["database"])
         self.stdout.write(self._summary(stats, options["dry_run"]))
         if stats.failed:
             shown = ", ".join(repr(chat_id) for chat_id in stats.failed_ids[:10])

@@ -48,6 +48,7 @@ class Command(OneLineErrors):
         database = options["database"]
         if options["if_empty"] and Chat.objects.using(database).exists():
             self.stdout.write("Chats exist already; demo data not loaded (--if-empty).")
+            self._reindex_if_stale(database)
         else:
             self._chats(database, options["chats"], options["seed"])
         self._users(database)
@@ -86,6 +87,25 @@ class Command(OneLineErrors):
             f"Demo chats: {written} written, {skipped} already there; "
             f"{min(LEGACY_CHATS, count - 1)} legacy rows in deuz_chats "
             "(run `manage.py backfill_transcripts` to index them)."
+        )
+
+    def _reindex_if_stale(self, database: str) -> None:
+        """The demo is searched under the settings it runs with (``make run CJK_BIGRAMS=1``
+        after a run without): chats of another stored form are re-indexed."""
+        from django.core.management import call_command
+
+        from ...sql.stored_forms import stored_form_problem
+
+        problem = stored_form_problem(database)
+        if problem is None:
+            return
+        self.stdout.write(f"The demo's {problem}: re-indexing them (backfill_transcripts).")
+        call_command(
+            "backfill_transcripts",
+            "--source=stored",
+            f"--database={database}",
+            stdout=self.stdout,
+            stderr=self.stderr,
         )
 
     def _users(self, database: str) -> None:
