@@ -10,7 +10,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from django.contrib.sessions.backends.db import SessionStore
 from django.core.checks import run_checks
+from django.db import OperationalError
 from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -303,3 +305,25 @@ def test_a_count_past_search_total_cap_is_not_exact(
     assert (body["count"], body["count_exact"], len(body["hits"])) == (3, False, 1)
     status, body = _get(ada, q="izmir", limit=1, cursor=body["next_cursor"])
     assert (status, body["count"], body["count_exact"], len(body["hits"])) == (200, 3, False, 1)
+
+
+def test_a_database_that_cannot_say_who_asks_is_503_not_500(
+    chats: None, ada: Client, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """While the database restarts, loading the session (or the user, or whatever the
+    scope callable reads) raises the driver's error before any search: the endpoint answers
+    503 in JSON, as it does for a search the database stopped (found by the soak)."""
+
+    def down(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("the database system is shutting down")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(SessionStore, "load", down)
+        status, body = _get(ada, q="izmir")
+    assert (
+        status == 503 and body["error"]["message"] == "transcript search is unavailable; try again"
+    )
+    settings.DEUZ_TRANSCRIPTS = {"SEARCH_SCOPE": down}
+    assert _get(ada, q="izmir")[0] == 503
+    settings.DEUZ_TRANSCRIPTS = {"SEARCH_SCOPE": "testproject.scopes.user_scope"}
+    assert _get(ada, q="izmir")[0] == 200
