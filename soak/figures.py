@@ -11,8 +11,9 @@ from typing import Any
 __all__ = ["figures", "percentile"]
 
 WRITE_OPS = ("write", "append", "delete", "legacy")
-#: After a restart, the database counts as recovered once a write and a search succeed.
-RESTARTS = ("pg_restart_fast", "pg_restart_immediate", "standby_restart")
+#: After a restart (or a writer killed holding the lock), the database counts as recovered
+#: once a write and a search succeed.
+RESTARTS = ("pg_restart_fast", "pg_restart_immediate", "standby_restart", "kill9_holding_lock")
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -66,12 +67,12 @@ def figures(entries: Iterable[Mapping[str, Any]], start: float, seconds: float) 
         return any(start <= entry["t0"] <= end for start, end in windows)
 
     latency: dict[str, dict[str, float | None]] = {}
-    for label, ops in (("search", ("search",)), ("http", ("http",)), ("write", WRITE_OPS)):
+    for label, kinds in (("search", ("search",)), ("http", ("http",)), ("write", WRITE_OPS)):
         for phase, wanted in (("load", False), ("recovery", True)):
             ms = [
                 1000 * (e["t1"] - e["t0"])
                 for e in oks
-                if e["op"] in ops and in_recovery(e) == wanted
+                if e["op"] in kinds and in_recovery(e) == wanted
             ]
             latency[f"{label} ({phase})"] = {
                 "n": len(ms),

@@ -11,6 +11,7 @@ Pure: no Django, no database. ``observe.py`` reads the database into an ``Observ
   the soak never made, or a deleted chat still stored;
 - ``crossed``: a hit of a chat outside the scope searched;
 - ``regressed``: a revision seen smaller than one acknowledged before the read began;
+- ``backfill``: a ``backfill_transcripts`` run that failed while no fault was injected;
 - ``unexpected_error``, and any violation a worker recorded while the run went
   (``http_500``, ``crossed``, ...).
 """
@@ -171,6 +172,12 @@ def check(entries: Iterable[Mapping[str, Any]], observed: Observed) -> Verdict:
     for chat_id, seen in by_chat.items():
         _regressions(chat_id, seen, verdict)
 
+    faults = [e for e in entries if e.get("op") == "fault"]
+    for entry in entries:
+        if entry.get("op") == "backfill" and entry["rc"] != 0:
+            during = any(entry["t0"] <= f["t0"] <= entry["t1"] for f in faults)
+            if not during:  # a backfill fails only when a fault hit it
+                verdict.add("backfill", f"exit {entry['rc']} with no fault: {entry.get('tail')}")
     for entry in entries:
         if entry.get("phase") == "fail" and not entry.get("expected_error", False):
             verdict.add("unexpected_error", f"{entry.get('op')} {entry.get('error')}")

@@ -188,3 +188,15 @@ def test_worker_violations_and_unexpected_errors_are_reported() -> None:
     verdict = check([*LEDGER, *recorded], _clean())
     assert verdict.violations["http_500"] == ["'invoice': Server Error (500)"]
     assert verdict.violations["unexpected_error"] == ["write raw:OperationalError"]
+
+
+def test_a_backfill_fails_only_when_a_fault_hit_it() -> None:
+    runs = [
+        {"op": "backfill", "t0": 10.0, "t1": 20.0, "rc": 1, "tail": "cannot reach the database"},
+        {"op": "fault", "kind": "pg_restart_fast", "t0": 12.0},
+        {"op": "backfill", "t0": 30.0, "t1": 40.0, "rc": 1, "tail": "failed: 1"},
+        {"op": "backfill", "t0": 50.0, "t1": 60.0, "rc": 0, "tail": ""},
+    ]
+    assert check([*LEDGER, *runs], _clean()).violations["backfill"] == [
+        "exit 1 with no fault: failed: 1"
+    ]
