@@ -30,7 +30,10 @@ def _recoveries(
     for fault in faults:
         if fault["kind"] not in RESTARTS:
             continue
-        after = [e for e in oks if e["t0"] >= fault["t0"]]
+        # ops begun once the server accepted connections again: the first that succeed
+        # say when the app served again (an op begun before the restart proves nothing)
+        back = fault["t0"] + fault.get("ready_s", 0.0)
+        after = [e for e in oks if e["t0"] >= back]
         first_write = min((e["t1"] for e in after if e["op"] in WRITE_OPS), default=None)
         first_search = min((e["t1"] for e in after if e["op"] in ("search", "http")), default=None)
         done = (

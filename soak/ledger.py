@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Ledger", "read_ledgers"]
+__all__ = ["DeletedChats", "Ledger", "read_ledgers"]
 
 
 class Ledger:
@@ -44,3 +44,27 @@ def read_ledgers(directory: Path) -> Iterator[dict[str, Any]]:
                 if not line.endswith("\n"):
                     break  # the process was killed while writing this line
                 yield json.loads(line)
+
+
+class DeletedChats:
+    """The chats whose delete other processes acknowledged, and when: read as the run goes
+    (each ledger from where the last read stopped), so a reader can check that no hit of
+    a deleted chat ever comes back."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.when: dict[str, float] = {}
+        self._offsets: dict[Path, int] = {}
+
+    def refresh(self) -> dict[str, float]:
+        for path in self.directory.glob("deleter-*.jsonl"):
+            with path.open("rb") as ledger:
+                ledger.seek(self._offsets.get(path, 0))
+                chunk = ledger.read()
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            self._offsets[path] = self._offsets.get(path, 0) + len(complete)
+            for line in complete.decode("utf-8").splitlines():
+                entry = json.loads(line)
+                if entry.get("op") == "delete" and entry.get("phase") == "ack":
+                    self.when[entry["chat"]] = entry["t1"]
+        return self.when

@@ -11,8 +11,11 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+
 from deuz_transcripts import InvalidRecord
 
+from .ledger import DeletedChats
 from .words import COMMON_WORDS, ROLES, chat_tenant, pick_tenant, scope_of
 
 if TYPE_CHECKING:
@@ -37,7 +40,21 @@ def _filters(worker: Worker) -> dict[str, Any]:
     return filters
 
 
-def _one_search(worker: Worker) -> None:
+#: How long after a delete another process's search may still find the chat: none on the
+#: primary; on a standby, its replay lag (read-your-writes covers only the caller's own).
+STALE_GRACE_S = 30.0 if "replica" in settings.DATABASES else 0.0
+
+
+def _check_hit(worker: Worker, chat_id: str, tenant: str, t0: float, deleted: DeletedChats) -> None:
+    """A hit must be of the scope searched, and not of a chat deleted before the search."""
+    if chat_tenant(chat_id) != tenant:
+        worker.violation("crossed", f"{chat_id} in a search of {tenant}")
+    gone = deleted.when.get(chat_id)
+    if gone is not None and gone + STALE_GRACE_S < t0:
+        worker.violation("leaked", f"{chat_id}: a hit {t0 - gone:.1f} s after its delete")
+
+
+def _one_search(worker: Worker, deleted: DeletedChats) -> None:
     """A search walked over up to three pages: every hit in the scope, no hit twice, every
     score in (0, 1]; then the last cursor tried under another scope, which must refuse it
     or answer from that scope alone."""
@@ -47,6 +64,8 @@ def _one_search(worker: Worker) -> None:
         chats = worker.store.list_chats(scope_of(tenant))[:5]
         filters["chat_ids"] = [chat.chat_id for chat in chats]
     index = worker.store.transcript
+    deleted.refresh()
+    t0 = time.time()
     cursor: str | None = None
     seen: set[tuple[str, str]] = set()
     for _ in range(3):
@@ -54,8 +73,7 @@ def _one_search(worker: Worker) -> None:
             scope_of(tenant), query, limit=10, cursor=cursor, total_cap=1_000, **filters
         )
         for hit in page.hits:
-            if chat_tenant(hit.chat_id) != tenant:
-                worker.violation("crossed", f"{hit.chat_id} in a search of {tenant}")
+            _check_hit(worker, hit.chat_id, tenant, t0, deleted)
             if (hit.chat_id, hit.message_id) in seen:
                 worker.violation("cursor", f"{hit.chat_id}/{hit.message_id} on two pages")
             if not 0 < hit.score <= 1:
@@ -79,10 +97,11 @@ def _one_search(worker: Worker) -> None:
 
 
 def search_loop(worker: Worker) -> None:
+    deleted = DeletedChats(worker.directory / "ledger")
     while not worker.stopping:
         t0 = time.time()
         try:
-            _one_search(worker)
+            _one_search(worker, deleted)
         except Exception as exc:
             worker.failed("search", None, t0, exc)
         else:
@@ -92,7 +111,9 @@ def search_loop(worker: Worker) -> None:
         worker.sleep()
 
 
-def _http_search(worker: Worker, base: str, sessions: dict[str, str]) -> None:
+def _http_search(
+    worker: Worker, base: str, sessions: dict[str, str], deleted: DeletedChats
+) -> None:
     tenant = worker.rng.choice(sorted(sessions))
     params: list[tuple[str, str]] = [("q", _query(worker)), ("limit", "10")]
     if worker.rng.random() < 0.3:
@@ -103,6 +124,7 @@ def _http_search(worker: Worker, base: str, sessions: dict[str, str]) -> None:
         f"{base}/transcripts/search/?{urllib.parse.urlencode(params)}",
         headers={"Cookie": f"sessionid={sessions[tenant]}"},
     )
+    deleted.refresh()
     t0 = time.time()
     try:
         with urllib.request.urlopen(request, timeout=15) as response:
@@ -127,8 +149,7 @@ def _http_search(worker: Worker, base: str, sessions: dict[str, str]) -> None:
     entry = {"op": "http", "t0": t0, "t1": time.time(), "status": status}
     if status == 200:
         for hit in json.loads(body)["hits"]:
-            if chat_tenant(hit["chat_id"]) != tenant:
-                worker.violation("crossed", f"HTTP: {hit['chat_id']} for {tenant}")
+            _check_hit(worker, hit["chat_id"], tenant, t0, deleted)
         worker.ledger.write({**entry, "phase": "ok"}, durable=False)
     elif status == 503:  # the database is down or stopped the search: say which
         message = json.loads(body)["error"]["message"].split(";")[0].split("(")[0].strip()
@@ -149,6 +170,7 @@ def _http_search(worker: Worker, base: str, sessions: dict[str, str]) -> None:
 def http_loop(worker: Worker) -> None:
     base = worker.directory.joinpath("server").read_text().strip()
     sessions: dict[str, str] = json.loads(worker.directory.joinpath("sessions.json").read_text())
+    deleted = DeletedChats(worker.directory / "ledger")
     while not worker.stopping:
-        _http_search(worker, base, sessions)
+        _http_search(worker, base, sessions, deleted)
         worker.sleep()
