@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,53 +128,61 @@ class Worker:
         ``None`` when it failed (recorded)."""
         op = "append" if append else "write"
         messages, tokens = messages_with_tokens(self.rng, new_messages)
+        record = ChatRecord(chat_id, scope_of(chat_tenant(chat_id)), messages)
+
+        def call(op_id: str) -> int:
+            if append:
+                return self.store.append_messages(chat_id, messages, expected_revision=expected)
+            if not hold:
+                return self.store.write_chat(record, expected_revision=expected)
+            with transaction.atomic():  # the lock holder: the write lock stays held
+                revision = self.store.write_chat(record, expected_revision=expected)
+                self.ledger.write({"op": "hold", "op_id": op_id, "t": time.time()})
+                time.sleep(hold)
+            return revision
+
         after = [*(before or []), *tokens] if append else tokens
+        done, revision = self.recorded(
+            op, chat_id, call, own_transaction=hold > 0, expected=expected, tokens_after=after
+        )
+        if not done or revision is None:
+            return None
+        self.read_own_write(chat_id, tokens[0], revision)
+        return revision
+
+    def recorded(
+        self,
+        op: str,
+        chat_id: str,
+        call: Callable[[str], int | None],
+        *,
+        own_transaction: bool = False,
+        **fields: Any,
+    ) -> tuple[bool, int | None]:
+        """``call(op_id)`` between its intent and its ack (with the revision it returned)
+        in the ledger; ``(False, None)`` when it failed (recorded). ``own_transaction``:
+        a database error may come from the soak's own transaction around the call."""
         op_id = self.op_id()
-        tenant = chat_tenant(chat_id)
         self.ledger.write(
             {
                 "op": op,
                 "phase": "intent",
                 "op_id": op_id,
                 "chat": chat_id,
-                "expected": expected,
-                "tokens_after": after,
+                **fields,
                 "t": time.time(),
             }
         )
         t0 = time.time()
         try:
-            if hold:
-                with transaction.atomic():
-                    revision = self.store.write_chat(
-                        ChatRecord(chat_id, scope_of(tenant), messages), expected_revision=expected
-                    )
-                    self.ledger.write({"op": "hold", "op_id": op_id, "t": time.time()})
-                    time.sleep(hold)
-            elif append:
-                revision = self.store.append_messages(chat_id, messages, expected_revision=expected)
-            else:
-                revision = self.store.write_chat(
-                    ChatRecord(chat_id, scope_of(tenant), messages), expected_revision=expected
-                )
+            revision = call(op_id)
         except Exception as exc:
-            own = hold > 0 and isinstance(exc, DatabaseError)  # the transaction held open
+            own = own_transaction and isinstance(exc, DatabaseError)
             self.failed(op, op_id, t0, exc, own=own)
-            return None
-        self.ledger.write(
-            {
-                "op": op,
-                "phase": "ack",
-                "op_id": op_id,
-                "chat": chat_id,
-                "revision": revision,
-                "tokens_after": after,
-                "t0": t0,
-                "t1": time.time(),
-            }
-        )
-        self.read_own_write(chat_id, tokens[0], revision)
-        return revision
+            return False, None
+        ack = {"op": op, "phase": "ack", "op_id": op_id, "chat": chat_id, **fields}
+        self.ledger.write({**ack, "revision": revision, "t0": t0, "t1": time.time()})
+        return True, revision
 
     def read_own_write(self, chat_id: str, token: str, revision: int) -> None:
         """An acknowledged write is searchable at once (read-your-writes on a standby)."""
@@ -192,26 +201,9 @@ class Worker:
     def delete(self, chat_id: str) -> None:
         loaded = self.load(chat_id)
         words = tokens_in(loaded[0].messages) if loaded else []
-        op_id = self.op_id()
-        self.ledger.write(
-            {"op": "delete", "phase": "intent", "op_id": op_id, "chat": chat_id, "t": time.time()}
-        )
-        t0 = time.time()
-        try:
-            self.store.delete_chat(chat_id)
-        except Exception as exc:
-            self.failed("delete", op_id, t0, exc)
+        done, _ = self.recorded("delete", chat_id, lambda op_id: self.store.delete_chat(chat_id))
+        if not done:
             return
-        self.ledger.write(
-            {
-                "op": "delete",
-                "phase": "ack",
-                "op_id": op_id,
-                "chat": chat_id,
-                "t0": t0,
-                "t1": time.time(),
-            }
-        )
         if words:
             try:
                 hits = self.store.transcript.search(
@@ -292,6 +284,16 @@ class Worker:
                 f"{tenant}.{self.name}.{self.serial + 1}", 0, 2, hold=1.0 + 2 * self.rng.random()
             )
 
+    def save_legacy(self, legacy_store: DjangoChatStore) -> None:
+        """A new legacy row (``deuz_chats``), for the backfill to index."""
+        tenant = pick_tenant(self.rng, self.tenants)
+        chat_id = f"{tenant}.legacy.{self.name}.{self.serial + 1}"
+        messages, tokens = messages_with_tokens(self.rng, self.rng.randint(1, 4))
+        record = ChatRecord(chat_id, scope_of(tenant), messages)
+        self.recorded(
+            "legacy", chat_id, lambda op_id: legacy_store.save_chat(record), tokens_after=tokens
+        )
+
     def legacy(self) -> None:
         """Legacy rows saved, then ``backfill_transcripts --workers 2`` over them, again
         and again: the backfill runs while everything else does."""
@@ -301,37 +303,7 @@ class Worker:
         manage = Path(__file__).resolve().parent.parent / "manage.py"
         while not self.stopping:
             for _ in range(self.rng.randint(5, 15)):
-                tenant = pick_tenant(self.rng, self.tenants)
-                chat_id = f"{tenant}.legacy.{self.name}.{self.serial + 1}"
-                messages, tokens = messages_with_tokens(self.rng, self.rng.randint(1, 4))
-                op_id = self.op_id()
-                self.ledger.write(
-                    {
-                        "op": "legacy",
-                        "phase": "intent",
-                        "op_id": op_id,
-                        "chat": chat_id,
-                        "tokens_after": tokens,
-                        "t": time.time(),
-                    }
-                )
-                t0 = time.time()
-                try:
-                    legacy_store.save_chat(ChatRecord(chat_id, scope_of(tenant), messages))
-                except Exception as exc:
-                    self.failed("legacy", op_id, t0, exc)
-                    continue
-                self.ledger.write(
-                    {
-                        "op": "legacy",
-                        "phase": "ack",
-                        "op_id": op_id,
-                        "chat": chat_id,
-                        "tokens_after": tokens,
-                        "t0": t0,
-                        "t1": time.time(),
-                    }
-                )
+                self.save_legacy(legacy_store)
             t0 = time.time()
             done = subprocess.run(
                 [
