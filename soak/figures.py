@@ -75,7 +75,9 @@ def figures(entries: Iterable[Mapping[str, Any]], start: float, seconds: float) 
             ms = [
                 1000 * (e["t1"] - e["t0"])
                 for e in oks
-                if e["op"] in kinds and in_recovery(e) == wanted
+                if e["op"] in kinds
+                and in_recovery(e) == wanted
+                and not str(e.get("proc", "")).startswith("lockholder")  # it sleeps holding
             ]
             latency[f"{label} ({phase})"] = {
                 "n": len(ms),
