@@ -176,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         "db": args.db,
         "standby": cluster is not None and not args.no_standby,
         "seed": args.seed,
+        "start": start,
         "figures": figures(entries, start, elapsed),
         "lost": verdict.count("lost"),
         "leaked": verdict.count("leaked"),
