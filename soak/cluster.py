@@ -113,9 +113,12 @@ class Cluster:
             raise RuntimeError("the standby did not replay the new soak database")
 
     def restart(self, mode: str, *, standby: bool = False) -> float:
-        """``pg_ctlcluster restart -m mode``; seconds until it accepts connections again."""
+        """``pg_ctlcluster restart -m mode``; seconds from the command until the server
+        accepts connections again (after ``-m immediate``, crash recovery included)."""
+        start = time.monotonic()
         self._ctl(self.standby if standby else self.name, "restart", "-m", mode)
-        return self.wait_ready(standby=standby)
+        self.wait_ready(standby=standby)
+        return time.monotonic() - start
 
     def terminate_app_backends(self) -> int:
         """``pg_terminate_backend`` of the soak processes' connections (application_name
