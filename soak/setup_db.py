@@ -28,10 +28,10 @@ COUNTED_MIN_ROWS = 40
 COUNTED_TENANT_MIN_ROWS = 150
 
 
-def _sessions() -> dict[str, str]:
+def _sessions(count: int) -> dict[str, str]:
     """A signed-in session per tenant: its user's name is the tenant (testproject.scopes)."""
     sessions: dict[str, str] = {}
-    for tenant in tenants(_tenant_count()):
+    for tenant in tenants(count):
         user = User.objects.create_user(username=tenant)
         session = SessionStore()
         session[SESSION_KEY] = str(user.pk)
@@ -43,18 +43,12 @@ def _sessions() -> dict[str, str]:
     return sessions
 
 
-def _tenant_count() -> int:
-    import os
-
-    return int(os.environ.get("SOAK_TENANTS", "40"))
-
-
 def setup(worker: Worker) -> None:
     if connection.vendor == "sqlite":  # readers never wait for the writer (kept in the file)
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA journal_mode=WAL")
     call_command("migrate", interactive=False, verbosity=0)
-    worker.directory.joinpath("sessions.json").write_text(json.dumps(_sessions()))
+    worker.directory.joinpath("sessions.json").write_text(json.dumps(_sessions(worker.tenants)))
     for number, tenant in enumerate(tenants(worker.tenants)):
         for chat in range(60 if number < BIG_TENANTS else 3):
             worker.write(f"{tenant}.base.{chat}", 0, worker.rng.randint(2, 4))
