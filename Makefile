@@ -17,7 +17,7 @@ POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 # run when it answers; with DEUZ_REQUIRE_REPLICA=1 they fail when it does not).
 REPLICA_URL ?= postgres://postgres@127.0.0.1:5433/test
 
-.PHONY: venv test test-postgres test-postgres-partitioned test-sqlite-new pg-replica run lint bench dist clean FORCE
+.PHONY: venv test test-postgres test-postgres-partitioned test-sqlite-new pg-replica run lint bench soak dist clean FORCE
 
 venv: $(VENV)/.installed
 
@@ -104,6 +104,20 @@ $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
 
 bench: venv $(VENV)/.bench-installed
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# The soak (soak/, docs/guarantees.md "Soak"): load and faults for SOAK_SECONDS on SOAK_DB
+# (postgres: root, on its own cluster `soak` 127.0.0.1:5440 and standby 5441, made on first
+# use; never the clusters on 5432/5433), then every invariant checked; exit 1 if one broke.
+SOAK_DB ?= postgres
+SOAK_SECONDS ?= 60
+SOAK_ARGS ?=
+
+$(VENV)/.soak-installed: pyproject.toml $(VENV)/.installed
+	$(BIN)/pip install -e '.[dev,soak]'
+	touch $@
+
+soak: venv $(VENV)/.soak-installed
+	$(BIN)/python -m soak --db $(SOAK_DB) --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 
 # The sdist and the wheel in dist/, their metadata checked (twine check); .ci/run then
 # installs the wheel into a fresh virtualenv (ci/package_smoke.py).

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import router
+from django.db import DatabaseError, router
 from django.http import HttpRequest, JsonResponse, QueryDict
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -114,7 +114,19 @@ def _private(response: JsonResponse) -> JsonResponse:
 
 
 def _request_scope(request: HttpRequest) -> dict[str, str] | JsonResponse:
-    """The scope the configured callable gives, or the response refusing the request."""
+    """The scope the configured callable gives, or the response refusing the request.
+
+    Who asks is read from the database (the session, the user, whatever the scope callable
+    reads): while the database is down or restarting that is a 503, as a stopped search
+    is, never a 500."""
+    try:
+        return _signed_in_scope(request)
+    except DatabaseError:
+        logger.warning("transcript search: the database could not say who asks", exc_info=True)
+        return _error(503, None, "transcript search is unavailable; try again")
+
+
+def _signed_in_scope(request: HttpRequest) -> dict[str, str] | JsonResponse:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return _error(403, None, "sign in to search your transcripts")

@@ -10,7 +10,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from django.contrib.sessions.backends.db import SessionStore
 from django.core.checks import run_checks
+from django.db import OperationalError
 from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -364,3 +366,25 @@ def test_words_past_the_32nd_are_named(chats: None, ada: Client) -> None:
     assert status == 200 and body["count"] == 0
     assert body["ignored_terms"] == [*(f"filler{n}" for n in range(32, 40)), "izmir"]
     assert _get(ada, q="izmir")[1]["ignored_terms"] == []
+
+
+def test_a_database_that_cannot_say_who_asks_is_503_not_500(
+    chats: None, ada: Client, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """While the database restarts, loading the session (or the user, or whatever the
+    scope callable reads) raises the driver's error before any search: the endpoint answers
+    503 in JSON, as it does for a search the database stopped (found by the soak)."""
+
+    def down(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("the database system is shutting down")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(SessionStore, "load", down)
+        status, body = _get(ada, q="izmir")
+    assert (
+        status == 503 and body["error"]["message"] == "transcript search is unavailable; try again"
+    )
+    settings.DEUZ_TRANSCRIPTS = {"SEARCH_SCOPE": down}
+    assert _get(ada, q="izmir")[0] == 503
+    settings.DEUZ_TRANSCRIPTS = {"SEARCH_SCOPE": "testproject.scopes.user_scope"}
+    assert _get(ada, q="izmir")[0] == 200
