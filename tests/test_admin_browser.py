@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
+from django.core.management import call_command
+from django.test import override_settings
 
 from deuz_transcripts import ChatRecord
 from deuz_transcripts.models import Chat
@@ -23,6 +26,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SEARCH_PATH = "/admin/deuz_transcripts/chat/search/"
 IZMIR = "?q=izmir&scope=userId%3Dada&around=1"
+JAPANESE = "?q=%E6%B3%A8%E6%96%87&scope=userId%3Dada"  # 注文 (order)
 
 
 @pytest.fixture
@@ -164,3 +168,29 @@ def test_a_search_exports_its_hits_as_csv_and_json_lines(
         "Exported 1 hits as CSV: query 'izmir'; scope userId=ada",
         "Exported 1 hits as JSONL: query 'izmir'; scope userId=ada",
     ]
+
+
+def test_an_index_in_another_stored_form_is_said_above_the_search(
+    live_server: Any, support_user: Any
+) -> None:
+    """``make run CJK_BIGRAMS=1`` over a demo indexed without: the search page says why a
+    Japanese word finds nothing and what re-indexes it, and after the backfill finds it."""
+    write(record("c1", [{"role": "user", "content": "ご注文の確認をお願いします"}]))
+    given = getattr(settings, "DEUZ_TRANSCRIPTS", {})
+    with override_settings(DEUZ_TRANSCRIPTS={**given, "CJK_BIGRAMS": True}):
+        with chromium() as page:
+            admin_sign_in(
+                page, live_server.url, "support", "support-pw", f"{SEARCH_PATH}{JAPANESE}"
+            )
+            notice = page.locator("#stale-index")
+            assert notice.is_visible()
+            assert "CJK_BIGRAMS=False" in notice.inner_text()
+            assert "backfill_transcripts" in notice.inner_text()
+            assert page.locator(".deuz-hit").count() == 0
+        call_command("backfill_transcripts", stdout=io.StringIO(), stderr=io.StringIO())
+        with chromium() as page:
+            admin_sign_in(
+                page, live_server.url, "support", "support-pw", f"{SEARCH_PATH}{JAPANESE}"
+            )
+            assert page.locator("#stale-index").count() == 0
+            assert page.locator(".deuz-hit").count() == 1
