@@ -27,8 +27,8 @@ from .chat_filter import ChatFilter, table
 from .postgresql_checks import PostgresChecks
 from .postgresql_counts import PostgresCounts
 from .postgresql_rows import PostgresRows
+from .postgresql_session import SessionCursor, search_session
 from .postgresql_session import bitmap_scans as _bitmap_scans
-from .postgresql_session import search_session
 from .postgresql_storage import VECTOR_COLUMN
 from .postgresql_term_counts import stored_term_counts
 from .postgresql_tsquery import (
@@ -215,6 +215,7 @@ class PostgresBackend(SearchBackend):
     def legacy_scope_filter(self, rows: QuerySet[Any], scope: Scope) -> QuerySet[Any]:
         return rows.filter(scope__contains=dict(scope)) if scope else rows  # jsonb @>
 
-    def time_limit(self, timeout_ms: int) -> AbstractContextManager[None]:
-        """The budget, and JIT off for the search's statements (``search_session``)."""
+    def search_cursor(self, timeout_ms: int) -> AbstractContextManager[SessionCursor]:
+        """One transaction, the budget and JIT off, sent with the search's reads
+        (``search_session``)."""
         return search_session(self.alias, timeout_ms)

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from django.db import connections, transaction
-from django.db.backends.utils import CursorWrapper
+from django.db import transaction
 
 from ..appends import appended_to
 from ..backends import SearchBackend, get_backend
 from ..backends.base import Candidate
+from ..backends.search_cursor import SearchCursor
 from ..base import BaseTranscriptIndex, check_chat_id
 from ..conf import conf
 from ..models import Message
@@ -56,13 +56,15 @@ def hit_key(candidate: Candidate) -> HitKey:
 
 
 def _hits_of(
-    cursor: CursorWrapper,
+    cursor: SearchCursor,
     backend: SearchBackend,
     request: SearchRequest,
     page: list[Candidate],
     plan: RankPlan,
 ) -> list[TranscriptHit]:
-    """The planned page's hits, each with the spans of the request's terms."""
+    """The planned page's hits, each with the spans of the request's terms: the
+    search's last read."""
+    cursor.last_read_next()
     return read_hits(
         cursor,
         page,
@@ -184,11 +186,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
     def _search_on(self, alias: str, request: SearchRequest) -> list[TranscriptHit]:
         """Every statement of the search runs within ``SEARCH_TIMEOUT_MS``."""
         backend = get_backend(alias)
-        with (
-            database_errors(alias),
-            backend.time_limit(conf.SEARCH_TIMEOUT_MS),
-            connections[alias].cursor() as cursor,
-        ):
+        with database_errors(alias), backend.search_cursor(conf.SEARCH_TIMEOUT_MS) as cursor:
             planned = SearchPlanner(backend.matcher).page(cursor, request)
             if planned is None:
                 return []
@@ -204,11 +202,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
         self, alias: str, request: SearchRequest, after: PageAfter | None, total_cap: int | None
     ) -> CountedHits:
         backend = get_backend(alias)
-        with (
-            database_errors(alias),
-            backend.time_limit(conf.SEARCH_TIMEOUT_MS),
-            connections[alias].cursor() as cursor,
-        ):
+        with database_errors(alias), backend.search_cursor(conf.SEARCH_TIMEOUT_MS) as cursor:
             counted = SearchPlanner(backend.matcher).counted_page(cursor, request, after, total_cap)
             if counted is None:
                 return CountedHits([], [], 0, None)
