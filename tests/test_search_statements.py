@@ -11,7 +11,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
@@ -312,6 +312,18 @@ def test_a_search_with_server_side_binding_sends_each_statement_alone(store, big
             assert trips[0] == ["BEGIN"] and trips[-1] == ["COMMIT"]
             assert not any("SAVEPOINT" in trip[0] for trip in trips)
         assert settings_now() == before and transaction_status().name == "IDLE"
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL work_mem = '3MB'")
+            callers = settings_now()
+            found, both = searches(store, BOB, WORDS)
+            assert found == expected and settings_now() == callers
+        for trips in both:
+            assert trips[0] == ["SAVEPOINT deuz_search"]
+            assert trips[-2:] == [
+                ["ROLLBACK TO SAVEPOINT deuz_search"],
+                ["RELEASE SAVEPOINT deuz_search"],
+            ]
     finally:
         connection.close()
         del options["server_side_binding"]
