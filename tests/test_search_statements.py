@@ -295,6 +295,25 @@ def test_a_failed_read_rolls_the_searchs_transaction_back(store, monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_search_whose_connection_dies_raises_the_searchs_error(store, monkeypatch):
+    """The rollback after the failure cannot reach the server either: the caller gets
+    the search's own error (not the rollback's), and the next search reconnects."""
+    postgresql_only()
+    original = planner.SearchPlanner.page
+
+    def killed(self: Any, cursor: Any, *args: Any) -> Any:
+        cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return original(self, cursor, *args)
+
+    monkeypatch.setattr(planner.SearchPlanner, "page", killed)
+    with pytest.raises(TranscriptError) as caught:
+        store.transcript.search(ADA, "alpha")
+    assert "terminat" in str(caught.value.__cause__).lower()
+    monkeypatch.undo()
+    assert store.transcript.search(ADA, "alpha")
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_search_with_server_side_binding_sends_each_statement_alone(store, big_plans):
     """``server_side_binding`` sends one statement per query string: the same
     transaction, settings and hits, each statement a round trip."""

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DatabaseError, OperationalError, connections, transaction
+from django.db import Error, OperationalError, connections, transaction
 from django.db.backends.utils import CursorWrapper
 
 from ..errors import SearchTimeout
@@ -135,7 +135,7 @@ class SearchSession:
             else:
                 for statement in end:
                     self.inner.execute(statement)
-        except DatabaseError:
+        except Error:  # also a connection already closed (InterfaceError)
             if not failed:
                 raise
 
