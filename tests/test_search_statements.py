@@ -4,7 +4,6 @@ caller's settings as they were afterwards; on SQLite, reads only."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,18 +25,10 @@ from deuz_transcripts.backends.postgresql_session import (
 from deuz_transcripts.sql import planner
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.factories import ChatRecordFactory, MessageFactory
+from tests.sent_statements import CONTROL, reads, round_trips
 
 ADA = {"userId": "ada"}
 BOB = {"userId": "bob"}
-
-#: Statements that only steer the transaction or the session.
-CONTROL = re.compile(
-    r"^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|SELECT (set_config|current_setting))",
-    re.IGNORECASE,
-)
-BETWEEN = re.compile(
-    r";\s+(?=(?:BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|SELECT|WITH)\b)", re.IGNORECASE
-)
 
 WORDS = "alpha beta gamma delta epsilon"
 
@@ -62,15 +53,6 @@ def store() -> DjangoConditionalChatStore:
         record = ChatRecordFactory(chat_id=f"b{number}", scope=BOB, messages=messages)
         store.write_chat(record, expected_revision=0)
     return store
-
-
-def round_trips(captured: CaptureQueriesContext) -> list[list[str]]:
-    """Each query string sent, as its statements."""
-    return [BETWEEN.split(query["sql"]) for query in captured.captured_queries]
-
-
-def reads(trip: list[str]) -> list[str]:
-    return [statement for statement in trip if not CONTROL.match(statement)]
 
 
 @contextmanager
