@@ -39,14 +39,13 @@ CONTROL = re.compile(
 
 #: Where one query string holds several statements: a ``;`` before the next one.
 BETWEEN = re.compile(
-    r";\s+(?=(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|SET|SELECT|WITH)\b)", re.IGNORECASE
+    r";\s+(?=(?:BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|SET|SELECT|WITH)\b)", re.IGNORECASE
 )
 
 
 def split(sql: str) -> list[str]:
     """The statements of one query string."""
-    parts = BETWEEN.split(sql)
-    return parts[::2]  # the split's groups (the next keyword) are the odd items
+    return BETWEEN.split(sql)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -10,24 +10,17 @@ from typing import Any
 
 from django.test.utils import CaptureQueriesContext
 
+from bench.statements import CONTROL, split
+
 __all__ = ["CONTROL", "reads", "reads_with_params", "round_trips", "statements_sent"]
 
-#: Statements that only steer the transaction or the session.
-CONTROL = re.compile(
-    r"^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|SELECT (set_config|current_setting))",
-    re.IGNORECASE,
-)
 #: A placeholder, or an escaped ``%`` (not one).
 _PLACEHOLDER = re.compile(r"%[%s]")
-#: The ``;`` between two statements of one query string.
-_BETWEEN = re.compile(
-    r";\s+(?=(?:BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|SELECT|WITH)\b)", re.IGNORECASE
-)
 
 
 def round_trips(captured: CaptureQueriesContext) -> list[list[str]]:
     """Each query string sent, as its statements."""
-    return [_BETWEEN.split(query["sql"]) for query in captured.captured_queries]
+    return [split(query["sql"]) for query in captured.captured_queries]
 
 
 def statements_sent(captured: CaptureQueriesContext) -> list[str]:
@@ -44,7 +37,7 @@ def reads_with_params(sql: str, params: Sequence[Any] | None) -> list[tuple[str,
     """The reads of one query string, each with its own share of ``params``."""
     found = []
     left = list(params or ())
-    for statement in _BETWEEN.split(sql):
+    for statement in split(sql):
         taken = sum(mark == "%s" for mark in _PLACEHOLDER.findall(statement))
         own, left = left[:taken], left[taken:]
         if not CONTROL.match(statement):
