@@ -8,8 +8,10 @@ statements are recorded with their parameters, and its hits with their scores.
 
 Two runs (two checkouts, the same arguments) are compared with ``--compare A B``:
 every case must find the same hits in the same order with the same scores, and the
-report lists, per case, the statements and round trips of each run, and whether the
-reads (every statement but transaction control and session settings) are the same.
+report lists, per case, the round trips (query strings sent) and the statements (a
+query string may hold several, ``BEGIN; SELECT set_config(...); <read>``) of each run,
+and whether the reads (every statement but transaction control and session settings)
+are the same.
 It counts statements, never times them: it runs beside anything.
 """
 
@@ -34,6 +36,16 @@ CONTROL = re.compile(
     r"^\s*(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|SET\b|SELECT (set_config|current_setting))",
     re.IGNORECASE,
 )
+
+#: Where one query string holds several statements: a ``;`` before the next one.
+BETWEEN = re.compile(
+    r";\s+(?=(?:BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE|SET|SELECT|WITH)\b)", re.IGNORECASE
+)
+
+
+def split(sql: str) -> list[str]:
+    """The statements of one query string."""
+    return BETWEEN.split(sql)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -246,15 +258,22 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+def statements_of(case: dict[str, Any]) -> list[str]:
+    return [statement for sent in case["statements"] for statement in split(sent["sql"])]
+
+
 def reads(case: dict[str, Any]) -> list[str]:
-    return [s["sql"] for s in case["statements"] if not CONTROL.match(s["sql"])]
+    return [sql for sql in statements_of(case) if not CONTROL.match(sql)]
 
 
 def compare(before_path: Path, after_path: Path) -> int:
     before = json.loads(before_path.read_text())["cases"]
     after = json.loads(after_path.read_text())["cases"]
     differ = 0
-    print(f"{'case':<34} {'before':>6} {'after':>6} {'reads':>6}  result")
+    print(f"{'':<34} {'round trips':>13} {'statements':>13}")
+    print(
+        f"{'case':<34} {'before':>6} {'after':>6} {'before':>6} {'after':>6} {'reads':>6}  result"
+    )
     for name in before:
         old, new = before[name], after.get(name)
         if new is None:
@@ -266,6 +285,7 @@ def compare(before_path: Path, after_path: Path) -> int:
         differ += not same_hits
         print(
             f"{name:<34} {len(old['statements']):>6} {len(new['statements']):>6} "
+            f"{len(statements_of(old)):>6} {len(statements_of(new)):>6} "
             f"{'same' if same_reads else 'OTHER':>6}  {'same' if same_hits else 'DIFFERENT'}"
         )
     print(f"{differ} cases with other hits")
@@ -283,7 +303,10 @@ def main(argv: list[str] | None = None) -> None:
         args.json.write_text(text)
     cases_ = results["cases"]
     for name, case in cases_.items():
-        print(f"{name:<34} {len(case['statements']):>3} statements, {len(reads(case)):>3} reads")
+        print(
+            f"{name:<34} {len(case['statements']):>3} round trips, "
+            f"{len(statements_of(case)):>3} statements, {len(reads(case)):>3} reads"
+        )
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from deuz_transcripts.backends.postgresql.counts.subsets import (
 )
 from deuz_transcripts.models import Message
 from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.sent_statements import statements_sent
 from tests.sql_support import spy_matcher
 from tests.test_term_counts import chat, count_terms, tenant_key
 
@@ -103,7 +104,7 @@ def test_common_words_total_and_next_pages_come_from_subset_counts(scope):
             got = pages(store.transcript, scope, "alpha beta")
         assert got == pages(memory, scope, "alpha beta")
         assert len(got) > 2
-        statements = [query["sql"] for query in queries.captured_queries]
+        statements = statements_sent(queries)
         union, subsets = count_statements(statements)
         assert union == []  # no count of every match
         # one statement per page: the terms' own stored counts (GIN only where a term is
@@ -132,7 +133,7 @@ def test_words_in_nearly_every_row_count_the_union_once():
             page = store.transcript.search_page({}, "alpha beta gamma delta", limit=4)
         want = memory.search_page({}, "alpha beta gamma delta", limit=4)
         assert (page.total, page.hits) == (want.total, want.hits) == (40, want.hits)
-        union, subsets = count_statements([query["sql"] for query in queries.captured_queries])
+        union, subsets = count_statements(statements_sent(queries))
         assert len(union) == 1
         assert subsets == []
 
@@ -209,7 +210,7 @@ def test_a_total_left_to_count_is_counted_by_subsets_where_they_visit_fewer_rows
             page = store.transcript.search_page({}, "alpha beta", limit=4)
         want = memory.search_page({}, "alpha beta", limit=4)
         assert (page.total, page.hits) == (want.total, want.hits)
-        union, subsets = count_statements([query["sql"] for query in queries.captured_queries])
+        union, subsets = count_statements(statements_sent(queries))
         assert (len(union), len(subsets)) == (0, 1)
 
 

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from django.db import connections, transaction
-from django.db.backends.utils import CursorWrapper
+from django.db import transaction
 
 from ..appends import appended_to
 from ..backends import SearchBackend, get_backend
 from ..backends.base import Candidate
+from ..backends.search_cursor import SearchCursor
 from ..base import BaseTranscriptIndex, check_chat_id
 from ..conf import conf
 from ..models import Message
@@ -57,13 +57,15 @@ def hit_key(candidate: Candidate) -> HitKey:
 
 
 def _hits_of(
-    cursor: CursorWrapper,
+    cursor: SearchCursor,
     backend: SearchBackend,
     request: SearchRequest,
     page: list[Candidate],
     plan: RankPlan,
 ) -> list[TranscriptHit]:
-    """The planned page's hits, each with the spans of the request's terms."""
+    """The planned page's hits, each with the spans of the request's terms: the
+    search's last read."""
+    cursor.last_read_next()
     return read_hits(
         cursor,
         page,
@@ -189,8 +191,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
         with (
             search_budget(conf.SEARCH_TIMEOUT_MS),
             database_errors(alias),
-            backend.time_limit(conf.SEARCH_TIMEOUT_MS),
-            connections[alias].cursor() as cursor,
+            backend.search_cursor(conf.SEARCH_TIMEOUT_MS) as cursor,
         ):
             collected = Collector(backend.matcher, cursor).collect(request)
             if collected is None:
@@ -209,8 +210,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
         with (
             search_budget(conf.SEARCH_TIMEOUT_MS),
             database_errors(alias),
-            backend.time_limit(conf.SEARCH_TIMEOUT_MS),
-            connections[alias].cursor() as cursor,
+            backend.search_cursor(conf.SEARCH_TIMEOUT_MS) as cursor,
         ):
             collected = Collector(backend.matcher, cursor).collect(
                 request,

@@ -28,8 +28,8 @@ from ..search_backend import SearchBackend
 from .checks import PostgresChecks
 from .counts.statistics import PostgresCounts
 from .rows import PostgresRows
+from .session import SessionCursor, search_session
 from .session import bitmap_scans as _bitmap_scans
-from .session import search_session
 from .storage import VECTOR_COLUMN
 from .tsquery import filtered_tsquery, mask_tsquery, tsquery_literal
 
@@ -210,6 +210,7 @@ class PostgresBackend(SearchBackend):
     def legacy_scope_filter(self, rows: QuerySet[Any], scope: Scope) -> QuerySet[Any]:
         return rows.filter(scope__contains=dict(scope)) if scope else rows  # jsonb @>
 
-    def time_limit(self, timeout_ms: int) -> AbstractContextManager[None]:
-        """The budget, and JIT off for the search's statements (``search_session``)."""
+    def search_cursor(self, timeout_ms: int) -> AbstractContextManager[SessionCursor]:
+        """One transaction, the budget and JIT off, sent with the search's reads
+        (``search_session``)."""
         return search_session(self.alias, timeout_ms)
