@@ -17,7 +17,7 @@ POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 # run when it answers; with DEUZ_REQUIRE_REPLICA=1 they fail when it does not).
 REPLICA_URL ?= postgres://postgres@127.0.0.1:5433/test
 
-.PHONY: venv test test-postgres test-postgres-partitioned test-sqlite-new pg-replica run lint docs docs-build bench dist clean FORCE
+.PHONY: venv test test-postgres test-postgres-partitioned test-sqlite-new pg-replica run lint docs docs-build bench soak dist clean FORCE
 
 venv: $(VENV)/.installed
 
@@ -78,10 +78,19 @@ $(SQLITE_NEW)/.installed:
 test-sqlite-new: venv $(SQLITE_NEW)/.installed
 	PYTHONPATH=$(SQLITE_NEW) DEUZ_SQLITE_MODULE=pysqlite3 $(BIN)/pytest $(PYTEST_ARGS) $(SQLITE_NEW_TESTS)
 
+# The demo's address: `make run PORT=8001` (HOST=0.0.0.0 serves other machines too).
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+# `make run CJK_BIGRAMS=1`: the demo indexes and searches Chinese, Japanese and Thai by
+# bigrams (DEUZ_CJK_BIGRAMS, read by testproject/settings.py; a demo loaded without is
+# re-indexed).
+run: export DEUZ_CJK_BIGRAMS = $(CJK_BIGRAMS)
+
 run: venv
 	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py load_demo_transcripts --if-empty
-	$(BIN)/python manage.py runserver 127.0.0.1:8000
+	$(BIN)/python manage.py load_demo_transcripts --if-empty --url http://$(HOST):$(PORT)
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 lint: venv
 	$(BIN)/ruff check .
@@ -110,6 +119,20 @@ $(VENV)/.bench-installed: pyproject.toml $(VENV)/.installed
 
 bench: venv $(VENV)/.bench-installed
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# The soak (soak/, docs/guarantees.md "Soak"): load and faults for SOAK_SECONDS on SOAK_DB
+# (postgres: root, on its own cluster `soak` 127.0.0.1:5440 and standby 5441, made on first
+# use; never the clusters on 5432/5433), then every invariant checked; exit 1 if one broke.
+SOAK_DB ?= postgres
+SOAK_SECONDS ?= 60
+SOAK_ARGS ?=
+
+$(VENV)/.soak-installed: pyproject.toml $(VENV)/.installed
+	$(BIN)/pip install -e '.[dev,soak]'
+	touch $@
+
+soak: venv $(VENV)/.soak-installed
+	$(BIN)/python -m soak --db $(SOAK_DB) --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 
 # The sdist and the wheel in dist/, their metadata checked (twine check); .ci/run then
 # installs the wheel into a fresh virtualenv (ci/package_smoke.py).

@@ -8,19 +8,23 @@
 # standby is cluster `replica` on 127.0.0.1:5433, a streaming copy made by pg_basebackup
 # (-R: standby.signal + primary_conninfo; -X stream). No replication slot: a standby that is
 # stopped for long never makes the primary keep WAL for it (it may then need --recreate).
+# PG_PRIMARY_CLUSTER / PG_PRIMARY_PORT / PG_REPLICA_CLUSTER / PG_REPLICA_PORT name another
+# pair (the soak's own, soak/cluster.py: `soak` on 5440, `soak_standby` on 5441).
 # Runs as root (pg_createcluster, pg_ctlcluster, editing pg_hba.conf). Idempotent: an existing
 # standby is only started, never rebuilt, unless --recreate is given.
 set -euo pipefail
 
 version="${PG_VERSION:-15}"
-primary_port=5432
-replica_port=5433
-primary_conf="/etc/postgresql/$version/main"
-replica_conf="/etc/postgresql/$version/replica"
+primary="${PG_PRIMARY_CLUSTER:-main}"
+primary_port="${PG_PRIMARY_PORT:-5432}"
+replica="${PG_REPLICA_CLUSTER:-replica}"
+replica_port="${PG_REPLICA_PORT:-5433}"
+primary_conf="/etc/postgresql/$version/$primary"
+replica_conf="/etc/postgresql/$version/$replica"
 say() { echo "pg_replica: $*" >&2; }
 
 if ! pg_isready -q -h 127.0.0.1 -p "$primary_port"; then
-    say "ERROR: the primary (cluster $version/main) is not reachable on 127.0.0.1:$primary_port"
+    say "ERROR: the primary (cluster $version/$primary) is not reachable on 127.0.0.1:$primary_port"
     exit 1
 fi
 psql_primary() { psql -X -q -A -t -h 127.0.0.1 -p "$primary_port" -U postgres -d postgres -c "$1"; }
@@ -39,21 +43,21 @@ hba="$primary_conf/pg_hba.conf"
 if ! grep -qE '^host\s+replication\s+all\s+127\.0\.0\.1/32\s+trust' "$hba"; then
     say "adding 'host replication all 127.0.0.1/32 trust' to $hba"
     echo 'host replication all 127.0.0.1/32 trust' >>"$hba"
-    pg_ctlcluster --skip-systemctl-redirect "$version" main reload
+    pg_ctlcluster --skip-systemctl-redirect "$version" "$primary" reload
 fi
 
-cluster_exists() { pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "replica"' | grep -q .; }
+cluster_exists() { pg_lsclusters -h | awk -v v="$version" -v c="$replica" '$1 == v && $2 == c' | grep -q .; }
 
 if [ "${1:-}" = --recreate ] && cluster_exists; then
-    say "dropping cluster $version/replica"
-    pg_dropcluster --stop "$version" replica
+    say "dropping cluster $version/$replica"
+    pg_dropcluster --stop "$version" "$replica"
 fi
 
 # --- create the standby once -------------------------------------------------------------------
 if ! cluster_exists; then
-    say "creating cluster $version/replica on port $replica_port"
-    pg_createcluster "$version" replica -p "$replica_port" >/dev/null
-    datadir="$(pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "replica" {print $6}')"
+    say "creating cluster $version/$replica on port $replica_port"
+    pg_createcluster "$version" "$replica" -p "$replica_port" >/dev/null
+    datadir="$(pg_lsclusters -h | awk -v v="$version" -v c="$replica" '$1 == v && $2 == c {print $6}')"
     # the standby takes connections as the primary does (the suite connects without a password)
     cp "$hba" "$replica_conf/pg_hba.conf"
     find "$datadir" -mindepth 1 -delete
@@ -64,8 +68,8 @@ fi
 
 # --- start it and wait until it answers as a standby ------------------------------------------
 if ! pg_isready -q -h 127.0.0.1 -p "$replica_port"; then
-    say "starting cluster $version/replica"
-    pg_ctlcluster --skip-systemctl-redirect "$version" replica start || true
+    say "starting cluster $version/$replica"
+    pg_ctlcluster --skip-systemctl-redirect "$version" "$replica" start || true
 fi
 for _ in $(seq 1 60); do
     pg_isready -q -h 127.0.0.1 -p "$replica_port" && break
@@ -75,7 +79,7 @@ in_recovery="$(psql -X -A -t -h 127.0.0.1 -p "$replica_port" -U postgres -d post
     -c 'SELECT pg_is_in_recovery()' 2>/dev/null || true)"
 if [ "$in_recovery" != t ]; then
     say "ERROR: nothing answers as a hot standby on 127.0.0.1:$replica_port" \
-        "(see /var/log/postgresql/postgresql-$version-replica.log; --recreate rebuilds it)"
+        "(see /var/log/postgresql/postgresql-$version-$replica.log; --recreate rebuilds it)"
     exit 1
 fi
 say "hot standby of 127.0.0.1:$primary_port serving on 127.0.0.1:$replica_port"

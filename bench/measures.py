@@ -240,7 +240,7 @@ class SqlEngines:
                     [*params, _tsquery(terms)],
                 )
             else:
-                from deuz_transcripts.backends.fts5_expressions import match_expression
+                from deuz_transcripts.backends.sqlite.fts5_expressions import match_expression
 
                 cursor.execute(
                     "SELECT rowid FROM deuz_transcripts_fts WHERE deuz_transcripts_fts MATCH %s "
@@ -262,7 +262,7 @@ class SqlEngines:
                     [*params, _tsquery(terms), _tsquery(terms)],
                 )
             else:
-                from deuz_transcripts.backends.fts5_expressions import match_expression
+                from deuz_transcripts.backends.sqlite.fts5_expressions import match_expression
 
                 cursor.execute(
                     "SELECT rowid FROM deuz_transcripts_fts WHERE deuz_transcripts_fts MATCH %s "

@@ -11,12 +11,9 @@ __all__ = ["partition"]
 def partition(count: int) -> dict[str, Any]:
     """Partition by tenant (``partition_transcripts``), timed; a table an earlier run
     partitioned is measured as it is (the conversion ends with ``VACUUM (ANALYZE)``)."""
-    from deuz_transcripts.backends.postgresql_partitions import (
-        partition_info,
-        partition_messages,
-    )
+    from deuz_transcripts.backends.postgresql.partitions import partition_info, partition_messages
 
-    from .run import log
+    from .progress import log
 
     info = partition_info("default")
     start = time.perf_counter()

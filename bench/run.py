@@ -21,12 +21,9 @@ from deuz_transcripts.text import MAX_INDEXED_BYTES, cut_utf8
 from . import filters, marker, measures, partitions, peers, writes
 from .corpus import BIG_USER, SMALL_USER, Corpus
 from .models import PeerDoc
+from .progress import log
 
 GROWTH_POINTS = (10_000, 100_000, 1_000_000)
-
-
-def log(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def analyze() -> None:
@@ -39,7 +36,7 @@ def count_terms() -> float | None:
     runs after a bulk load and then from time to time); its seconds, ``None`` elsewhere."""
     if connection.vendor != "postgresql":
         return None
-    from deuz_transcripts.backends.postgresql_count_refresh import refresh_term_counts
+    from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
 
     start = time.perf_counter()
     with connection.cursor() as cursor:

@@ -11,25 +11,35 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
-from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.db import router
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect
-from django.urls import URLPattern, path
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, re_path
 from django.utils.text import format_lazy
+from django.utils.timezone import localtime
 from django.utils.translation import gettext_lazy as _
 
 from .admin_chat_page import MESSAGES_PER_PAGE, message_page, search_context
+from .admin_export import EXPORT_FORMATS, export_view
 from .admin_views import can_search, search_view
 from .errors import ReplicaUnavailable, SearchTimeout
 from .forms import parse_scope
-from .models import Chat, Tombstone
+from .models import Chat, Tombstone, TranscriptSearch
 from .records import scope_matches
 from .sql import DjangoTranscriptIndex
 from .stores import DjangoConditionalChatStore
 
-__all__ = ["CHANGELIST_SEARCH_CAP", "ChatAdmin", "TombstoneAdmin", "scope_named_in"]
+__all__ = [
+    "CHANGELIST_SEARCH_CAP",
+    "ChatAdmin",
+    "TombstoneAdmin",
+    "TranscriptSearchAdmin",
+    "scope_named_in",
+]
 
 
 def scope_named_in(request: HttpRequest, chat: Chat) -> bool:
@@ -44,8 +54,9 @@ def scope_named_in(request: HttpRequest, chat: Chat) -> bool:
 if TYPE_CHECKING:
     _ChatModelAdmin = admin.ModelAdmin[Chat]
     _TombstoneModelAdmin = admin.ModelAdmin[Tombstone]
+    _SearchModelAdmin = admin.ModelAdmin[TranscriptSearch]
 else:  # ModelAdmin is generic in django-stubs only: it cannot be subscripted at runtime
-    _ChatModelAdmin = _TombstoneModelAdmin = admin.ModelAdmin
+    _ChatModelAdmin = _TombstoneModelAdmin = _SearchModelAdmin = admin.ModelAdmin
 
 #: The changelist's search box shows the chats of at most this many best hits.
 CHANGELIST_SEARCH_CAP = 500
@@ -72,13 +83,14 @@ class SourceFilter(admin.SimpleListFilter):
 
 @admin.register(Chat)
 class ChatAdmin(_ChatModelAdmin):
+    # Narrow columns (counts in one, a short date), so the list fits a 1280 px window
+    # beside the admin's sidebar and the filters.
     list_display = [
         "chat_id",
         "scope_display",
-        "message_count",
-        "indexed_count",
+        "messages_display",
         "revision",
-        "updated_at",
+        "updated_display",
         "is_indexed",
     ]
     list_filter = [SourceFilter, "is_indexed"]
@@ -105,6 +117,15 @@ class ChatAdmin(_ChatModelAdmin):
     @admin.display(description=_("scope"))
     def scope_display(self, chat: Chat) -> str:
         return ", ".join(f"{key}={value}" for key, value in sorted(chat.scope.items())) or "—"
+
+    @admin.display(description=_("messages (indexed)"), ordering="message_count")
+    def messages_display(self, chat: Chat) -> str:
+        return f"{chat.message_count} ({chat.indexed_count})"
+
+    @admin.display(description=_("updated at"), ordering="updated_at")
+    def updated_display(self, chat: Chat) -> str:
+        """``2024-06-01 12:00`` in the current time zone: a third of Django's long form."""
+        return localtime(chat.updated_at).strftime("%Y-%m-%d %H:%M")
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
         """Only the list filters' own parameters: Django lets the query string filter on
@@ -159,10 +180,18 @@ class ChatAdmin(_ChatModelAdmin):
             self.admin_site.admin_view(self.transcript_search_view),
             name="deuz_transcripts_search",
         )
-        return [search, *super().get_urls()]
+        export = re_path(
+            rf"^search/export\.(?P<kind>{'|'.join(EXPORT_FORMATS)})$",
+            self.admin_site.admin_view(self.transcript_export_view),
+            name="deuz_transcripts_export",
+        )
+        return [search, export, *super().get_urls()]
 
     def transcript_search_view(self, request: HttpRequest) -> HttpResponse:
         return search_view(self, request)
+
+    def transcript_export_view(self, request: HttpRequest, kind: str) -> HttpResponseBase:
+        return export_view(self, request, kind)
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Chat], search_term: str
@@ -188,6 +217,40 @@ class ChatAdmin(_ChatModelAdmin):
         return queryset.filter(match), False
 
     # the read-only detail page
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """Search-only staff refused a chat they asked to read get a 403 page saying why
+        and what to do (a refused POST stays Django's bare 403)."""
+        try:
+            return super().change_view(request, object_id, form_url, extra_context)
+        except PermissionDenied:
+            if request.method not in ("GET", "HEAD") or not can_search(request):
+                raise
+            return self._scope_refusal(request)
+
+    def _scope_refusal(self, request: HttpRequest) -> HttpResponse:
+        """Names the scope the link gave (never the chat's own) and leads to the search."""
+        named = request.GET.get("scope", "")[:200]
+        try:
+            well_formed = bool(parse_scope(named))
+        except ValueError:
+            well_formed = False
+        context = {
+            **self.admin_site.each_context(request),
+            "title": _("This chat is not shown to you"),
+            "opts": self.opts,
+            "named_scope": named if well_formed else "",
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(
+            request, "admin/deuz_transcripts/chat/scope_refused.html", context, status=403
+        )
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
@@ -281,4 +344,38 @@ class TombstoneAdmin(_TombstoneModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Tombstone | None = None) -> bool:
+        return False
+
+
+@admin.register(TranscriptSearch)
+class TranscriptSearchAdmin(_SearchModelAdmin):
+    """The *Search transcripts* entry of the admin home and sidebar: its only page sends
+    to the search view, for whoever may search."""
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        entry = self.admin_site.admin_view(self.entry_view)
+        return [path("", entry, name="{}_{}_changelist".format(*info))]
+
+    def entry_view(self, request: HttpRequest) -> HttpResponse:
+        if not can_search(request):
+            raise PermissionDenied
+        return redirect("admin:deuz_transcripts_search")
+
+    def has_view_permission(
+        self, request: HttpRequest, obj: TranscriptSearch | None = None
+    ) -> bool:
+        return obj is None and can_search(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(
+        self, request: HttpRequest, obj: TranscriptSearch | None = None
+    ) -> bool:
+        return False
+
+    def has_delete_permission(
+        self, request: HttpRequest, obj: TranscriptSearch | None = None
+    ) -> bool:
         return False

@@ -19,25 +19,36 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.formats import number_format
 from django.utils.safestring import SafeString
+from django.utils.timezone import localtime
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from .conf import conf
+from .cursors import MAX_CURSOR_LENGTH
 from .errors import InvalidRecord, ReplicaUnavailable, SearchTimeout
 from .forms import MAX_SCOPE_LENGTH, TranscriptSearchForm
 from .highlight import highlighted_excerpt, highlighted_snippet, printable, role_label
 from .models import Chat
-from .paging import MAX_CURSOR_LENGTH, SearchPage
+from .paging import SearchPage
 from .records import TranscriptHit, TranscriptMessage
 from .spans import Span, match_spans, snippet_bounds
 from .sql import DjangoTranscriptIndex
 from .sql.scopes import unknown_scope
-from .text import indexed_text
+from .sql.stored_forms import stored_form_problem
+from .text import MAX_QUERY_TERMS, ignored_query_terms, indexed_text
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
-__all__ = ["MESSAGES_PER_PAGE", "SEARCH_PERMISSION", "can_search", "search_view", "typed_search"]
+__all__ = [
+    "MESSAGES_PER_PAGE",
+    "SEARCH_PERMISSION",
+    "can_search",
+    "chat_rows",
+    "scope_text",
+    "search_view",
+    "typed_search",
+]
 
 SEARCH_PERMISSION = "deuz_transcripts.search_transcripts"
 #: Messages shown per page on a chat's admin page (a hit links to the page holding it).
@@ -87,7 +98,7 @@ def _context_line(item: TranscriptMessage, terms: list[str], substring: bool) ->
     return ContextLine(item.index, item.message_id, role_label(item.message), html)
 
 
-def _chats(database: str, chat_ids: set[str]) -> dict[str, tuple[int, Any, datetime]]:
+def chat_rows(database: str, chat_ids: set[str]) -> dict[str, tuple[int, Any, datetime]]:
     """The hits' chats: primary key (for the link), scope and ``updated_at``, one query."""
     rows = Chat.objects.using(database).filter(chat_id__in=chat_ids)
     return {
@@ -120,7 +131,7 @@ def _hit_rows(
 ) -> list[HitRow]:
     """``search``: the search's parameters, carried by each chat link so the chat page
     highlights the query and leads back to these results."""
-    chats = _chats(database, {hit.chat_id for hit in hits})
+    chats = chat_rows(database, {hit.chat_id for hit in hits})
     # The link names the scope searched: search-only staff may open a chat only
     # within a scope they name (see ChatAdmin.has_view_permission).
     rows = []
@@ -217,8 +228,12 @@ def search_view(model_admin: ModelAdmin[Chat], request: HttpRequest) -> HttpResp
         "backend_name": backend.name,
         "substring_matching": backend.substring_matching,
         "submitted": submitted,
+        "main_fields": [form[name] for name in MAIN_FIELDS],
+        "filter_fields": [form[name] for name in FILTER_FIELDS],
+        "active_filters": len(_filters_text(form)) if submitted and form.is_valid() else 0,
         "rows": [],
         "notice": "",
+        "stale_form": _stale_form_notice(database),
     }
     if submitted and form.is_valid():
         context.update(_search(request, form, index, database, backend.substring_matching))
@@ -228,6 +243,18 @@ def search_view(model_admin: ModelAdmin[Chat], request: HttpRequest) -> HttpResp
         context["first_url"] = _page_url(request, form, 1)
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, "admin/deuz_transcripts/search.html", context)
+
+
+def _stale_form_notice(database: str) -> str:
+    """Check W004 where the operator looks: the index is in another stored form than the
+    settings write, so searches miss words until a backfill."""
+    problem = stored_form_problem(database)
+    if problem is None:
+        return ""
+    return _(
+        "The search index is out of date: %(problem)s. Run manage.py backfill_transcripts "
+        "to re-index it (system check deuz_transcripts.W004)."
+    ) % {"problem": problem}
 
 
 def _search(
@@ -271,6 +298,7 @@ def _search(
         form.add_error(None, str(exc))
         return {}
     hits = found.hits
+    pages = -(-found.total // size)  # at least this many pages hold hits
     result: dict[str, Any] = {
         "rows": _hit_rows(
             database, hits, terms, substring, typed_search(form.data, page=page, cursor=cursor)
@@ -281,23 +309,69 @@ def _search(
         "all_scopes_banner": banner if not data["scope"] else "",
         "first_number": (page - 1) * size + 1,
         "last_number": (page - 1) * size + len(hits),
+        "page_count": pages,
+        "page_count_exact": found.total_exact,
         # back by offset (a cursor only leads forward); forward by the page's cursor, so
         # no hit is shown twice or skipped while chats are written (docs/guarantees.md)
-        "previous_url": _page_url(request, form, page - 1) if page > 1 else None,
+        "previous_url": _page_url(request, form, page - 1) if hits and page > 1 else None,
         "next_url": _page_url(request, form, page + 1, found.next_cursor)
         if found.has_next
         else None,
+        "export_query": urlencode(typed_search(form.data, page=1)) if hits else "",
+        "export_cap": conf.EXPORT_MAX_HITS,
         "terms": terms,
+        "ignored_notice": ignored_notice(data["q"]),
     }
-    if not hits:
-        result["first_url"] = _page_url(request, form, 1) if page > 1 else None
-        result["notice"] = (
-            _("No more hits: this page is past the last one.")
-            if page > 1
-            else _scope_notice(index, data["scope"])
-            or _("No message matches this query in this scope.")
-        )
+    if not hits and page > 1:  # past the last page: no pager, the first and last pages
+        result["first_url"] = _page_url(request, form, 1)
+        result["last_url"] = _page_url(request, form, pages) if pages > 1 else None
+        result["notice"] = _("No more hits: this page is past the last one.")
+    elif not hits:
+        result["notice"] = _scope_notice(index, data["scope"]) or _no_match_notice(form)
     return result
+
+
+def ignored_notice(query: str) -> str:
+    """Which of the query's words were not searched (past the 32nd); "" when none."""
+    ignored = ignored_query_terms(query)
+    if not ignored:
+        return ""
+    return _(
+        "Only the first %(limit)d words of the query are searched; these were ignored: %(words)s."
+    ) % {"limit": MAX_QUERY_TERMS, "words": ", ".join(ignored)}
+
+
+#: The form's fields always shown; the others fold away on a phone once hits are shown.
+MAIN_FIELDS = ("q", "scope")
+FILTER_FIELDS = ("role", "other_roles", "updated_after", "updated_before", "around")
+
+
+def _moment_text(moment: datetime) -> str:
+    return localtime(moment).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _filters_text(form: TranscriptSearchForm) -> list[str]:
+    """The valid form's active filters as a person reads them."""
+    data = form.cleaned_data
+    active = []
+    if form.roles:
+        active.append(_("roles %(roles)s") % {"roles": ", ".join(form.roles)})
+    if data.get("updated_after"):
+        active.append(_("updated after %(t)s") % {"t": _moment_text(data["updated_after"])})
+    if data.get("updated_before"):
+        active.append(_("updated before %(t)s") % {"t": _moment_text(data["updated_before"])})
+    return active
+
+
+def _no_match_notice(form: TranscriptSearchForm) -> str:
+    """A search without hits names the filters that narrowed it, if any."""
+    active = _filters_text(form)
+    if not active:
+        return _("No message matches this query in this scope.")
+    return _(
+        "No message matches this query in this scope with these filters: %(filters)s. "
+        "Clear a filter to widen the search."
+    ) % {"filters": "; ".join(active)}
 
 
 def _total_text(found: SearchPage) -> str:

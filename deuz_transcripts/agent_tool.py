@@ -2,8 +2,8 @@
 
 The model chooses only the query and filters; the scope is bound by the caller when it
 runs the call, so a model can never search another user's chats. The answer is compact
-JSON (ids, role, snippet, score) within a character budget, and a bad call is answered
-with a JSON error the model can read and correct, never an exception.
+JSON (the endpoint's shape, ``search_json``) within a character budget, and a bad call
+is answered with a JSON error the model can read and correct, never an exception.
 
 Pure Python over any ``BaseTranscriptIndex`` (memory or SQL).
 """
@@ -13,18 +13,19 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
+
+from django.utils import timezone
 
 from .base import BaseTranscriptIndex
 from .conf import conf
 from .errors import InvalidRecord, ReplicaUnavailable, SearchTimeout
 from .highlight import printable
 from .paging import SearchPage
-from .records import TranscriptHit, validate_scope
-from .search_request import aware_datetime_from_text
-from .spans import snippet
-from .text import indexed_text
+from .records import validate_scope
+from .search_input import MAX_ROLES, check_query, check_roles, check_window, parse_moment
+from .search_json import answer_json, hit_json
+from .text import ignored_query_terms
 
 __all__ = [
     "DEFAULT_BUDGET_CHARS",
@@ -32,7 +33,9 @@ __all__ = [
     "SEARCH_TOOL",
     "TOOL_NAME",
     "anthropic_tool",
+    "anthropic_tool_result",
     "arun_search_tool",
+    "is_error_answer",
     "openai_responses_tool",
     "openai_tool",
     "run_search_tool",
@@ -47,13 +50,18 @@ DEFAULT_TOOL_LIMIT = 5
 SNIPPET_CHARS = 200
 #: Snippets are shortened down to this before hits are dropped a second time.
 _MIN_SNIPPET_CHARS = 20
-_MAX_QUERY_CHARS = 1_000
 
 _DESCRIPTION = (
     "Search the user's past conversations by words (full-text, not semantic). Returns the "
-    "best matching messages first, each with its chat id, message id, role, a short snippet "
-    "and a score from 0 to 1 (1 is the best hit), plus the total count (with "
-    '"count_exact": false, more match than it says) and a cursor for the next page.'
+    "best matching messages first, each with its chat id, message id, role, the time its "
+    "chat was last updated (updated_at), a short snippet and a score from 0 to 1 (1 is the "
+    'best hit), plus the total count (with "count_exact": false, more match than it says), '
+    "a cursor for the next page, and the query's words past the 32nd, which were not "
+    "searched (ignored_terms)."
+)
+_DATE_HELP = (
+    "an ISO 8601 date and time, e.g. 2026-01-31T09:00:00Z (a date alone is refused; "
+    "without an offset the server's time zone applies)"
 )
 
 #: The tool's input, a JSON schema both the OpenAI and Anthropic tool APIs accept.
@@ -70,7 +78,9 @@ SEARCH_TOOL: dict[str, Any] = {
             "roles": {
                 "type": "array",
                 "items": {"type": "string", "enum": ["user", "assistant", "tool"]},
-                "description": "Only messages of these roles (default: every role).",
+                "maxItems": MAX_ROLES,
+                "description": "Only messages of these roles. Leave it out for every role; "
+                "an empty list matches no message.",
             },
             "limit": {
                 "type": "integer",
@@ -80,11 +90,12 @@ SEARCH_TOOL: dict[str, Any] = {
             },
             "start_date": {
                 "type": "string",
-                "description": "Only chats updated after this ISO 8601 date-time with offset.",
+                "description": f"Only chats updated after this moment: {_DATE_HELP}.",
             },
             "end_date": {
                 "type": "string",
-                "description": "Only chats updated before this ISO 8601 date-time with offset.",
+                "description": f"Only chats updated before this moment (later than start_date): "
+                f"{_DATE_HELP}.",
             },
             "cursor": {
                 "type": "string",
@@ -97,25 +108,43 @@ SEARCH_TOOL: dict[str, Any] = {
 }
 
 
-def openai_tool() -> dict[str, Any]:
-    """The tool as OpenAI's Chat Completions API takes it (``tools=[openai_tool()]``)."""
+def _strict_parameters() -> dict[str, Any]:
+    """``SEARCH_TOOL``'s schema as OpenAI's strict mode wants it: every property required,
+    the optional ones nullable (``null`` is read as "not given")."""
+    parameters: dict[str, Any] = copy.deepcopy(SEARCH_TOOL["parameters"])
+    optional = set(parameters["properties"]) - set(parameters["required"])
+    for name in optional:
+        schema = parameters["properties"][name]
+        schema["type"] = [schema["type"], "null"]
+        if "enum" in schema:
+            schema["enum"] = [*schema["enum"], None]
+    parameters["required"] = list(parameters["properties"])
+    return parameters
+
+
+def _openai_function(strict: bool) -> dict[str, Any]:
+    if not strict:
+        return {"parameters": copy.deepcopy(SEARCH_TOOL["parameters"])}
+    return {"strict": True, "parameters": _strict_parameters()}
+
+
+def openai_tool(*, strict: bool = False) -> dict[str, Any]:
+    """The tool as OpenAI's Chat Completions API takes it (``tools=[openai_tool()]``);
+    ``strict=True``: the ``strict`` schema variant (structured outputs)."""
     return {
         "type": "function",
-        "function": {
-            "name": TOOL_NAME,
-            "description": _DESCRIPTION,
-            "parameters": copy.deepcopy(SEARCH_TOOL["parameters"]),
-        },
+        "function": {"name": TOOL_NAME, "description": _DESCRIPTION, **_openai_function(strict)},
     }
 
 
-def openai_responses_tool() -> dict[str, Any]:
-    """The tool as OpenAI's Responses API takes it (a flat function tool)."""
+def openai_responses_tool(*, strict: bool = False) -> dict[str, Any]:
+    """The tool as OpenAI's Responses API takes it (a flat function tool); ``strict=True``
+    as ``openai_tool``."""
     return {
         "type": "function",
         "name": TOOL_NAME,
         "description": _DESCRIPTION,
-        "parameters": copy.deepcopy(SEARCH_TOOL["parameters"]),
+        **_openai_function(strict),
     }
 
 
@@ -128,26 +157,35 @@ def anthropic_tool() -> dict[str, Any]:
     }
 
 
+def is_error_answer(answer: str) -> bool:
+    """Whether ``run_search_tool``'s answer is a ``{"error": ...}`` (for the API's error flag)."""
+    try:
+        parsed = json.loads(answer)
+    except ValueError:
+        return True
+    return isinstance(parsed, dict) and "error" in parsed
+
+
+def anthropic_tool_result(tool_use_id: str, answer: str) -> dict[str, Any]:
+    """``run_search_tool``'s answer as the ``tool_result`` block of Anthropic's Messages API,
+    with ``is_error`` set when the call was refused."""
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        "content": answer,
+        "is_error": is_error_answer(answer),
+    }
+
+
 class _BadCall(Exception):
     def __init__(self, message: str) -> None:
         self.message = message
         super().__init__(message)
 
 
-def _date(arguments: Mapping[str, Any], name: str) -> datetime | None:
-    value = arguments.get(name)
-    if value is None or value == "":
-        return None
-    parsed = aware_datetime_from_text(value)
-    if parsed is None:
-        raise _BadCall(
-            f"{name} must be an ISO 8601 date-time with an offset, e.g. 2026-01-31T09:00:00Z"
-        )
-    return parsed
-
-
 def _arguments(raw: str | Mapping[str, Any]) -> dict[str, Any]:
-    """The model's arguments checked against ``SEARCH_TOOL``, as ``search_page`` keywords."""
+    """The model's arguments checked against ``SEARCH_TOOL`` and ``search_input``'s rules,
+    as ``search_page`` keywords."""
     if isinstance(raw, str | bytes):
         try:
             raw = json.loads(raw)
@@ -159,31 +197,27 @@ def _arguments(raw: str | Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(str(key) for key in raw if key not in known)
     if unknown:
         raise _BadCall(f"unknown arguments: {', '.join(unknown)[:100]}")
-    query = raw.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise _BadCall("query must be a non-empty string")
-    if len(query) > _MAX_QUERY_CHARS:
-        raise _BadCall(f"query must be at most {_MAX_QUERY_CHARS} characters")
-    limit = raw.get("limit", DEFAULT_TOOL_LIMIT)
+    query = check_query(raw.get("query"), "query")
+    limit = DEFAULT_TOOL_LIMIT if raw.get("limit") is None else raw["limit"]  # null: strict
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_TOOL_LIMIT:
         raise _BadCall(f"limit must be an integer from 1 to {MAX_TOOL_LIMIT}")
     roles = raw.get("roles")
-    if roles is not None and (
-        not isinstance(roles, list)
-        or len(roles) > 10
-        or not all(isinstance(role, str) and 0 < len(role) <= 64 for role in roles)
-    ):
+    if roles is not None and not isinstance(roles, list):
         raise _BadCall('roles must be a list of role names, e.g. ["user", "assistant"]')
     cursor = raw.get("cursor")
     if cursor is not None and not isinstance(cursor, str):
         raise _BadCall("cursor must be the next_cursor string of a previous answer")
+    zone = timezone.get_current_timezone()
+    after = parse_moment(raw.get("start_date"), "start_date", zone=zone)
+    before = parse_moment(raw.get("end_date"), "end_date", zone=zone)
+    check_window(after, before, after_field="start_date", before_field="end_date")
     return {
         "query": query,
         "limit": limit,
-        "roles": roles or None,
+        "roles": check_roles(roles),  # [] matches no message, as search(roles=[]) does
         "cursor": cursor or None,
-        "updated_after": _date(raw, "start_date"),
-        "updated_before": _date(raw, "end_date"),
+        "updated_after": after,
+        "updated_before": before,
     }
 
 
@@ -192,28 +226,17 @@ def _error(message: str, budget: int) -> str:
     return text if len(text) <= budget else '{"error":"invalid arguments"}'
 
 
-def _hit(hit: TranscriptHit, width: int) -> dict[str, Any]:
-    role = hit.message.get("role")
-    return {
-        "chat_id": hit.chat_id,
-        "message_id": hit.message_id,
-        "role": role if isinstance(role, str) else "",
-        "snippet": snippet(indexed_text(hit.message) or "", hit.spans, width=width),
-        "score": round(hit.score, 3),
-    }
-
-
-def _render(page: SearchPage, count: int, width: int | None) -> str:
-    hits = page.hits[:count]
-    answer: dict[str, Any] = {"count": page.total, "hits": []}
-    if not page.total_exact:  # more than "count" match (SEARCH_TOTAL_CAP)
-        answer["count_exact"] = False
-    if width is not None:
-        answer["hits"] = [_hit(hit, width) for hit in hits]
-    if count < len(page.hits) or width is None:
+def _render(
+    page: SearchPage, ignored: list[str], count: int, width: int | None, *, cut: bool = False
+) -> str:
+    """The answer with the page's first ``count`` hits, snippets ``width`` characters long
+    (``None``: no hit); ``cut``: ``ignored`` is only the head of the ignored terms."""
+    hits = page.hits[:count] if width is not None else []
+    shown = [hit_json(hit, [], False, width=width, score_digits=3) for hit in hits if width]
+    answer = answer_json(page, shown, ignored)
+    if count < len(page.hits) or width is None or cut:
+        answer["next_cursor"] = None  # it would skip the hits left out
         answer["truncated"] = True
-    elif page.next_cursor is not None:
-        answer["next_cursor"] = page.next_cursor
     return json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -225,28 +248,41 @@ def _widths() -> list[int]:
     return widths
 
 
-def _fit_whole(page: SearchPage, budget: int) -> str | None:
+def _fit_whole(page: SearchPage, ignored: list[str], budget: int) -> str | None:
     """Every hit of the page (so its cursor stays exact), snippets shortened as needed;
     ``None`` when even the shortest do not fit."""
     for width in _widths():
-        text = _render(page, len(page.hits), width)
+        text = _render(page, ignored, len(page.hits), width)
         if len(text) <= budget:
             return text
     return None
 
 
-def _fit(page: SearchPage, budget: int) -> tuple[str, int]:
+def _head(terms: list[str], chars: int) -> list[str]:
+    """The first of ``terms`` whose JSON takes at most ``chars`` characters."""
+    kept: list[str] = []
+    for term in terms:
+        chars -= len(json.dumps(term, ensure_ascii=False)) + 1
+        if chars < 0:
+            break
+        kept.append(term)
+    return kept
+
+
+def _fit(page: SearchPage, ignored: list[str], budget: int) -> tuple[str, int]:
     """The longest answer within ``budget``: every hit with full snippets if it fits,
     else fewer hits, else shorter snippets; and how many hits it holds."""
     for count in range(len(page.hits), 0, -1):
-        text = _render(page, count, SNIPPET_CHARS)
+        text = _render(page, ignored, count, SNIPPET_CHARS)
         if len(text) <= budget:
             return text, count
     for width in _widths()[1:]:
-        text = _render(page, 1, width)
+        text = _render(page, ignored, 1, width)
         if len(text) <= budget:
             return text, 1
-    return _render(page, 0, None), 0  # ids longer than the budget: only the count
+    # ids (or ignored terms) longer than the budget: the count, and what terms fit
+    head = _head(ignored, budget // 2)
+    return _render(page, head, 0, None, cut=len(head) < len(ignored)), 0
 
 
 def _search(
@@ -281,13 +317,12 @@ def run_search_tool(
     """Run one ``search_transcripts`` call inside ``scope`` (yours, never the model's).
 
     ``arguments``: the call's JSON arguments, as the model sent them (text or parsed).
-    Returns JSON of at most ``budget_chars`` characters: ``{"count", "hits": [{"chat_id",
-    "message_id", "role", "snippet", "score"}], "next_cursor"}`` (and ``"count_exact":
-    false`` when more than ``SEARCH_TOTAL_CAP`` match: the count is the cap), or
-    ``{"error": ...}``
-    for a bad call. When the hits do not fit, the last ones are left out and snippets
-    shortened: ``next_cursor`` then continues right after the last hit shown, or, when
-    not even it fits, the answer says ``"truncated": true`` instead.
+    Returns JSON of at most ``budget_chars`` characters in the endpoint's shape
+    (``search_json``: ``count``, ``count_exact``, ``next_cursor``, ``ignored_terms``,
+    ``hits`` with ``updated_at``), or ``{"error": ...}`` for a bad call (the same rules as
+    every surface: ``search_input``). When the hits do not fit, the last ones are left out
+    and snippets shortened: ``next_cursor`` then continues right after the last hit shown,
+    or, when not even it fits, the answer says ``"truncated": true`` and the cursor is null.
     An empty or invalid ``scope`` or a budget below ``MIN_BUDGET_CHARS`` is the caller's
     mistake and raises.
     """
@@ -296,12 +331,13 @@ def run_search_tool(
         raise ValueError(f"budget_chars must be at least {MIN_BUDGET_CHARS}")
     try:
         call = _arguments(arguments)
+        ignored = ignored_query_terms(call["query"])
         page = _search(index, bound, call, call["limit"])
-        text, count = _fit(page, budget_chars)
+        text, count = _fit(page, ignored, budget_chars)
         if 0 < count < len(page.hits):
             # fewer hits than asked: read that many, so next_cursor continues after them
             # (else the answer without a cursor, "truncated", stands)
-            text = _fit_whole(_search(index, bound, call, count), budget_chars) or text
+            text = _fit_whole(_search(index, bound, call, count), ignored, budget_chars) or text
     except _BadCall as exc:
         return _error(exc.message, budget_chars)
     except InvalidRecord as exc:

@@ -10,24 +10,32 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from django.db import router
+from django.db import DatabaseError, router
 from django.http import HttpRequest, JsonResponse, QueryDict
+from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from .conf import conf
 from .errors import InvalidRecord, ReplicaUnavailable, SearchTimeout, TranscriptError
 from .highlight import printable
 from .models import Chat
-from .records import TranscriptHit, TranscriptMessage, validate_scope
-from .search_request import aware_datetime_from_text
-from .spans import Span, match_spans, snippet_with_spans
+from .records import validate_scope
+from .search_input import (
+    MAX_QUERY_LENGTH,
+    MAX_ROLES,
+    check_query,
+    check_roles,
+    check_window,
+    parse_moment,
+    split_roles,
+)
+from .search_json import SNIPPET_WIDTH, answer_json, hit_json
 from .sql import DjangoTranscriptIndex
-from .text import indexed_text, query_terms
+from .sql.scopes import unknown_scope
+from .text import ignored_query_terms, query_terms
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -45,13 +53,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_LIMIT = 20
 #: At most this many messages before and after each hit.
 MAX_AROUND = 10
-MAX_QUERY_LENGTH = 1_000
-MAX_ROLES = 20
-SNIPPET_WIDTH = 160
-#: Spans an around message's snippet needs at most.
-_AROUND_SPANS = 12
 _NUMBER_RE = re.compile(r"[0-9]{1,9}")
-_MAX_DATE_LENGTH = 64
 #: Parameter names as the endpoint takes them, for errors the index raises.
 _FIELD_NAMES = {"query": "q"}
 
@@ -78,46 +80,26 @@ def _number(params: QueryDict, name: str, default: int, low: int, high: int) -> 
     return int(raw)
 
 
-def _date(params: QueryDict, name: str) -> datetime | None:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        return None
-    value = aware_datetime_from_text(raw, _MAX_DATE_LENGTH)
-    if value is None:
-        raise InvalidRecord(
-            name, "must be an ISO 8601 date-time with an offset, e.g. 2026-01-31T09:00:00+00:00"
-        )
-    return value
-
-
-def _roles(params: QueryDict) -> list[str] | None:
-    """``roles=user&roles=tool`` or ``roles=user,tool``; absent or blank: every role."""
-    roles = [
-        role.strip()
-        for value in params.getlist("roles")
-        for role in value.split(",")
-        if role.strip()
-    ]
-    if len(roles) > MAX_ROLES:
-        raise InvalidRecord("roles", f"names more than {MAX_ROLES} roles")
-    return roles or None
-
-
 def parse_parameters(params: QueryDict) -> SearchParameters:
-    """The checked parameters, or ``InvalidRecord`` naming the first bad one."""
-    q = params.get("q")
-    if q is None or not q.strip():
-        raise InvalidRecord("q", "is required")
-    if len(q) > MAX_QUERY_LENGTH:
-        raise InvalidRecord("q", f"is longer than {MAX_QUERY_LENGTH} characters")
+    """The checked parameters (``search_input``'s rules), or ``InvalidRecord`` naming the
+    first bad one. ``roles=user&roles=tool`` or ``roles=user,tool``; absent or blank:
+    every role."""
+    q = check_query(params.get("q", ""), "q")
+    around = _number(params, "around", 0, 0, MAX_AROUND)
+    limit = _number(params, "limit", DEFAULT_LIMIT, 1, conf.API_MAX_LIMIT)
+    roles = check_roles(split_roles(params.getlist("roles")) or None)
+    zone = timezone.get_current_timezone()
+    after = parse_moment(params.get("updated_after"), "updated_after", zone=zone)
+    before = parse_moment(params.get("updated_before"), "updated_before", zone=zone)
+    check_window(after, before, after_field="updated_after", before_field="updated_before")
     return SearchParameters(
         q=q,
-        around=_number(params, "around", 0, 0, MAX_AROUND),
-        limit=_number(params, "limit", DEFAULT_LIMIT, 1, conf.API_MAX_LIMIT),
+        around=around,
+        limit=limit,
         cursor=params.get("cursor") or None,
-        roles=_roles(params),
-        updated_after=_date(params, "updated_after"),
-        updated_before=_date(params, "updated_before"),
+        roles=roles,
+        updated_after=after,
+        updated_before=before,
     )
 
 
@@ -131,47 +113,20 @@ def _private(response: JsonResponse) -> JsonResponse:
     return response
 
 
-def _role(message: Mapping[str, Any]) -> str:
-    role = message.get("role")
-    return printable(role) if isinstance(role, str) else ""
-
-
-def _spans_json(spans: tuple[Span, ...]) -> list[list[int]]:
-    return [[start, end] for start, end in spans]
-
-
-def _around_json(item: TranscriptMessage, terms: list[str], substring: bool) -> dict[str, Any]:
-    text = indexed_text(item.message) or ""
-    spans = match_spans(text, terms, substring=substring, enough=_AROUND_SPANS)
-    shown, inside = snippet_with_spans(text, spans, width=SNIPPET_WIDTH)
-    return {
-        "message_id": item.message_id,
-        "index": item.index,
-        "role": _role(item.message),
-        "snippet": shown,
-        "spans": _spans_json(inside),
-    }
-
-
-def hit_json(hit: TranscriptHit, terms: list[str], substring: bool) -> dict[str, Any]:
-    """A hit as the endpoint answers it; ``spans`` are offsets into ``snippet``."""
-    shown, inside = snippet_with_spans(
-        indexed_text(hit.message) or "", hit.spans, width=SNIPPET_WIDTH
-    )
-    return {
-        "chat_id": hit.chat_id,
-        "message_id": hit.message_id,
-        "index": hit.index,
-        "role": _role(hit.message),
-        "score": hit.score,
-        "snippet": shown,
-        "spans": _spans_json(inside),
-        "around": [_around_json(item, terms, substring) for item in hit.around or ()],
-    }
-
-
 def _request_scope(request: HttpRequest) -> dict[str, str] | JsonResponse:
-    """The scope the configured callable gives, or the response refusing the request."""
+    """The scope the configured callable gives, or the response refusing the request.
+
+    Who asks is read from the database (the session, the user, whatever the scope callable
+    reads): while the database is down or restarting that is a 503, as a stopped search
+    is, never a 500."""
+    try:
+        return _signed_in_scope(request)
+    except DatabaseError:
+        logger.warning("transcript search: the database could not say who asks", exc_info=True)
+        return _error(503, None, "transcript search is unavailable; try again")
+
+
+def _signed_in_scope(request: HttpRequest) -> dict[str, str] | JsonResponse:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return _error(403, None, "sign in to search your transcripts")
@@ -179,7 +134,11 @@ def _request_scope(request: HttpRequest) -> dict[str, str] | JsonResponse:
     if scope_of is None:
         logger.error("DEUZ_TRANSCRIPTS['SEARCH_SCOPE'] is not set or cannot be imported")
         return _error(503, None, "transcript search is not configured")
-    scope = scope_of(request)
+    try:
+        scope = scope_of(request)
+    except Exception:  # the project's code: its failure is logged, the answer stays JSON
+        logger.exception("DEUZ_TRANSCRIPTS['SEARCH_SCOPE'] raised")
+        return _error(503, None, "transcript search is not available; try again")
     if scope is None:
         return _error(403, None, "you may not search transcripts")
     try:
@@ -227,13 +186,23 @@ def search_api(request: HttpRequest) -> JsonResponse:
         return _error(503, None, "transcript search failed; try again")
     terms = query_terms(params.q)
     substring = index.backend.substring_matching
-    return _private(
-        JsonResponse(
-            {
-                "count": page.total,
-                "count_exact": page.total_exact,
-                "next_cursor": page.next_cursor,
-                "hits": [hit_json(hit, terms, substring) for hit in page.hits],
-            }
-        )
-    )
+    hits = [hit_json(hit, terms, substring) for hit in page.hits]
+    answer = answer_json(page, hits, ignored_query_terms(params.q))
+    if not page.hits and (notice := _empty_scope_notice(index, scope)):
+        answer["notice"] = notice
+    return _private(JsonResponse(answer))
+
+
+def _empty_scope_notice(index: DjangoTranscriptIndex, scope: dict[str, str]) -> str | None:
+    """When no chat has the caller's scope, say so: a count of 0 alone reads as "no
+    message matches" (the admin and ``search_transcripts`` say it too). Never the scope
+    keys other chats have, which the admin lists for staff."""
+    try:
+        unknown = index.read(lambda alias: unknown_scope(alias, scope))
+    except TranscriptError:  # the answer stands without the notice
+        logger.warning("the empty-scope check of a transcript search failed", exc_info=True)
+        return None
+    if unknown is None:
+        return None
+    shown = ",".join(f"{key}={value}" for key, value in scope.items())
+    return f"no chat has your scope ({printable(shown)}) yet: no search can find anything"

@@ -13,14 +13,11 @@ class DeuzTranscriptsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.core.signals import setting_changed
-        from django.db.backends.signals import connection_created
-        from django.db.models.signals import post_migrate
 
         from . import checks  # noqa: F401  (registers the system checks)
-        from .backends.sqlite import empty_fts_after_flush, secure_delete_on_connect
+        from .backends import connect_engine_signals
 
-        post_migrate.connect(empty_fts_after_flush, sender=self)
-        connection_created.connect(secure_delete_on_connect, dispatch_uid="deuz_secure_delete")
+        connect_engine_signals(sender=self)
         setting_changed.connect(_apply_text_rules)
         _apply_text_rules(setting="DEUZ_TRANSCRIPTS")
 

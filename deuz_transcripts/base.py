@@ -9,8 +9,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from .appends import appended_to, check_revision, new_messages, no_chat
+from .cursors import decode_cursor, encode_cursor
 from .errors import InvalidRecord, RevisionConflict
-from .paging import PageAfter, SearchPage, decode_cursor, encode_cursor
+from .paging import PageAfter, SearchPage, from_micros
 from .prepared import PreparedChat
 from .records import (
     MAX_MESSAGE_ID_LENGTH,
@@ -124,7 +125,10 @@ class BaseTranscriptIndex(_AsyncRunner, ABC):
             return SearchPage([], 0, None)
         # one hit more than the page tells whether a next page exists
         counted = self._search_page(replace(request, limit=request.limit + 1), after, cap)
-        hits = counted.hits[: request.limit]
+        hits = [
+            replace(hit, updated_at=from_micros(key.updated_micros))  # dated by its chat
+            for hit, key in zip(counted.hits[: request.limit], counted.keys, strict=False)
+        ]
         next_cursor = None
         if request.limit and len(counted.hits) > request.limit:
             pinned, key = counted.pinned, counted.keys[request.limit - 1]

@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
-from django.db import connections, router
+from django.db import DEFAULT_DB_ALIAS, connections, router
 from django.db.models import F
 
 from .conf import conf
 
 __all__ = [
+    "check_database_reachable",
     "check_search_api",
     "check_search_backends",
     "check_search_database",
@@ -33,19 +34,24 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
 
 
 def search_api_included() -> bool:
-    """Whether the project's URLconf includes ``deuz_transcripts.urls`` (its namespace)."""
+    """Whether the project's URLconf includes ``deuz_transcripts.urls`` or
+    ``deuz_transcripts.mcp_urls`` (their namespaces): both take the scope from
+    ``SEARCH_SCOPE``."""
     from django.urls import reverse
 
-    try:
-        reverse("deuz_transcripts:search")
-    except Exception:  # NoReverseMatch; a broken URLconf is for Django's own checks
-        return False
-    return True
+    for name in ("deuz_transcripts:search", "deuz_transcripts_mcp:endpoint"):
+        try:
+            reverse(name)
+        except Exception:  # NoReverseMatch; a broken URLconf is for Django's own checks
+            continue
+        return True
+    return False
 
 
 @register(Tags.urls)
 def check_search_api(**kwargs: Any) -> list[CheckMessage]:
-    """An error when the JSON endpoint is routed but nothing says whose chats it searches.
+    """An error when the JSON or MCP endpoint is routed but nothing says whose chats it
+    searches.
 
     A set but unusable ``SEARCH_SCOPE`` is ``check_settings``' to report (E010), once.
     """
@@ -55,7 +61,8 @@ def check_search_api(**kwargs: Any) -> list[CheckMessage]:
         return []
     return [
         Error(
-            "The URLconf includes deuz_transcripts.urls (the JSON search endpoint) but "
+            "The URLconf includes deuz_transcripts.urls (the JSON search endpoint) or "
+            "deuz_transcripts.mcp_urls (the MCP endpoint) but "
             "DEUZ_TRANSCRIPTS['SEARCH_SCOPE'] is not set, so it could not tell whose chats "
             "a request may search.",
             hint="Set DEUZ_TRANSCRIPTS['SEARCH_SCOPE'] to the dotted path of a callable "
@@ -133,57 +140,60 @@ def check_search_database(**kwargs: Any) -> list[CheckMessage]:
     return messages
 
 
-#: Newest message rows whose digests show which term rule wrote them.
-TEXT_RULE_SAMPLE = 50
-
-
 @register(Tags.database)
-def check_text_rules(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Warns when a database's newest rows were indexed under the other ``CJK_BIGRAMS``.
-
-    A row's digest names the term rule that wrote it (``prepared.message_digest``), so a
-    sample of the newest rows tells, without re-reading the data, whether switching the
-    setting left the stored form behind. Runs only for the databases a command names
-    (``check --database``, ``migrate``), as Django's database checks do.
-    """
+def check_database_reachable(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """An error for a database a command names (``check --database``) that cannot be
+    reached: the database checks below then have nothing to read, and "no issues" would
+    be a lie."""
     from django.db import DatabaseError
 
-    from .models import Message
-    from .prepared import message_digest
-    from .text import cjk_bigrams_enabled
+    from .sql.errors import describe_database_error
 
-    enabled = cjk_bigrams_enabled()
-    other_tag = "" if enabled else "+cjk-bigrams"
     messages: list[CheckMessage] = []
     for alias in databases or ():
+        try:
+            connections[alias].ensure_connection()
+        except DatabaseError as exc:
+            messages.append(
+                Error(
+                    f"Database {alias!r}: {describe_database_error(exc)}.",
+                    id="deuz_transcripts.E019",
+                )
+            )
+    return messages
+
+
+@register(Tags.compatibility, Tags.database)
+def check_text_rules(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warns when a database's messages were indexed under other text rules than the
+    settings' (``CJK_BIGRAMS``, the stored-form version), or a re-index under them has not
+    finished: read from the forms the database records (``sql.stored_forms``), never
+    from a sample of rows.
+
+    Runs for the databases a command names (``check --database``, ``migrate``), as
+    Django's database checks do, and, with ``DEBUG`` on, for the default database:
+    ``runserver`` (which names none, and checks that database's migrations) shows it
+    where the operator looks.
+    """
+    from django.conf import settings
+
+    from .models import StoredForm
+    from .sql.stored_forms import stored_form_problem
+
+    if databases is None:
+        serving = settings.DEBUG and router.allow_migrate_model(DEFAULT_DB_ALIAS, StoredForm)
+        databases = [DEFAULT_DB_ALIAS] if serving else []
+    messages: list[CheckMessage] = []
+    for alias in databases:
         if connections[alias].vendor not in ("sqlite", "postgresql"):
             continue
-        try:
-            rows = list(
-                Message.objects.using(alias)
-                .filter(visible_position__isnull=False)
-                .order_by("-pk")
-                .values_list("message_id", "visible_position", "payload", "digest")[
-                    :TEXT_RULE_SAMPLE
-                ]
-            )
-        except DatabaseError:  # not migrated yet: nothing indexed to compare
-            continue
-        stale = sum(
-            1
-            for message_id, position, payload, digest in rows
-            if digest != message_digest(message_id, position, payload)
-            and digest == message_digest(message_id, position, payload, other_tag)
-        )
-        if stale:
+        problem = stored_form_problem(alias)
+        if problem is not None:
             messages.append(
                 Warning(
-                    f"Database {alias!r}: {stale} of its {len(rows)} newest messages were "
-                    f"indexed with CJK_BIGRAMS={not enabled}, but the setting is {enabled}: "
-                    "searches miss their Chinese, Japanese and Thai words until they are "
-                    "re-indexed.",
+                    f"Database {alias!r}: {problem}.",
                     hint="Run `manage.py backfill_transcripts` (it re-indexes every stored "
-                    "chat under the current rule).",
+                    "chat under the current rules, then records them).",
                     id="deuz_transcripts.W004",
                 )
             )
@@ -235,22 +245,22 @@ def check_search_index(databases: Any = None, **kwargs: Any) -> list[CheckMessag
     the whole message table until a backfill builds it."""
     from django.db import DatabaseError
 
-    from .backends.postgresql_storage import VECTOR_INDEX, vector_index_state
+    from .backends import maintenance_for
 
     messages: list[CheckMessage] = []
     for alias in databases or ():
-        if connections[alias].vendor != "postgresql":
+        engine = maintenance_for(alias)
+        if not engine.search_index_name:
             continue
         try:
-            with connections[alias].cursor() as cursor:
-                state = vector_index_state(cursor)
+            state = engine.search_index_state()
         except DatabaseError:  # nothing to search yet
             continue
         if state in ("missing", "invalid"):
             messages.append(
                 Warning(
-                    f"Database {alias!r}: the search index {VECTOR_INDEX} is {state}: every "
-                    "search reads the whole message table.",
+                    f"Database {alias!r}: the search index {engine.search_index_name} is "
+                    f"{state}: every search reads the whole message table.",
                     hint="Run `manage.py backfill_transcripts` (it builds the index when its "
                     "run ends).",
                     id="deuz_transcripts.W006",

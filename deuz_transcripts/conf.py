@@ -46,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "REPLICA_FALLBACK": "primary",
     "TENANT_KEY": None,
     "SEARCH_TOTAL_CAP": 10_000,
+    "EXPORT_MAX_HITS": 10_000,
 }
 
 #: ``API_MAX_LIMIT`` is at most this: a page of the JSON endpoint stays small.
@@ -190,6 +191,12 @@ _RULES: dict[str, _Rule] = {
         "exactly up to this many and say 'more than' past it; None counts every match.",
         "deuz_transcripts.E018",
     ),
+    "EXPORT_MAX_HITS": _Rule(
+        lambda value: _is_int(value, 1) and value <= 2**31 - 1,
+        "must be an integer from 1 to 2147483647",
+        "An admin export writes at most this many hits, best first.",
+        "deuz_transcripts.E020",
+    ),
 }
 
 
@@ -246,6 +253,12 @@ class TranscriptSettings:
         """The surfaces' ``search_page(total_cap=...)``: exact totals up to this many."""
         value = self._raw["SEARCH_TOTAL_CAP"]
         return None if value is None else int(value)
+
+    @property
+    def EXPORT_MAX_HITS(self) -> int:
+        """The most hits one admin export writes (invalid: the default)."""
+        valid = self.problem("EXPORT_MAX_HITS") is None
+        return int(self._raw["EXPORT_MAX_HITS"] if valid else DEFAULTS["EXPORT_MAX_HITS"])
 
     @property
     def SEARCH_TIMEOUT_MS(self) -> int:

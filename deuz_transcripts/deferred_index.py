@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from django.db import connections, transaction
+from django.db import connections
 
-from .backends.postgresql_storage import VECTOR_INDEX, vector_index_sql, vector_index_state
+from .backends import maintenance_for
 
 __all__ = ["search_index_deferred"]
 
@@ -32,29 +32,21 @@ def search_index_deferred(
     the index after it wherever it is missing or invalid (``defer`` or not). Elsewhere,
     and inside a transaction (which would hold the table's lock to its end), the block
     just runs."""
-    connection = connections[database]
+    engine = maintenance_for(database)
+    name = engine.search_index_name
     state = "unmigrated"
-    if connection.vendor == "postgresql" and not connection.in_atomic_block:
-        with connection.cursor() as cursor:
-            state = vector_index_state(cursor)
+    if name and not connections[database].in_atomic_block:
+        state = engine.search_index_state()
     if state == "unmigrated":
         yield
         return
     if state == "ready" and defer:
-        with transaction.atomic(using=database), connection.cursor() as cursor:
-            cursor.execute(f"DROP INDEX IF EXISTS {VECTOR_INDEX}")
-        report(f"Search index {VECTOR_INDEX} dropped: it is built once the backfill ends.")
+        engine.drop_search_index()
+        report(f"Search index {name} dropped: it is built once the backfill ends.")
     try:
         yield
     finally:
         if state != "ready" or defer:
-            _build(database, state, report)
-
-
-def _build(database: str, state: str, report: Callable[[str], None]) -> None:
-    started = time.monotonic()
-    with transaction.atomic(using=database), connections[database].cursor() as cursor:
-        if state == "invalid":  # left by a failed build (CREATE INDEX CONCURRENTLY, say)
-            cursor.execute(f"DROP INDEX IF EXISTS {VECTOR_INDEX}")
-        cursor.execute(vector_index_sql())
-    report(f"Search index {VECTOR_INDEX} built in {time.monotonic() - started:.1f} s.")
+            started = time.monotonic()
+            engine.build_search_index(replace_invalid=state == "invalid")
+            report(f"Search index {name} built in {time.monotonic() - started:.1f} s.")

@@ -24,12 +24,19 @@ import re
 from collections.abc import Iterable
 
 from .span_rule import Span, add_word_spans
-from .text import cjk_bigrams_enabled, fold, holds_bigram_runs, separated_fold_aligned
+from .text import (
+    cjk_bigrams_enabled,
+    fold,
+    holds_bigram_runs,
+    separated_fold_aligned,
+    voiced_text,
+)
 
 __all__ = ["char_fold", "folded_spans", "non_ascii"]
 
-#: non-ASCII character -> its fold (emptied when it grows past the cap).
-_CHAR_FOLDS: dict[str, str] = {}
+#: non-ASCII character -> its fold, one table per rule (``CJK_BIGRAMS`` keeps voiced kana
+#: voiced); each emptied when it grows past the cap.
+_RULE_FOLDS: tuple[dict[str, str], dict[str, str]] = ({}, {})
 #: non-ASCII characters known to fold to exactly one character
 _ONE_FOR_ONE: set[str] = set()
 _KNOWN_CAP = 65_536
@@ -44,11 +51,12 @@ _FINDS_BEFORE_PATTERN = 16
 
 def char_fold(char: str) -> str:
     """``fold(char)``, remembered (a text repeats few distinct non-ASCII characters)."""
-    folded = _CHAR_FOLDS.get(char)
+    known = _RULE_FOLDS[cjk_bigrams_enabled()]
+    folded = known.get(char)
     if folded is None:
-        if len(_CHAR_FOLDS) > _KNOWN_CAP:
-            _CHAR_FOLDS.clear()
-        folded = _CHAR_FOLDS[char] = fold(char)
+        if len(known) > _KNOWN_CAP:
+            known.clear()
+        folded = known[char] = fold(char)
     return folded
 
 
@@ -210,6 +218,9 @@ def folded_spans(text: str, terms: Iterable[str], others: str | None = None) -> 
     word of the folded text, or (text whose terms ``CJK_BIGRAMS`` cuts into pieces) one of
     the pieces of a word holding it. ``others``: the text's non-ASCII characters, when
     known; else found only when a span needs the offset map."""
+    voiced = voiced_text(text)  # what folds character by character, the text's offsets
+    if voiced is not text:
+        text, others = voiced, None
     separated, aligned = separated_fold_aligned(text)
     if cjk_bigrams_enabled() and holds_bigram_runs(separated):
         return _piece_spans(text, others, separated, aligned, set(terms))

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import unicodedata
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -11,8 +10,16 @@ from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from .paging import MAX_CURSOR_LENGTH
+from .cursors import MAX_CURSOR_LENGTH
+from .errors import InvalidRecord
 from .records import MAX_ID_LENGTH
+from .search_input import (
+    MAX_QUERY_LENGTH,
+    check_roles,
+    check_window,
+    parse_moment,
+    split_roles,
+)
 from .text import query_terms
 
 if TYPE_CHECKING:
@@ -30,17 +37,13 @@ __all__ = [
     "parse_scope",
 ]
 
-#: Longer queries are refused; a query only ever uses its first 32 distinct terms.
-MAX_QUERY_LENGTH = 1_000
 MAX_AROUND = 10
 #: Deep pages are refused: nobody reads page 10,001, and the offset stays cheap.
 MAX_PAGE = 10_000
 MAX_SCOPE_LENGTH = 4_000
 #: The roles offered as checkboxes (system messages are never indexed); any other role
-#: is typed into "other roles".
+#: is typed into "other roles" (``search_input.MAX_ROLES`` in all).
 ROLE_CHOICES = [("user", _("user")), ("assistant", _("assistant")), ("tool", _("tool"))]
-#: At most this many roles may be typed into "other roles".
-MAX_OTHER_ROLES = 20
 _PAGE_RANGE = format_lazy(
     _("The page must be a whole number from 1 to {max}."), max=f"{MAX_PAGE:,}"
 )
@@ -73,37 +76,32 @@ def parse_scope(text: str) -> dict[str, str]:
 
 
 def parse_roles(text: str) -> list[str]:
-    """``"function, developer"`` -> ``["function", "developer"]``; ``ValueError`` if a role
-    is too long or holds a control, format or surrogate character (no stored role
-    printed by an admin should hide or move text)."""
-    roles = [role.strip() for role in text.split(",")]
-    roles = list(dict.fromkeys(role for role in roles if role))
-    if len(roles) > MAX_OTHER_ROLES:
-        raise ValueError(_("Give at most %(n)d other roles.") % {"n": MAX_OTHER_ROLES})
-    for role in roles:
-        if len(role) > MAX_ID_LENGTH:
-            raise ValueError(_("A role is at most %(n)d characters.") % {"n": MAX_ID_LENGTH})
-        if any(unicodedata.category(char)[0] == "C" for char in role):
-            raise ValueError(_("A role cannot hold control or invisible characters."))
-    return roles
+    """``"function, tool"`` -> ``["function", "tool"]``; ``ValueError`` when a role breaks
+    ``search_input.check_roles``'s rule (too long, control or invisible characters, no
+    stored role printed by an admin should hide or move text; a system role; too many)."""
+    try:
+        return check_roles(split_roles([text])) or []
+    except InvalidRecord as exc:
+        raise ValueError(_sentence(exc.problem)) from None
 
 
-class _MomentField(forms.DateTimeField):
-    """A date and time; without an offset it is read in the admin's current time zone
-    (Django's rule). Years the database cannot compare in UTC are form errors."""
+def _sentence(problem: str) -> str:
+    """A validator's problem (``"needs a time ..."``) as a form error's sentence."""
+    return problem[:1].upper() + problem[1:] + "."
+
+
+class _MomentField(forms.Field):
+    """A date and time by ``search_input.parse_moment``, the rule of every surface: a
+    time without an offset is read in the admin's current time zone; a date alone,
+    a time the clocks skip there, or a year the database cannot compare in UTC is a form
+    error."""
 
     def to_python(self, value: Any) -> datetime | None:
-        if isinstance(value, str) and len(value) > 64:  # no date is longer
-            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
-        moment = super().to_python(value)
-        if moment is None:
-            return None
+        text = value.strip() if isinstance(value, str) else value
         try:
-            return moment.astimezone(UTC)
-        except (OverflowError, ValueError):
-            raise forms.ValidationError(
-                _("This date is out of range."), code="out_of_range"
-            ) from None
+            return parse_moment(text, "date", zone=timezone.get_current_timezone())
+        except InvalidRecord as exc:
+            raise forms.ValidationError(_sentence(exc.problem), code="invalid") from None
 
 
 class TranscriptSearchForm(forms.Form):
@@ -139,12 +137,12 @@ class TranscriptSearchForm(forms.Form):
     updated_after = _MomentField(
         label=_("Updated after"),
         required=False,
-        widget=forms.TextInput(attrs={"size": 20, "placeholder": "2025-03-01 12:00"}),
+        widget=forms.TextInput(attrs={"size": 20, "placeholder": _("YYYY-MM-DD hh:mm")}),
     )
     updated_before = _MomentField(
         label=_("Updated before"),
         required=False,
-        widget=forms.TextInput(attrs={"size": 20, "placeholder": "2025-03-31"}),
+        widget=forms.TextInput(attrs={"size": 20, "placeholder": _("YYYY-MM-DD hh:mm")}),
     )
     around = forms.IntegerField(
         label=_("Around"),
@@ -245,13 +243,20 @@ class TranscriptSearchForm(forms.Form):
                 ),
             )
         after, before = cleaned.get("updated_after"), cleaned.get("updated_before")
-        if after is not None and before is not None and after >= before:
+        try:
+            check_window(after, before, after_field="updated_after", before_field="updated_before")
+        except InvalidRecord:
             self.add_error(
                 "updated_before",
                 forms.ValidationError(
                     _("This must be later than the 'updated after' time."), code="empty_window"
                 ),
             )
+        if "role" in cleaned and "other_roles" in cleaned:
+            try:
+                check_roles([*cleaned["role"], *cleaned["other_roles"]])
+            except InvalidRecord as exc:
+                self.add_error("other_roles", forms.ValidationError(_sentence(exc.problem)))
         return cleaned
 
     @property

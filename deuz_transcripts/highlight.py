@@ -15,7 +15,7 @@ from typing import Any
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from .spans import one_line, snippet_bounds
+from .spans import one_line, snippet_bounds, spans_within
 
 __all__ = [
     "ELLIPSIS",
@@ -69,7 +69,7 @@ def highlighted_snippet(
     window = text[start:end]
     low = start + len(window) - len(window.lstrip())  # snippet() drops edge whitespace
     high = max(low, start + len(window.rstrip()))
-    inside = [(max(a, low) - low, min(b, high) - low) for a, b in spans if a < high and b > low]
+    inside = [(max(a, low) - low, min(b, high) - low) for a, b in spans_within(spans, low, high)]
     return mark_safe(  # the middle is escaped piece by piece by _render
         (ELLIPSIS if start > 0 else "")
         + _render(text[low:high], inside, one_line)
@@ -105,7 +105,9 @@ def highlighted_excerpt(
             break
     pieces: list[str] = []
     for low, high in ranges:
-        inside = [(max(a, low) - low, min(b, high) - low) for a, b in spans if a < high and b > low]
+        inside = [
+            (max(a, low) - low, min(b, high) - low) for a, b in spans_within(spans, low, high)
+        ]
         pieces.append(
             (ELLIPSIS if low > 0 else "")
             + render_spans(text[low:high], inside)

@@ -19,8 +19,10 @@ __all__ = [
     "CountedTerm",
     "LegacyChat",
     "Message",
+    "StoredForm",
     "TermCount",
     "Tombstone",
+    "TranscriptSearch",
 ]
 
 
@@ -48,6 +50,17 @@ class Chat(models.Model):
 
     def __str__(self) -> str:
         return self.chat_id
+
+
+class TranscriptSearch(Chat):
+    """The admin home's *Search transcripts* entry: a proxy without data or permissions of
+    its own, whose admin page is the transcript search (the admin lists models only)."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = _("transcript search")
+        verbose_name_plural = _("search transcripts")
 
 
 class ChatScope(models.Model):
@@ -134,7 +147,7 @@ class CountedTenant(models.Model):
 
 class TermCount(models.Model):
     """How many indexed messages of a tenant hold a counted term (``lexeme`` ``""``: hold
-    any), kept by PostgreSQL triggers on the message table (``postgresql_term_counts``),
+    any), kept by PostgreSQL triggers on the message table (``postgresql.counts.stored``),
     so an unscoped or tenant search reads n_t and N from here instead of counting matches.
 
     N is kept for every tenant; a term's count only for a ``CountedTenant``, the other
@@ -157,6 +170,22 @@ class TermCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant}/{self.role}/{self.shard}/{self.lexeme}={self.rows}"
+
+
+class StoredForm(models.Model):
+    """A stored form (``stored_form``) the database's message rows may be in: every write
+    of message rows records its own; a full ``backfill_transcripts`` removes the others
+    when it starts and marks its own ``reindexing`` until it ends. More than the form in
+    force, or that one still ``reindexing``, is check W004."""
+
+    form = models.CharField(max_length=64, primary_key=True)
+    reindexing = models.BooleanField(default=False)
+
+    class Meta:
+        verbose_name = _("stored form")
+
+    def __str__(self) -> str:
+        return self.form
 
 
 class Tombstone(models.Model):

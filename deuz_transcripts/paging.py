@@ -1,45 +1,27 @@
-"""Counted pages and their cursors, pure Python, shared by every index.
+"""Counted pages and what their cursors pin, pure Python, shared by every index.
 
-A cursor pins the ranking of the search's first page (N and every n_t, so every idf)
+A cursor (``cursors`` holds its format) pins the ranking of the search's first page (N and every n_t, so every idf)
 and names the last hit served by its sort key. The next page is the hits that sort
 after that key under the pinned ranking, read from the data as it is now. A hit whose
 chat is not written in between keeps its key, so it is served exactly once, whatever
 else is written meanwhile (see ``docs/guarantees.md``).
 
-The cursor is urlsafe base64 of compact JSON with a checksum; it is opaque to callers
-and bound to its search (scope, terms and filters) by a fingerprint. Anything that is
-not a cursor of this search is ``InvalidRecord("cursor")``, never a raw error.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
 
 from . import ranking
-from .errors import InvalidRecord
-from .records import TranscriptHit, _check_identifier
+from .records import TranscriptHit
 
-if TYPE_CHECKING:
-    from .search_request import SearchRequest
-
-__all__ = ["HitKey", "PageAfter", "PinnedRanking", "SearchPage", "decode_cursor", "encode_cursor"]
+__all__ = ["HitKey", "PageAfter", "PinnedRanking", "SearchPage", "from_micros", "to_micros"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MICROSECOND = timedelta(microseconds=1)
-_CURSOR_VERSION = 1
-_CHECKSUM_BYTES = 8
-#: No cursor this app writes is longer (a 255-character chat id escaped, 32 counts).
-MAX_CURSOR_LENGTH = 8_192
-#: Every integer a cursor carries is below this (SQL engines hold 64-bit integers).
-_MAX_COUNT = 2**62
 
 
 def to_micros(value: datetime) -> int:
@@ -49,10 +31,6 @@ def to_micros(value: datetime) -> int:
 
 def from_micros(micros: int) -> datetime:
     return _EPOCH + timedelta(microseconds=micros)
-
-
-_MIN_MICROS = to_micros(datetime.min.replace(tzinfo=UTC))
-_MAX_MICROS = to_micros(datetime.max.replace(tzinfo=UTC))
 
 
 @dataclass(frozen=True)
@@ -108,7 +86,7 @@ class PinnedRanking:
         return self.raw(self.best_mask)
 
     def score(self, mask: int) -> float:
-        return self.raw(mask) / self.best
+        return ranking.normalized(self.raw(mask), self.best)
 
     def plan(self, masks: Mapping[int, int], page_masks: frozenset[int]) -> ranking.RankPlan:
         """A ``RankPlan`` scoring ``masks`` by the pinned idfs."""
@@ -164,90 +142,3 @@ class PageAfter:
             if seen >= depth and floor is None:
                 floor = raw
         return tied, picked
-
-
-def fingerprint(request: SearchRequest) -> str:
-    """What binds a cursor to its search: scope, terms and filters (not limit or around)."""
-    described = [
-        sorted(request.scope.items()),
-        request.terms,
-        None if request.chat_ids is None else sorted(request.chat_ids),
-        None if request.roles is None else sorted(request.roles),
-        None if request.updated_after is None else to_micros(request.updated_after),
-        None if request.updated_before is None else to_micros(request.updated_before),
-    ]
-    data = json.dumps(described, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def _checksum(body: bytes) -> bytes:
-    return hashlib.blake2b(body, digest_size=_CHECKSUM_BYTES).digest()
-
-
-def encode_cursor(request: SearchRequest, after: PageAfter) -> str:
-    key = after.key
-    body = json.dumps(
-        {
-            "v": _CURSOR_VERSION,
-            "q": fingerprint(request),
-            "n": after.pinned.total,
-            "t": list(after.pinned.matching),
-            "b": after.pinned.best_mask,
-            "k": [key.mask, key.updated_micros, key.chat_id, key.index],
-        },
-        ensure_ascii=True,
-        separators=(",", ":"),
-    ).encode("ascii")
-    return base64.urlsafe_b64encode(_checksum(body) + body).decode("ascii").rstrip("=")
-
-
-def _int(value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(value)
-    return value
-
-
-def decode_cursor(cursor: Any, request: SearchRequest) -> PageAfter:
-    """The cursor's pinned ranking and key; ``InvalidRecord("cursor")`` for anything that
-    is not a cursor this search handed out (garbage, a changed byte, another search's)."""
-    if not isinstance(cursor, str):
-        raise InvalidRecord("cursor", f"must be a string, not {type(cursor).__name__}")
-    if len(cursor) > MAX_CURSOR_LENGTH:
-        raise InvalidRecord("cursor", "is not a cursor of this index")
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        body = raw[_CHECKSUM_BYTES:]
-        if len(raw) <= _CHECKSUM_BYTES or _checksum(body) != raw[:_CHECKSUM_BYTES]:
-            raise ValueError("checksum")
-        data = json.loads(body.decode("ascii"))
-        if not isinstance(data, dict) or data.get("v") != _CURSOR_VERSION:
-            raise ValueError("version")
-    except (ValueError, binascii.Error, UnicodeError, RecursionError):
-        raise InvalidRecord("cursor", "is not a cursor of this index") from None
-    if data.get("q") != fingerprint(request):
-        raise InvalidRecord("cursor", "belongs to another search (scope, query or filters)")
-    try:
-        return _page_after(data, len(request.terms))
-    except (ValueError, TypeError, KeyError, InvalidRecord):
-        raise InvalidRecord("cursor", "is not a cursor of this index") from None
-
-
-def _page_after(data: dict[str, Any], term_count: int) -> PageAfter:
-    full = (1 << term_count) - 1
-    total = _int(data["n"], 1, _MAX_COUNT)
-    matching = data["t"]
-    if not isinstance(matching, list) or len(matching) != term_count:
-        raise ValueError("t")
-    pinned = PinnedRanking(
-        total, tuple(_int(n, 0, total) for n in matching), _int(data["b"], 1, full)
-    )
-    mask, micros, chat_id, index = data["k"]
-    key = HitKey(
-        _int(mask, 1, full),
-        _int(micros, _MIN_MICROS, _MAX_MICROS),
-        _check_identifier(chat_id, "cursor"),
-        _int(index, 0, 2**31 - 1),
-    )
-    if pinned.raw(key.mask) > pinned.best:
-        raise ValueError("k")
-    return PageAfter(pinned, key)

@@ -19,6 +19,7 @@ __all__ = [
     "idf",
     "mask_raw",
     "masks_from_subset_counts",
+    "normalized",
     "plan_page",
     "plan_page_by_idfs",
     "sort_key",
@@ -32,6 +33,12 @@ _ONE_MICROSECOND = timedelta(microseconds=1)
 def idf(total: int, matching: int) -> float:
     """``ln(1 + (N - n + 0.5) / (n + 0.5))``: rarer terms weigh more, never zero."""
     return math.log(1.0 + (total - matching + 0.5) / (matching + 0.5))
+
+
+def normalized(raw: float, best: float) -> float:
+    """``raw / best``, a score in (0, 1]; 1.0 for every hit when no term weighs anything
+    (``best`` 0: every raw is 0, all hits tie), never a division by zero."""
+    return raw / best if best > 0 else 1.0
 
 
 def mask_raw(mask: int, idfs: list[float]) -> float:
@@ -55,7 +62,7 @@ class RankPlan:
     page_masks: frozenset[int]
 
     def score(self, mask: int) -> float:
-        return self.raws[mask] / self.best
+        return normalized(self.raws[mask], self.best)
 
 
 def plan_page(

@@ -316,7 +316,11 @@ class TranscriptHit:
 
     ``spans``: ``(start, end)`` character offsets, in the message's indexed text
     (``text.indexed_text``), of the words that matched the query, within the indexed
-    first 256 KiB; the rule every surface highlights with (``spans.match_spans``).
+    first 256 KiB, the first 1,000 of them (``spans.MAX_HIT_SPANS``); the rule every
+    surface highlights with (``spans.match_spans``).
+    ``updated_at``: the hit's chat's ``updated_at`` (UTC) when the search was read, set on
+    ``search_page``'s hits (``None`` from ``search``); it dates the hit, it does not name
+    it, so hits compare equal without it.
     """
 
     chat_id: str
@@ -326,6 +330,7 @@ class TranscriptHit:
     score: float
     around: list[TranscriptMessage] | None = None
     spans: tuple[tuple[int, int], ...] = ()
+    updated_at: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ __all__ = [
     "MAX_SEARCH_ARGUMENT",
     "CountedHits",
     "SearchRequest",
-    "aware_datetime_from_text",
     "validate_total_cap",
 ]
 
@@ -153,15 +152,3 @@ class CountedHits:
     keys: list[HitKey]
     total: int
     pinned: PinnedRanking | None
-
-
-def aware_datetime_from_text(value: object, max_length: int = 64) -> datetime | None:
-    """An ISO 8601 date-time with its offset (``Z``, ``+02:00``) read from request or tool
-    text for ``updated_after``/``updated_before``; ``None`` when ``value`` is not one."""
-    if not isinstance(value, str) or len(value) > max_length:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.utcoffset() is not None else None

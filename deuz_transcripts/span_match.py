@@ -39,6 +39,7 @@ from .text import (
     cjk_bigrams_enabled,
     fold,
     folded_size,
+    voiced_text,
 )
 
 __all__ = ["indexed_prefix", "match_spans"]
@@ -78,14 +79,16 @@ def _folded_size(text: str, others: str | None = None) -> int:
 def indexed_prefix(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
     """The longest prefix of ``text`` whose folded UTF-8 fits in ``limit`` bytes.
 
-    Folding works on each character alone, so this is the original text of the
-    indexed part; a character whose folded form crosses the limit is left out.
+    Folding works on each character alone (of ``voiced_text(text)``, of the same
+    length), so this is the original text of the indexed part; a character whose folded
+    form crosses the limit is left out.
     """
-    return _indexed(text, limit)[0]
+    return text[: len(_indexed(voiced_text(text), limit)[0])]
 
 
 def _indexed(text: str, limit: int = MAX_INDEXED_BYTES) -> tuple[str, str | None]:
-    """``indexed_prefix(text)`` and its non-ASCII characters when they were needed."""
+    """``indexed_prefix`` of ``voiced_text`` and its non-ASCII characters when they were
+    needed."""
     if len(text) * 4 * MAX_FOLD_GROWTH <= limit:
         return text, None
     head = text[:limit]
@@ -322,19 +325,64 @@ def match_spans(
     """Spans of the words of ``text``'s indexed prefix that match ``terms`` (query terms).
 
     Equal to ``highlight_spans(indexed_prefix(text), terms, substring=substring)``;
-    ``enough`` > 0 stops after that many spans (an excerpt needs only the first few).
+    ``enough`` > 0 gives only the first ``enough`` of them, reading no further into the
+    text than they lie (an excerpt needs only the first few: ``_first_spans``).
     """
     if not terms or not isinstance(text, str) or not text:
         return ()
     useful = _useful_terms(tuple(terms), substring)
     if not useful:
         return ()
-    prefix, others = _indexed(text)
+    if enough > 0:
+        return tuple(_first_spans(text, useful, substring, enough))
+    prefix, others = _indexed(voiced_text(text))  # offsets are the text's
+    return tuple(_spans_in(prefix, others, useful, substring))
+
+
+def _spans_in(
+    prefix: str, others: str | None, useful: tuple[str, ...], substring: bool
+) -> list[Span]:
+    """The rule's spans on an indexed ``prefix`` (or a piece of one no word crosses), of
+    ``voiced_text``."""
     short = min(_SHORT_CAP, _SHORT_CHARS_PER_TERM_SQUARED * len(useful) ** 2)
     if not substring:  # exact: on the whole folded prefix
-        spans = folded_spans(prefix, useful, others)
-    elif len(prefix) <= short or "" in useful:
-        spans = _every_segment_spans(prefix, useful)
-    else:
-        spans = _segment_spans(prefix, non_ascii(prefix) if others is None else others, useful)
-    return tuple(spans[:enough] if enough > 0 else spans)
+        return folded_spans(prefix, useful, others)
+    if len(prefix) <= short or "" in useful:
+        return _every_segment_spans(prefix, useful)
+    return _segment_spans(prefix, non_ascii(prefix) if others is None else others, useful)
+
+
+#: Text of at most this many characters (4 UTF-8 bytes each, folding to 11 characters at
+#: most) is indexed whole.
+_NEVER_CUT_CHARS = MAX_INDEXED_BYTES // (4 * MAX_FOLD_GROWTH)
+#: ``_first_spans`` reads this many characters first, then twice as many each time.
+_FIRST_PIECE = 2_048
+#: No word crosses an ASCII whitespace character (it folds to itself, no term character).
+_WORD_GAP = re.compile("[ \t\n\r\x0b\x0c]")
+
+
+def _first_spans(text: str, useful: tuple[str, ...], substring: bool, enough: int) -> list[Span]:
+    """The first ``enough`` spans of ``text``'s indexed prefix, read in pieces cut at ASCII
+    whitespace, each twice the size of the one before, stopping once they hold ``enough``:
+    a 256 KiB message full of the query's words costs its first few KiB. The indexed
+    prefix is worked out only when a piece reaches past what is never cut."""
+    spans: list[Span] = []
+    start, size = 0, _FIRST_PIECE
+    end_of_text = len(text)
+    prefixed = end_of_text <= _NEVER_CUT_CHARS
+    while start < end_of_text:
+        cut = start + size
+        if cut < end_of_text:
+            gap = _WORD_GAP.search(text, cut)
+            cut = end_of_text if gap is None else gap.start()
+        if cut > _NEVER_CUT_CHARS and not prefixed:
+            text = indexed_prefix(text)  # a prefix: the gap found is still one
+            end_of_text, prefixed = len(text), True
+            cut = min(cut, end_of_text)
+        # a kana and its voicing mark are never cut apart: pieces end at ASCII whitespace
+        found = _spans_in(voiced_text(text[start:cut]), None, useful, substring)
+        spans.extend((start + low, start + high) for low, high in found)
+        if len(spans) >= enough:
+            return spans[:enough]
+        start, size = cut, size * 2
+    return spans

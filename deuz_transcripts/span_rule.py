@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .text import fold, is_term_char, query_terms, term_ranges
+from .text import fold, is_term_char, query_terms, term_ranges, voiced_text
 
 __all__ = ["Span", "add_word_spans", "highlight_spans"]
 
@@ -36,7 +36,7 @@ def highlight_spans(
     # (a mark or zero-width character after it belongs to it)
     starts: list[int] = []
     ends: list[int] = []
-    for position, char in enumerate(text):
+    for position, char in enumerate(voiced_text(text)):  # same offsets, folds per character
         folded = fold(char)
         if not folded:
             if word:  # a mark or zero-width character inside a word

@@ -12,8 +12,9 @@ Pure Python, no Django: the memory index and every SQL backend attach the same s
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .records import TranscriptHit
 from .span_match import indexed_prefix, match_spans
@@ -21,6 +22,7 @@ from .span_rule import Span, highlight_spans
 from .text import indexed_text
 
 __all__ = [
+    "MAX_HIT_SPANS",
     "Span",
     "highlight_spans",
     "hit_spans",
@@ -30,6 +32,7 @@ __all__ = [
     "snippet",
     "snippet_bounds",
     "snippet_with_spans",
+    "spans_within",
     "with_spans",
 ]
 
@@ -38,11 +41,19 @@ _SPACE_RE = re.compile(r"\s+")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
+#: A hit carries at most this many spans, its first ones: a 256 KiB message full of the
+#: query's words (43,000 of them) costs what its first few KiB cost, as no surface shows more.
+MAX_HIT_SPANS = 1_000
+
+
 def hit_spans(
     message: object, terms: Sequence[str], *, substring: bool = False
 ) -> tuple[Span, ...]:
-    """The spans of a hit's message (``()`` for a message with no indexed text)."""
-    return match_spans(indexed_text(message) or "", terms, substring=substring)
+    """The first ``MAX_HIT_SPANS`` spans of a hit's message (``()`` for a message with no
+    indexed text)."""
+    return match_spans(
+        indexed_text(message) or "", terms, substring=substring, enough=MAX_HIT_SPANS
+    )
 
 
 def with_spans(
@@ -88,14 +99,42 @@ def _whole_words(text: str, start: int, end: int, keep_from: int, keep_to: int) 
     return start, end
 
 
+#: A snippet's window is the best among a text's first this many spans: a 256 KiB message
+#: full of the query's words (43,000 spans) costs what its first window costs.
+SNIPPET_SPANS = 256
+
+
+def _usable(text: str, spans: Iterable[Span]) -> list[Span]:
+    """The first ``SNIPPET_SPANS`` spans that lie inside ``text``."""
+    inside = ((start, end) for start, end in spans if 0 <= start < end <= len(text))
+    return list(itertools.islice(inside, SNIPPET_SPANS))
+
+
+def spans_within(spans: Sequence[Span], low: int, high: int) -> list[Span]:
+    """The spans overlapping ``low:high``; spans in text order (as every hit's are) are
+    looked at only up to ``high``, any other order whole."""
+    found: list[Span] = []
+    previous = 0
+    for start, end in spans:
+        if start < previous:  # not in text order: every span may overlap
+            return [(a, b) for a, b in spans if a < high and b > low]
+        previous = start
+        if start >= high:
+            break
+        if end > low:
+            found.append((start, end))
+    return found
+
+
 def snippet_bounds(text: str, spans: Sequence[Span], *, width: int = 160) -> tuple[int, int]:
     """Where ``snippet`` cuts ``text``: ``(start, end)`` (it then drops the whitespace at
-    either edge). Lets a page mark the spans inside the very excerpt ``snippet`` shows."""
+    either edge). Lets a page mark the spans inside the very excerpt ``snippet`` shows.
+    The window is the best among the first ``SNIPPET_SPANS`` spans."""
     if width < 1:
         raise ValueError("width must be at least 1")
     if not isinstance(text, str) or not text:
         return 0, 0
-    usable = [(start, end) for start, end in spans if 0 <= start < end <= len(text)]
+    usable = _usable(text, spans)
     if usable:
         first, last = _best_window(usable, width)
         start, end = usable[first][0], usable[last][1]
@@ -140,8 +179,8 @@ def snippet_with_spans(
         raise ValueError("width must be at least 1")
     if not isinstance(text, str) or not text:
         return "", ()
-    usable = [(start, end) for start, end in spans if 0 <= start < end <= len(text)]
-    start, end = snippet_bounds(text, usable, width=width)
+    start, end = snippet_bounds(text, spans, width=width)
+    usable = [(a, b) for a, b in spans_within(spans, start, end) if 0 <= a < b <= len(text)]
     # where each shown character of text[start:end] lands once whitespace runs are one space
     shown: list[str] = []
     moved = [0] * (end - start + 1)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .fold_codes import FoldCodes
+from .kana_voicing import LONE_MARKS, compose_voiced, voiced
 from .message_text import SYSTEM_ROLES, indexed_text, is_system
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "folded_size",
     "folded_terms",
     "holds_bigram_runs",
+    "ignored_query_terms",
     "indexed_text",
     "is_system",
     "is_term_char",
@@ -39,6 +41,7 @@ __all__ = [
     "terms",
     "text_rules_tag",
     "use_cjk_bigrams",
+    "voiced_text",
 ]
 
 #: Only this many bytes of a message's folded UTF-8 text are indexed.
@@ -84,17 +87,53 @@ class _DropTable(dict[int, int | None]):
 _DROP = _DropTable()
 
 
+class _DropButVoicingTable(_DropTable):
+    """``_DROP`` but for the combining kana voicing marks (kept under ``CJK_BIGRAMS``)."""
+
+    def __missing__(self, code_point: int) -> int | None:
+        if code_point in (0x3099, 0x309A):
+            self[code_point] = code_point
+            return code_point
+        return super().__missing__(code_point)
+
+
+_DROP_BUT_VOICING = _DropButVoicingTable()
+
+
 def fold(text: str) -> str:
     """Fold case and diacritics: NFKD, Unicode case folding, NFKD, drop marks.
 
     Marks (``M*``), format characters (``Cf``: zero-width spaces and joiners, soft
-    hyphens, direction marks) and lone surrogates are removed. The rule works on
-    each character alone, so folding a text equals folding its pieces.
+    hyphens, direction marks) and lone surrogates are removed; under ``CJK_BIGRAMS`` the
+    kana voicing marks stay on their kana (``kana_voicing``). The rule works on each
+    character alone (of ``voiced_text(text)`` under ``CJK_BIGRAMS``), so folding a text
+    equals folding its pieces.
     """
     if text.isascii():
         return text.lower()
+    if _cjk_bigrams:
+        return _fold_voiced(text)
+    return _fold_seed(text)
+
+
+def _fold_seed(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
     return decomposed.translate(_DROP)
+
+
+def _fold_voiced(text: str) -> str:
+    """The fold of each character of ``voiced(text)``: lone marks fold as they always
+    did, precomposed voiced kana (and pairs made one by ``voiced``) stay voiced."""
+    text = voiced(text).translate(LONE_MARKS)
+    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
+    return compose_voiced(decomposed.translate(_DROP_BUT_VOICING))
+
+
+def voiced_text(text: str) -> str:
+    """The text whose characters fold one by one under the rule in force: ``text``
+    itself, or (``CJK_BIGRAMS``) with each kana + voicing mark pair made one voiced kana
+    and a mark folding to nothing. Same length, so its offsets are the text's."""
+    return voiced(text) if _cjk_bigrams else text
 
 
 # --- CJK and Thai bigrams (SPEC §8, opt-in by the ``CJK_BIGRAMS`` setting) -------------
@@ -113,20 +152,26 @@ _cjk_bigrams = False
 
 def use_cjk_bigrams(enabled: bool) -> None:
     """Switch the process-wide term rule (the app sets it from ``CJK_BIGRAMS``)."""
-    global _cjk_bigrams, _findall
+    global _cjk_bigrams, _findall, _FOLD_CODES
     if enabled != _cjk_bigrams:
         _cjk_bigrams = enabled
         _findall = _findall_bigrams if enabled else _TERM_RE.findall
+        _FOLD_CODES = _VOICED_CODES if enabled else _SEED_CODES
 
 
 def cjk_bigrams_enabled() -> bool:
     return _cjk_bigrams
 
 
+#: The bigram rule's stored form: ``+cjk-bigrams`` dropped the kana voicing marks (until
+#: 2026-12-06), ``+cjk-bigrams-2`` keeps them. A new name re-indexes databases of the old.
+CJK_BIGRAMS_TAG = "+cjk-bigrams-2"
+
+
 def text_rules_tag() -> str:
     """Names the term rule in stored digests: ``""`` for the seed's rule (digests of
     databases indexed before the option existed stay valid)."""
-    return "+cjk-bigrams" if _cjk_bigrams else ""
+    return CJK_BIGRAMS_TAG if _cjk_bigrams else ""
 
 
 def _findall_bigrams(folded: str) -> list[str]:
@@ -164,6 +209,15 @@ def query_terms(query: object) -> list[str]:
     return list(found)
 
 
+def ignored_query_terms(query: object) -> list[str]:
+    """The distinct terms past the first 32 that ``query_terms`` leaves out, in order (as
+    folded): what a surface tells its reader the search did not look for."""
+    if not isinstance(query, str):
+        return []
+    distinct = list(dict.fromkeys(folded_terms(fold(query))))
+    return distinct[MAX_QUERY_TERMS:]
+
+
 def cut_utf8(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
     """The longest prefix of ``text`` within ``limit`` UTF-8 bytes (cut characters drop)."""
     if len(text) <= limit // 4:
@@ -176,6 +230,7 @@ def cut_utf8(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
 
 def fold_capped(text: str, limit: int = MAX_INDEXED_BYTES) -> str:
     """``cut_utf8(fold(text))`` without folding more of a huge text than needed."""
+    text = voiced_text(text)  # a kana and its mark may stand on either side of a chunk's end
     if len(text) <= _FOLD_CHUNK_CHARS:
         return cut_utf8(fold(text), limit)
     pieces: list[str] = []
@@ -211,6 +266,7 @@ def text_terms(text: str) -> list[str]:
         # decoded at once, then split: one str per distinct term, no decode call per term
         joined = b" ".join(dict.fromkeys(ascii_terms)).decode("ascii")
         return joined.split(" ") if joined else []
+    text = voiced_text(text)
     if len(text) <= _NEVER_CUT_CHARS:
         separated = _FOLD_CODES.plain(text)
         found = dict.fromkeys(separated.split(" "))
@@ -232,12 +288,13 @@ def separated_fold_aligned(text: str) -> tuple[str, bool]:
     """``fold(text)`` with each non-term character a space, for the whole text in C (one
     character for each folded character, so offsets follow the fold's), and True when
     those offsets are known to be the text's (each character folded to one character):
-    else ``folded_spans`` maps them back."""
-    return _FOLD_CODES.plain_aligned(text)
+    else ``folded_spans`` maps them back (through the characters of ``voiced_text``)."""
+    return _FOLD_CODES.plain_aligned(voiced_text(text))
 
 
 def folded_size(text: str) -> int:
-    """``len(fold(text).encode("utf-8"))``, folded in C (separators of the same size)."""
+    """``len(fold(text).encode("utf-8"))`` of text already ``voiced_text``, folded in C
+    (separators of the same size) character by character."""
     return len(_FOLD_CODES.sized(text).encode("utf-8"))
 
 
@@ -251,9 +308,14 @@ def _bigrams(terms: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(t[a:b] for t in terms for a, b in term_ranges(t)))
 
 
+def _pieces(folded: str) -> list[tuple[str, bool]]:
+    """Each character of a fold and whether it belongs to a term."""
+    return [(piece, _TERM_RE.fullmatch(piece) is not None) for piece in folded]
+
+
 def _fold_pieces(char: str) -> list[tuple[str, bool]]:
-    """Each character of ``fold(char)`` and whether it belongs to a term."""
-    return [(piece, _TERM_RE.fullmatch(piece) is not None) for piece in fold(char)]
+    """``_pieces`` of ``fold(char)`` under the rule in force."""
+    return _pieces(fold(char))
 
 
 #: Scripts of thousands of characters (Han, Kana, Hangul, Yi): a few of their texts would
@@ -268,7 +330,10 @@ def _codable(char: str) -> bool:
     return _LARGE_SCRIPTS.match(char) is None
 
 
-_FOLD_CODES = FoldCodes(_fold_pieces, _codable)
+#: The codes of each rule (a character folds differently under each), and those in force.
+_SEED_CODES = FoldCodes(lambda char: _pieces(_fold_seed(char)), _codable)
+_VOICED_CODES = FoldCodes(lambda char: _pieces(_fold_voiced(char)), _codable)
+_FOLD_CODES = _SEED_CODES
 
 
 def stored_term(term: str) -> str:

@@ -45,6 +45,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # the demo's `curl -u ada:ada` (README, "The JSON search endpoint")
+    "testproject.basic_auth.BasicAuthMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -54,7 +56,7 @@ ROOT_URLCONF = "testproject.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        "DIRS": [BASE_DIR / "testproject" / "templates"],  # the end users' sign-in page
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -122,6 +124,10 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# End users sign in at /accounts/login/ and land on their own search (the JSON endpoint).
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/transcripts/search/?q=izmir&around=1"
+
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
@@ -133,6 +139,8 @@ DEUZ_TRANSCRIPTS = {
     # The scope key whose value fills the tenant columns (.ci/run's partitioned leg sets
     # DEUZ_TENANT_KEY=userId with DEUZ_TEST_PARTITIONS).
     "TENANT_KEY": env("DEUZ_TENANT_KEY", default=None),
+    # Chinese, Japanese and Thai searched by bigrams (`make run CJK_BIGRAMS=1`).
+    "CJK_BIGRAMS": env.bool("DEUZ_CJK_BIGRAMS", default=False),
 }
 
 LOGGING = {

@@ -35,7 +35,7 @@ def django_db_setup(django_db_setup, django_db_blocker):
         return
     from django.db import connection
 
-    from deuz_transcripts.backends.postgresql_partitions import partition_messages
+    from deuz_transcripts.backends.postgresql.partitions import partition_messages
 
     if connection.vendor != "postgresql":
         pytest.exit("DEUZ_TEST_PARTITIONS needs PostgreSQL (DATABASE_URL)", returncode=1)

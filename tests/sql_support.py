@@ -29,7 +29,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.utils import load_backend
 from django.test import override_settings
 
-from deuz_transcripts.backends.sqlite import FTS_TABLE, fts_table_exists
+from deuz_transcripts.backends.sqlite.common import FTS_TABLE, fts_table_exists
 from deuz_transcripts.verify import Verifier
 
 __all__ = [

@@ -198,6 +198,26 @@ def test_search_only_staff_cannot_read_chats_by_guessing_their_pk(django_user_mo
     assert SECRET in support.get(url, {"scope": "userId=bob"}).content.decode()
 
 
+def test_a_refused_chat_page_says_why_with_a_403(django_user_model):
+    """It was Django's bare "403 Forbidden"; it names the link's scope, never the chat's."""
+    write(chat("bob-chat", "bob", f"hello {SECRET}"))
+    support = make_client("support", django_user_model)
+    url = reverse("admin:deuz_transcripts_chat_change", args=[Chat.objects.get().pk])
+    outside = support.get(url, {"scope": "userId=ada"})
+    assert outside.status_code == 403
+    page = outside.content.decode()
+    assert "This chat is not in the scope <code>userId=ada</code> that this link names." in page
+    assert "only from a hit of a search whose scope the chat is in" in page
+    assert f'href="{reverse(SEARCH)}?scope=userId%3Dada"' in page
+    assert "bob" not in page and SECRET not in page
+    unnamed = support.get(url)
+    assert unnamed.status_code == 403 and "This link names no scope." in unnamed.content.decode()
+    # a refused POST, and staff who may not search, keep Django's own 403
+    assert support.post(url, {"scope": "userId=ada"}).status_code == 403
+    clerk = make_client("staff", django_user_model)
+    assert "This link names" not in clerk.get(url).content.decode()
+
+
 # CSRF
 
 

@@ -72,6 +72,10 @@ def test_role_checkboxes_and_other_roles_filter_hits_and_total(support_client: A
         ({"other_roles": ",".join(f"r{n}" for n in range(21))}, "other_roles"),
         ({"other_roles": "x" * 5_000}, "other_roles"),
         ({"other_roles": "nul\x00"}, "other_roles"),
+        ({"other_roles": "system"}, "other_roles"),  # never indexed: nothing could match
+        ({"other_roles": "developer"}, "other_roles"),
+        # 20 roles at most in all, as the endpoint, the tool and the command take
+        ({"role": "user", "other_roles": ",".join(f"r{n}" for n in range(20))}, "other_roles"),
     ],
 )
 def test_hostile_roles_are_form_errors(support_client: Any, params: dict, field: str) -> None:
@@ -112,7 +116,7 @@ def test_dates_are_strict_and_read_in_the_admins_time_zone(
     assert sorted(chat for chat, _ in hits(local)) == ["c3", "c4"]
     offset = search(support_client, q="deploy", scope=ADA, updated_after="2025-03-01T12:02Z")
     assert sorted(chat for chat, _ in hits(offset)) == ["c3", "c4"]
-    day = search(support_client, q="deploy", scope=ADA, updated_before="2025-03-02")
+    day = search(support_client, q="deploy", scope=ADA, updated_before="2025-03-02 00:00")
     assert len(hits(day)) == 5
     assert "Europe/Istanbul" in local.content.decode()  # the help text names the zone
 
@@ -129,8 +133,16 @@ def test_dates_are_strict_and_read_in_the_admins_time_zone(
         ({"updated_after": "0001-01-01T00:00+05:00"}, "updated_after"),  # before UTC's start
         ({"updated_after": "2025-03-01\x00"}, "updated_after"),
         ({"updated_after": "2025-03-01T12:00+25:00"}, "updated_after"),
-        ({"updated_after": "2025-03-02", "updated_before": "2025-03-01"}, "updated_before"),
-        ({"updated_after": "2025-03-01", "updated_before": "2025-03-01"}, "updated_before"),
+        (
+            {"updated_after": "2025-03-02 00:00", "updated_before": "2025-03-01 00:00"},
+            "updated_before",
+        ),
+        (
+            {"updated_after": "2025-03-01 10:00", "updated_before": "2025-03-01 10:00"},
+            "updated_before",
+        ),
+        ({"updated_before": "2025-03-02"}, "updated_before"),  # a date alone: which moment?
+        ({"updated_after": "03/01/2025 10:00"}, "updated_after"),  # ISO 8601 only
     ],
 )
 def test_bad_dates_are_form_errors(support_client: Any, params: dict, field: str) -> None:
@@ -303,7 +315,7 @@ def test_filters_flow_into_the_chat_page_and_back(support_client: Any, settings:
         "role": ["user", "tool"],
         "other_roles": "function",
         "updated_after": "2025-03-01 12:00:30",
-        "updated_before": "2025-03-02",
+        "updated_before": "2025-03-02 00:00",
     }
     first = search(support_client, **params)
     second = support_client.get(first.context["next_url"])
@@ -319,3 +331,24 @@ def test_filters_flow_into_the_chat_page_and_back(support_client: Any, settings:
     assert hits(again) == hits(second)
     assert again.context["total"] == first.context["total"] == 6
     assert Chat.objects.count() == 2
+
+
+def test_a_date_alone_says_a_time_is_needed(support_client: Any) -> None:
+    window_chats()
+    response = search(support_client, q="deploy", scope=ADA, updated_before="2025-03-02")
+    (error,) = response.context["form"].errors["updated_before"]
+    assert error == "Needs a time as well as a date, e.g. 2025-03-02T00:00:00+00:00."
+
+
+def test_words_past_the_32nd_are_named(support_client: Any) -> None:
+    window_chats()
+    query = " ".join(f"filler{n}" for n in range(40)) + " deploy"
+    response = search(support_client, q=query, scope=ADA)
+    assert hits(response) == []
+    notice = response.context["ignored_notice"]
+    assert notice.endswith(
+        "these were ignored: filler32, filler33, filler34, filler35, "
+        "filler36, filler37, filler38, filler39, deploy."
+    )
+    assert html_lib.escape(notice) in response.content.decode()
+    assert search(support_client, q="deploy", scope=ADA).context["ignored_notice"] == ""

@@ -25,6 +25,9 @@ from deuz_transcripts.agent_tool import (
     run_search_tool,
 )
 from deuz_transcripts.errors import SearchTimeout
+from deuz_transcripts.search_input import MAX_ROLES
+from tests.answer_shape import ANSWER_KEYS, HIT_KEYS
+from tests.cursor_forgery import forged_cursors
 
 EXAMPLES = int(os.environ.get("DEUZ_FUZZ_EXAMPLES", "40"))
 T0 = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
@@ -89,11 +92,10 @@ def test_the_schemas_take_each_api_shape() -> None:
 
 def test_a_call_returns_compact_hits_of_the_bound_scope_only(index: Any) -> None:
     answer = _run(index, '{"query": "izmir", "limit": 3}')
-    assert answer["count"] == 12 and "count_exact" not in answer
+    assert answer["count"] == 12 and answer["count_exact"] is True
     assert [hit["chat_id"] for hit in answer["hits"]] == ["ada-5", "ada-5", "ada-4"]
-    assert set(answer["hits"][0]) == {"chat_id", "message_id", "role", "snippet", "score"}
     assert answer["hits"][0]["score"] == 1.0
-    assert "next_cursor" in answer and "truncated" not in answer
+    assert answer["next_cursor"] and "truncated" not in answer
     bob = _run(index, {"query": "izmir secret"}, scope={"userId": "bob"})
     assert [hit["chat_id"] for hit in bob["hits"]] == ["bob-1"]
     # the model cannot choose the scope: an argument naming one is refused
@@ -106,13 +108,22 @@ def test_next_cursor_continues_and_filters_apply(index: Any) -> None:
     first = _run(index, {"query": "izmir", "limit": 10})
     second = _run(index, {"query": "izmir", "limit": 10, "cursor": first["next_cursor"]})
     ids = [hit["message_id"] for hit in first["hits"] + second["hits"]]
-    assert len(ids) == len(set(ids)) == 12 and "next_cursor" not in second
+    assert len(ids) == len(set(ids)) == 12 and second["next_cursor"] is None
     users = _run(index, {"query": "izmir", "roles": ["assistant"], "limit": 20})
     assert {hit["role"] for hit in users["hits"]} == {"assistant"} and users["count"] == 6
     recent = _run(index, {"query": "izmir", "start_date": "2026-01-14T00:00:00Z", "limit": 20})
     assert {hit["chat_id"] for hit in recent["hits"]} == {"ada-4", "ada-5"}
     old = _run(index, {"query": "izmir", "end_date": "2026-01-11T00:00:00+00:00", "limit": 20})
     assert {hit["chat_id"] for hit in old["hits"]} == {"ada-0"}
+
+
+def test_a_forged_cursor_is_a_tool_error(index: Any) -> None:
+    """A prompt-injected cursor whose counts were rewritten (every idf 0.0) is answered
+    with an error the model can read, never an exception ending the agent loop."""
+    cursor = _run(index, {"query": "izmir", "limit": 1})["next_cursor"]
+    for forged in forged_cursors(cursor):
+        answer = _run(index, {"query": "izmir", "limit": 1, "cursor": forged})
+        assert answer == {"error": "cursor: is not a cursor of this index"}
 
 
 def test_over_budget_hits_are_dropped_and_the_cursor_stays_exact(index: Any) -> None:
@@ -126,9 +137,11 @@ def test_over_budget_hits_are_dropped_and_the_cursor_stays_exact(index: Any) -> 
     # the cursor continues right after the last hit shown: nothing is skipped
     rest = _run(index, {"query": "flight", "limit": 6, "cursor": small["next_cursor"]}, 100_000)
     assert [hit["message_id"] for hit in small["hits"] + rest["hits"]] == ids
-    tiny = _run(index, {"query": "flight", "limit": 6}, budget=MIN_BUDGET_CHARS)
-    assert len(tiny["hits"]) == 1
+    tiny = _run(index, {"query": "flight", "limit": 6}, budget=300)
+    assert len(tiny["hits"]) == 1 and tiny["truncated"] is True
     assert len(tiny["hits"][0]["snippet"]) < len(full["hits"][0]["snippet"])
+    least = _run(index, {"query": "flight", "limit": 6}, budget=MIN_BUDGET_CHARS)
+    assert (least["count"], least["hits"], least["truncated"]) == (6, [], True)
 
 
 @pytest.mark.parametrize(
@@ -137,8 +150,10 @@ def test_over_budget_hits_are_dropped_and_the_cursor_stays_exact(index: Any) -> 
         ("not json", "arguments must be a JSON object"),
         ("[1, 2]", "arguments must be a JSON object"),
         ("[" * 100_000, "arguments must be a JSON object"),
-        ({}, "query must be a non-empty string"),
-        ({"query": 3}, "query must be a non-empty string"),
+        ({}, "query: must be a string, not NoneType"),
+        ({"query": 3}, "query: must be a string, not int"),
+        ({"query": " "}, "query: is required"),
+        ({"query": "!?"}, "query: has no words to search for (letters or digits)"),
         ({"query": "izmir", "limit": 0}, "limit must be an integer from 1 to 20"),
         ({"query": "izmir", "limit": True}, "limit must be an integer from 1 to 20"),
         ({"query": "izmir", "limit": "5"}, "limit must be an integer from 1 to 20"),
@@ -146,11 +161,18 @@ def test_over_budget_hits_are_dropped_and_the_cursor_stays_exact(index: Any) -> 
             {"query": "izmir", "roles": "user"},
             'roles must be a list of role names, e.g. ["user", "assistant"]',
         ),
-        ({"query": "izmir", "roles": ["a\x00"]}, "roles: must not contain NUL characters"),
+        (
+            {"query": "izmir", "roles": ["a\x00"]},
+            "roles: a role cannot hold control or invisible characters",
+        ),
         ({"query": "izmir", "cursor": "nope"}, "cursor: is not a cursor of this index"),
         (
             {"query": "izmir", "start_date": "2026-01-01"},
-            "start_date must be an ISO 8601 date-time with an offset, e.g. 2026-01-31T09:00:00Z",
+            "start_date: needs a time as well as a date, e.g. 2026-01-01T00:00:00+00:00",
+        ),
+        (
+            {"query": "izmir", "start_date": "someday"},
+            "start_date: must be an ISO 8601 date and time, e.g. 2026-01-31T09:00:00+00:00",
         ),
     ],
 )
@@ -224,7 +246,7 @@ def test_any_call_is_valid_json_within_the_budget(
     )
     call = json.dumps(arguments) if as_text and not isinstance(arguments, str) else arguments
     answer = _run(index, call, budget)
-    assert set(answer) <= {"count", "hits", "next_cursor", "truncated", "error"}
+    assert set(answer) <= {*ANSWER_KEYS, "truncated"} or set(answer) == {"error"}
 
 
 @pytest.mark.django_db
@@ -248,3 +270,86 @@ def test_a_count_past_search_total_cap_says_it_is_not_exact(index: Any, settings
     settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "SEARCH_TOTAL_CAP": 5}
     answer = _run(index, '{"query": "izmir", "limit": 3}')
     assert (answer["count"], answer["count_exact"], len(answer["hits"])) == (5, False, 3)
+
+
+def test_the_answer_has_the_endpoints_shape_with_every_field(index: Any) -> None:
+    answer = _run(index, {"query": "booked", "limit": 1})
+    assert set(answer) == ANSWER_KEYS and answer["ignored_terms"] == []
+    (hit,) = answer["hits"]
+    assert set(hit) == HIT_KEYS
+    assert (hit["chat_id"], hit["index"], hit["role"], hit["around"]) == (
+        "ada-5",
+        2,
+        "assistant",
+        [],
+    )
+    assert hit["updated_at"] == "2026-01-15T12:00:00+00:00"  # the chat's, in UTC
+    start, end = hit["spans"][0]
+    assert hit["snippet"][start:end] == "booked"
+
+
+def test_an_empty_role_list_finds_nothing_as_search_does(index: Any) -> None:
+    assert index.search(ADA, "izmir", roles=[]) == []
+    answer = _run(index, {"query": "izmir", "roles": []})
+    assert (answer["count"], answer["hits"], answer["next_cursor"]) == (0, [], None)
+    described = SEARCH_TOOL["parameters"]["properties"]["roles"]
+    assert "empty list matches no message" in described["description"]
+
+
+def test_the_schema_states_the_most_roles_the_tool_takes(index: Any) -> None:
+    assert SEARCH_TOOL["parameters"]["properties"]["roles"]["maxItems"] == MAX_ROLES
+    most = [f"r{n}" for n in range(MAX_ROLES)]
+    assert _run(index, {"query": "izmir", "roles": most})["count"] == 0
+    refused = _run(index, {"query": "izmir", "roles": [*most, "user"]})
+    assert refused == {"error": f"roles: names more than {MAX_ROLES} roles"}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        (
+            {"start_date": "2026-01-14T00:00:00Z", "end_date": "2026-01-12T00:00:00Z"},
+            "end_date: must be later than start_date",
+        ),
+        (
+            {"start_date": "2026-01-14T00:00:00Z", "end_date": "2026-01-14T00:00:00Z"},
+            "end_date: must be later than start_date",
+        ),
+        (
+            {"roles": ["system"]},
+            "roles: system messages are never indexed: no search can find them",
+        ),
+        ({"roles": [""]}, "roles: each role must be a non-empty string"),
+    ],
+)
+def test_calls_no_message_can_answer_are_refused(
+    index: Any, arguments: dict[str, Any], error: str
+) -> None:
+    assert _run(index, {"query": "izmir", **arguments}) == {"error": error}
+
+
+def test_a_time_without_an_offset_is_read_in_the_current_time_zone(
+    index: Any, settings: Any
+) -> None:
+    settings.TIME_ZONE = "Europe/Istanbul"  # UTC+3
+    local = _run(index, {"query": "izmir", "start_date": "2026-01-14T03:00", "limit": 20})
+    utc = _run(index, {"query": "izmir", "start_date": "2026-01-14T00:00Z", "limit": 20})
+    assert local["hits"] == utc["hits"] and {hit["chat_id"] for hit in utc["hits"]} == {
+        "ada-4",
+        "ada-5",
+    }
+
+
+def test_words_past_the_32nd_are_named(index: Any) -> None:
+    query = " ".join(f"filler{n}" for n in range(40)) + " izmir"
+    answer = _run(index, {"query": query})
+    assert answer["count"] == 0
+    assert answer["ignored_terms"] == [*(f"filler{n}" for n in range(32, 40)), "izmir"]
+
+
+def test_ignored_terms_too_long_for_the_budget_are_cut_and_said_so(index: Any) -> None:
+    query = " ".join(f"w{n:03}" for n in range(200))  # 168 ignored terms
+    answer = _run(index, {"query": query}, budget=MIN_BUDGET_CHARS)
+    assert answer["truncated"] is True and answer["next_cursor"] is None
+    assert 0 < len(answer["ignored_terms"]) < 168
+    assert answer["ignored_terms"][0] == "w032"

@@ -410,7 +410,7 @@ def _fts(sql: str, params: list[Any]) -> None:
 
 
 def _body(message_id: str) -> tuple[int, str]:
-    from deuz_transcripts.backends.fts5_expressions import fts_body
+    from deuz_transcripts.backends.sqlite.fts5_expressions import fts_body
 
     row = Message.objects.select_related("chat").get(message_id=message_id)
     return row.pk, fts_body(row.search_text, row.chat.scope, row.chat.chat_id, row.role)

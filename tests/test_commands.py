@@ -29,6 +29,8 @@ from deuz_transcripts.stores import (
     DjangoConditionalChatStore,
     DjangoTranscriptIndex,
 )
+from tests.answer_shape import ANSWER_KEYS, HIT_KEYS
+from tests.cursor_forgery import forged_cursors
 from tests.factories import ChatRecordFactory
 from tests.strategies import any_char, tricky_char
 
@@ -253,11 +255,13 @@ def test_search_prints_a_table() -> None:
     out, _ = run("search_transcripts", "--scope", "userId=ada", "IZMIR", "--around", "1")
     lines = out.splitlines()
     assert lines[0].startswith("1 hit(s) (")
+    assert lines[1].split()[4:7] == ["updated", "(UTC)", "snippet"]
     assert lines[2].split() == [
         "1.000",
         "trip",
         "1",
         "user",
+        "2025-01-01T00:00Z",  # the chat's updated_at
         "Book",
         "the",
         "flight",
@@ -272,22 +276,39 @@ def test_search_json_is_one_document() -> None:
     _chats()
     out, _ = run("search_transcripts", "--all-scopes", "izmir", "--json", "--limit", "5")
     document = json.loads(out)
-    assert document["scope"] == {} and document["backend"] == DjangoTranscriptIndex().backend_name
-    assert [hit["chatId"] for hit in document["hits"]] == ["bob-trip", "trip"]
-    assert document["hits"][0]["message"] == {"role": "user", "content": "izmir again"}
-    assert "around" not in document["hits"][0]
+    assert document.pop("backend") == DjangoTranscriptIndex().backend_name
+    assert set(document) == ANSWER_KEYS  # the endpoint's shape (README)
+    assert [hit["chat_id"] for hit in document["hits"]] == ["bob-trip", "trip"]
+    assert set(document["hits"][0]) == HIT_KEYS
+    assert document["hits"][0]["updated_at"] == "2025-01-01T00:01:00+00:00"  # BASE + 1 min
+    assert document["hits"][0]["snippet"] == "izmir again"
+    assert document["hits"][0]["around"] == []
     out, _ = run("search_transcripts", "--scope", "userId=ada", "izmir", "--json", "--around", "1")
     hit = json.loads(out)["hits"][0]
-    assert [item["messageId"] for item in hit["around"]] == ["trip:2"]
+    assert [item["message_id"] for item in hit["around"]] == ["trip:2"]
     assert hit["score"] == 1.0
 
 
-def test_search_filters_count_and_cursor() -> None:
+def write_izmir_trips() -> None:
     store = DjangoConditionalChatStore()
     for number in range(3):
         store.write_chat(
             record(f"c{number}", f"izmir trip {number}", n=number), expected_revision=0
         )
+
+
+def test_a_forged_cursor_is_a_one_line_error() -> None:
+    write_izmir_trips()
+    out, _ = run("search_transcripts", "--scope", "userId=ada", "izmir", "--limit", "1")
+    cursor = out.splitlines()[-1].split()[-1]
+    for forged in forged_cursors(cursor):
+        with pytest.raises(CommandError) as caught:
+            run("search_transcripts", "--scope", "userId=ada", "izmir", "--cursor", forged)
+        assert str(caught.value) == "cursor: is not a cursor of this index"
+
+
+def test_search_filters_count_and_cursor() -> None:
+    write_izmir_trips()
     out, _ = run("search_transcripts", "--scope", "userId=ada", "izmir", "--limit", "2")
     lines = out.splitlines()
     assert lines[0].startswith("2 hit(s) (") and "of 3 matching message(s)" in lines[0]
@@ -297,7 +318,7 @@ def test_search_filters_count_and_cursor() -> None:
     out_json, _ = run(
         "search_transcripts", "--scope", "userId=ada", "izmir", "--total-cap", "2", "--json"
     )
-    assert (json.loads(out_json)["total"], json.loads(out_json)["totalExact"]) == (2, False)
+    assert (json.loads(out_json)["count"], json.loads(out_json)["count_exact"]) == (2, False)
     exact, _ = run("search_transcripts", "--scope", "userId=ada", "izmir", "--total-cap", "0")
     assert "of 3 matching message(s)" in exact.splitlines()[0]
     with pytest.raises(CommandError, match="--total-cap"):
@@ -311,7 +332,7 @@ def test_search_filters_count_and_cursor() -> None:
         "search_transcripts", "--scope", "userId=ada", "izmir", "--json", "--role", "assistant"
     )
     document = json.loads(out)
-    assert (document["total"], document["nextCursor"], document["hits"]) == (0, None, [])
+    assert (document["count"], document["next_cursor"], document["hits"]) == (0, None, [])
     out, _ = run(
         "search_transcripts",
         "--scope",
@@ -325,7 +346,7 @@ def test_search_filters_count_and_cursor() -> None:
         "--updated-before",
         "2999-01-01T00:00:00+02:00",
     )
-    assert json.loads(out)["total"] == 3
+    assert json.loads(out)["count"] == 3
 
 
 def test_search_shows_each_hits_snippet_around_its_matches() -> None:
@@ -341,6 +362,37 @@ def test_search_shows_each_hits_snippet_around_its_matches() -> None:
     [hit] = json.loads(out)["hits"]
     assert hit["snippet"].startswith("…") and "the izmir flight is booked" in hit["snippet"]
     assert "\n" not in hit["snippet"] and "\t" not in hit["snippet"]
+
+
+def test_search_names_the_words_past_the_32nd() -> None:
+    _chats()
+    query = " ".join(f"filler{n}" for n in range(40)) + " izmir"
+    out, _ = run("search_transcripts", "--scope", "userId=ada", query)
+    notice, total = out.splitlines()[:2]
+    assert notice == (
+        "Only the first 32 words of the query are searched; these were ignored: "
+        "filler32, filler33, filler34, filler35, filler36, filler37, filler38, filler39, izmir."
+    )
+    assert total.startswith("No hits")
+    out, _ = run("search_transcripts", "--scope", "userId=ada", query, "--json")
+    assert json.loads(out)["ignored_terms"] == [*(f"filler{n}" for n in range(32, 40)), "izmir"]
+    out, _ = run("search_transcripts", "--scope", "userId=ada", "izmir")
+    assert "ignored" not in out
+
+
+def test_a_time_without_an_offset_is_read_in_the_current_time_zone(settings: Any) -> None:
+    _chats()  # trip: updated at BASE (2025-01-01T00:00Z)
+    settings.TIME_ZONE = "Europe/Istanbul"  # UTC+3
+    out, _ = run(
+        "search_transcripts", "--scope", "userId=ada", "izmir", "--updated-before",
+        "2025-01-01T03:00:01", "--json",
+    )  # fmt: skip
+    assert [hit["chat_id"] for hit in json.loads(out)["hits"]] == ["trip"]
+    out, _ = run(
+        "search_transcripts", "--scope", "userId=ada", "izmir", "--updated-before",
+        "2025-01-01T03:00", "--json",
+    )  # fmt: skip
+    assert json.loads(out)["hits"] == []
 
 
 def _hostile_chat() -> None:
@@ -379,7 +431,7 @@ def test_search_json_with_a_lone_surrogate_is_valid_json_on_a_utf8_stream() -> N
     out = io.TextIOWrapper(stream, encoding="utf-8", errors="strict", write_through=True)
     call_command("search_transcripts", "--scope", "userId=ada", "quokka", "--json", stdout=out)
     [hit] = json.loads(stream.getvalue().decode("utf-8"))["hits"]
-    assert hit["chatId"] == "c\x1b[2J" and "\ud800" in hit["message"]["content"]
+    assert hit["chat_id"] == "c\x1b[2J" and hit["role"] == "user\x1b[31m"
     assert "\ufffd" in hit["snippet"] and "<mark>" not in hit["snippet"]
 
 
@@ -399,10 +451,25 @@ def test_search_without_hits() -> None:
         (["izmir", "--scope", "userId=ada", "--around", "-1"], "--around"),
         (["izmir", "--scope", "userId=ada", "--around", "x"], "invalid int"),
         (["iz\x00mir", "--scope", "userId=ada"], "NUL"),
-        (["izmir", "--scope", "userId=ada", "--updated-after", "2025-01-01"], "timezone"),
+        (["izmir", "--scope", "userId=ada", "--updated-after", "2025-01-01"], "needs a time"),
+        (
+            [
+                "izmir",
+                "--scope",
+                "userId=ada",
+                "--updated-after",
+                "2025-01-02T00:00Z",
+                "--updated-before",
+                "2025-01-01T00:00Z",
+            ],
+            "--updated-before: must be later than --updated-after",
+        ),
+        (["izmir", "--scope", "userId=ada", "--role", "system"], "never indexed"),
+        (["!?", "--scope", "userId=ada"], "query: has no words to search for"),
+        (["", "--scope", "userId=ada"], "query: is required"),
         (["izmir", "--scope", "userId=ada", "--updated-before", "yesterday"], "ISO 8601"),
         (["izmir", "--scope", "userId=ada", "--cursor", "bogus"], "cursor"),
-        (["izmir", "--scope", "userId=ada", "--role", "\ud800"], "roles"),
+        (["izmir", "--scope", "userId=ada", "--role", "\ud800"], "--role"),
         ([], "arguments are required: query"),
     ],
 )
@@ -434,10 +501,47 @@ def test_bad_arguments_on_the_command_line_are_one_line(tmp_path: Path) -> None:
         assert "error" in done.stderr.lower()
 
 
+_PIPE_SCRIPT = """
+import django
+django.setup()
+from django.core.management import call_command, execute_from_command_line
+from deuz_transcripts import ChatRecord
+from deuz_transcripts.stores import DjangoConditionalChatStore
+call_command("migrate", verbosity=0)
+messages = [{"role": "user", "content": f"izmir {n} " + "words " * 30} for n in range(1000)]
+DjangoConditionalChatStore().write_chat(
+    ChatRecord(chat_id="long", scope={"userId": "ada"}, messages=messages), expected_revision=0
+)
+execute_from_command_line(
+    ["manage.py", "search_transcripts", "--scope", "userId=ada", "izmir", "--limit", "1000"]
+)
+"""
+
+
+def test_search_piped_into_a_reader_that_stops_ends_quietly(tmp_path: Path) -> None:
+    """``search_transcripts ... | head -1``: 1,000 lines (far more than a pipe holds), the
+    reader gone after the first: no traceback, the status of a command a pipe stopped."""
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'pipe.sqlite3'}"}
+    env["DJANGO_SETTINGS_MODULE"] = "testproject.settings"
+    with subprocess.Popen(
+        [sys.executable, "-c", _PIPE_SCRIPT],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as child:
+        assert child.stdout is not None and child.stderr is not None
+        assert child.stdout.readline().startswith(b"1000 hit(s) (")
+        child.stdout.close()
+        errors = child.stderr.read().decode()
+        assert child.wait(timeout=120) == 141, errors
+    assert errors == ""
+
+
 # hostile queries and arguments
 
 
-@pytest.mark.parametrize("query", ["' OR 1=1 --", "%", "NEAR(a b)", "a:* & !b", "\u202eordinary"])
+@pytest.mark.parametrize("query", ["' OR 1=1 --", "NEAR(a b)", "a:* & !b", "\u202eordinary"])
 def test_search_command_with_hostile_queries(query, capsys):
     DjangoConditionalChatStore().write_chat(
         ChatRecordFactory(chat_id="c1", texts=["ordinary words"]), expected_revision=0
@@ -445,7 +549,9 @@ def test_search_command_with_hostile_queries(query, capsys):
     call_command("search_transcripts", query, "--scope", "userId=ada", "--json")
     document = json.loads(capsys.readouterr().out)
     expected = ["c1"] if "ordinary" in query else []
-    assert [hit["chatId"] for hit in document["hits"]] == expected
+    assert [hit["chat_id"] for hit in document["hits"]] == expected
+    with pytest.raises(CommandError, match="no words"):
+        call_command("search_transcripts", "%", "--scope", "userId=ada")
     with pytest.raises(CommandError):
         call_command("search_transcripts", "a\x00b", "--scope", "userId=ada")
 

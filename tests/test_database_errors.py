@@ -79,6 +79,17 @@ def test_commands_on_a_database_that_is_not_reachable(args: list[str], database_
     _assert_one_line(done, "cannot reach the database", "check DATABASES")
 
 
+def test_the_system_check_of_an_unreachable_database_is_an_error() -> None:
+    """``check --database default`` must not say "no issues" when it could read nothing.
+    (On SQLite, Django's own model checks open the database first and fail before ours.)"""
+    done = _run(
+        ["manage.py", "check", "--database", "default"], "postgres://postgres@127.0.0.1:1/refused"
+    )
+    assert done.returncode == 1, done.stderr
+    assert "(deuz_transcripts.E019) Database 'default': cannot reach the database" in done.stderr
+    assert "Connection refused" in done.stderr and "no issues" not in done.stdout + done.stderr
+
+
 @pytest.mark.parametrize(
     ("database_url", "expected"),
     [

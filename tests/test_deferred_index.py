@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import IntegrityError, connection
 
-from deuz_transcripts.backends.postgresql_storage import VECTOR_INDEX, vector_index_state
+from deuz_transcripts.backends.postgresql.storage import VECTOR_INDEX, vector_index_state
 from deuz_transcripts.backfill import Backfill
 from deuz_transcripts.checks import check_search_index
 from deuz_transcripts.models import Message

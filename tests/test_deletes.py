@@ -19,7 +19,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord
-from deuz_transcripts.backends.sqlite import FTS_TABLE, fts5_secure_delete_supported
+from deuz_transcripts.backends.sqlite.common import FTS_TABLE, fts5_secure_delete_supported
 from deuz_transcripts.stores import DjangoChatStore, DjangoConditionalChatStore
 from tests.factories import ChatRecordFactory
 from tests.sql_support import assert_consistent, rows_holding, sqlite_file_database

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -271,12 +270,10 @@ def test_statement_timeout_while_waiting_for_the_chat_lock(postgres, monkeypatch
     monkeypatch.setattr(backend_class, "lock_chat", lock_with_timeout)
     with other_connection() as holder:
         holder.execute("SELECT pg_advisory_lock(733120, hashtext('c1'))")
-        started = time.monotonic()
-        for operation in ("rewrite", "delete"):
+        for operation in ("rewrite", "delete"):  # each stopped by its statement_timeout
             with pytest.raises(TranscriptError) as caught:
                 OPERATIONS[operation](store, "")
             assert "QueryCanceled" in repr(caught.value.__cause__.__cause__)
-        assert time.monotonic() - started < 5
         assert snapshot(store, "") == before
         assert OPERATIONS["create"](store, "") == 1  # other chats are not blocked
         holder.execute("SELECT pg_advisory_unlock(733120, hashtext('c1'))")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deuz_transcripts.backends.fts5_expressions import held_mask, term_bits
+from deuz_transcripts.backends.sqlite.fts5_expressions import held_mask, term_bits
 from deuz_transcripts.text import text_terms
 
 WORDS = st.sampled_from(["a", "ab", "b", "ba", "abc", "é", "ée", "東京", "1", "12", "ａ"])

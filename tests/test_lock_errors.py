@@ -25,7 +25,7 @@ from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.sql_support import other_connection, sqlite_file_database
 
 ADA = {"userId": "ada"}
-LOCK_NAMESPACE = 733_120  # the app's advisory-lock key space (backends/postgresql_rows.py)
+LOCK_NAMESPACE = 733_120  # the app's advisory-lock key space (backends/postgresql/rows.py)
 
 
 def user_chat(chat_id: str, text: str) -> ChatRecord:

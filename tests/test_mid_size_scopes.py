@@ -24,10 +24,11 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
-from deuz_transcripts.backends import policy, postgresql_counts
-from deuz_transcripts.backends import postgresql_term_counts as term_counts
+from deuz_transcripts.backends import policy
 from deuz_transcripts.backends.policy import PlanPolicy
-from deuz_transcripts.backends.postgresql_count_refresh import refresh_term_counts
+from deuz_transcripts.backends.postgresql.counts import statistics as postgresql_counts
+from deuz_transcripts.backends.postgresql.counts import stored as term_counts
+from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
 from deuz_transcripts.models import CountedTenant, CountedTerm, Message
 from deuz_transcripts.stores import DjangoConditionalChatStore
 

@@ -7,8 +7,8 @@ from django.core.management import call_command
 from django.db import connection, connections
 from django.test import override_settings
 
-from deuz_transcripts.backends import postgresql_count_refresh as count_refresh
-from deuz_transcripts.backends import sqlite as sqlite_backend
+from deuz_transcripts.backends.postgresql.counts import refresh as count_refresh
+from deuz_transcripts.backends.sqlite import common as sqlite_backend
 from deuz_transcripts.checks import check_search_backends, check_search_index, check_settings
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 from deuz_transcripts.verify import Verifier

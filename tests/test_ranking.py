@@ -271,3 +271,13 @@ def test_admits_follows_the_tie_order_under_the_pinned_ranking():
     assert after.admits(HitKey(0b01, 100, "n", 0))  # same time, later chat id
     assert after.admits(HitKey(0b01, 100, "m", 3))  # same chat, later message
     assert not after.admits(HitKey(0b01, 100, "m", 2))  # the cursor's own hit
+
+
+def test_scores_never_divide_by_a_zero_best():
+    """Counts where every idf is 0.0 in floats (N = n_t = 2**62): every hit ties at 1.0,
+    never a ``ZeroDivisionError``."""
+    huge = 2**62
+    assert idf(huge, huge) == 0.0
+    pinned = PinnedRanking(huge, (huge, huge), 3)
+    assert pinned.best == 0.0 and pinned.score(1) == pinned.score(3) == 1.0
+    assert RankPlan(raws={1: 0.0}, best=0.0, page_masks=frozenset({1})).score(1) == 1.0

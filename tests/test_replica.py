@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connections
+from django.db import connections, transaction
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, MemorySourceRef, ReplicaUnavailable
 from deuz_transcripts.models import Message
@@ -196,14 +197,74 @@ def test_a_caller_reads_its_own_write_on_the_standby_once_replayed():
         store.write_chat(chat("c1", "lisbon"), expected_revision=0)
         assert replica.written_position("default") is not None
         timer = resume_after(0.4)
-        started = time.monotonic()
         # the fall-back is "error": this hit can only come from the standby, after replay
-        assert found(store.transcript, "lisbon") == ["c1"]
-        assert time.monotonic() - started >= 0.3
+        with CaptureQueriesContext(connections["replica"]) as queries:
+            assert found(store.transcript, "lisbon") == ["c1"]
         timer.join()
+        polls = [q for q in queries if "pg_last_wal_replay_lsn" in q["sql"]]
+        assert len(polls) >= 2  # it asked again while the standby was behind
     assert replica.written_position("default") is None  # seen replayed: no more waits
     store.delete_chat("c1")
     assert found(store.transcript, "lisbon") == []  # a delete is waited for alike
+
+
+@override_settings(DEUZ_TRANSCRIPTS=STANDBY_ONLY)
+def test_reads_after_a_write_in_the_callers_transaction_go_to_the_primary():
+    """Inside the caller's ``transaction.atomic()`` (a view under ``ATOMIC_REQUESTS``) a
+    write is on no standby until it commits: the transaction's later reads (search,
+    counted page, source refs, ``list_chats``) run on the primary, inside it, with the
+    fall-back set to "error"; before it writes, the transaction reads the standby."""
+    store = DjangoConditionalChatStore()
+    store.write_chat(chat("old", "lisbon"), expected_revision=0)
+    caught_up()
+    replica.forget_writes()
+    ref = MemorySourceRef(kind="user", chat_id="new", message_id="new:0", digest="x")
+    with transaction.atomic():
+        with CaptureQueriesContext(connections["replica"]) as on_standby:
+            assert found(store.transcript, "lisbon") == ["old"]
+        assert on_standby.captured_queries  # no write yet: the standby answered
+        store.write_chat(chat("new", "lisbon"), expected_revision=0)
+        store.delete_chat("old")
+        with CaptureQueriesContext(connections["replica"]) as on_standby:
+            assert found(store.transcript, "lisbon") == ["new"]
+            assert store.transcript.search_page(SCOPE, "lisbon").total == 1
+            assert store.transcript.resolve_source(SCOPE, ref) is not None
+            assert [r.chat_id for r in store.list_chats(SCOPE)] == ["new"]
+        assert on_standby.captured_queries == []  # all of it on the primary
+    # committed: the caller's next read waits for the standby to replay it, then reads it
+    with CaptureQueriesContext(connections["replica"]) as on_standby:
+        assert found(store.transcript, "lisbon") == ["new"]
+    assert on_standby.captured_queries
+
+
+@override_settings(DEUZ_TRANSCRIPTS=STANDBY_ONLY)
+def test_a_write_rolled_back_to_a_savepoint_leaves_reads_on_the_standby():
+    store = DjangoConditionalChatStore()
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                store.write_chat(chat("gone", "lisbon"), expected_revision=0)
+                raise RuntimeError("rolled back")
+        except RuntimeError:
+            pass
+        with CaptureQueriesContext(connections["replica"]) as on_standby:
+            assert found(store.transcript, "lisbon") == []
+        assert on_standby.captured_queries
+
+
+class WaitClock:
+    """The clock and sleep the replay wait reads: a sleep moves it, nothing else does."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
 
 
 @override_settings(DEUZ_TRANSCRIPTS={"SEARCH_DATABASE": "replica", "REPLICA_WAIT_MS": 200})
@@ -214,11 +275,14 @@ def test_a_standby_behind_the_callers_write_fails_or_falls_back_by_setting():
         with override_settings(
             DEUZ_TRANSCRIPTS={**settings.DEUZ_TRANSCRIPTS, "REPLICA_FALLBACK": "error"}
         ):
-            started = time.monotonic()
-            with pytest.raises(ReplicaUnavailable) as caught:
-                store.transcript.search(SCOPE, "lisbon")
+            clock = WaitClock()
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(replica, "time", clock)
+                with pytest.raises(ReplicaUnavailable) as caught:
+                    store.transcript.search(SCOPE, "lisbon")
             assert caught.value.reason == "behind" and caught.value.alias == "replica"
-            assert 0.2 <= time.monotonic() - started < 2
+            # it waited out REPLICA_WAIT_MS by its clock, polling between sleeps, no more
+            assert clock.now == pytest.approx(0.2) and len(clock.slept) > 3
         # "primary" (the default): the caller's write is found, on the primary
         assert found(store.transcript, "lisbon") == ["c1"]
         assert [r.chat_id for r in store.list_chats(SCOPE)] == ["c1"]

@@ -1,5 +1,6 @@
 """A mistyped scope does not look like "no hits": the admin and ``search_transcripts`` say
-that no chat has the scope, and which scope keys exist (keys only, never values)."""
+that no chat has the scope, and which scope keys exist (keys only, never values); the JSON
+endpoint says that no chat has the caller's own scope (and nothing of other chats)."""
 
 from __future__ import annotations
 
@@ -98,3 +99,19 @@ def test_an_empty_database_says_no_chat_has_a_scope_field() -> None:
     unknown = unknown_scope("default", {"userId": "ada"})
     assert unknown is not None and unknown.keys == [] and unknown.unknown_keys == ["userId"]
     assert "(none: no chat has a scope field)" in unknown.sentence("userId=ada")
+
+
+def test_the_endpoint_says_when_no_chat_has_the_callers_scope(
+    chats: None, client: Any, django_user_model: Any
+) -> None:
+    """It answered count 0 alone, as for a word no chat holds (the demo's users own no chat)."""
+    client.force_login(django_user_model.objects.create_user("carol"))
+    answer = client.get("/transcripts/search/", {"q": "izmir"}).json()
+    assert answer["count"] == 0 and answer["hits"] == []
+    assert answer["notice"] == (
+        "no chat has your scope (userId=carol) yet: no search can find anything"
+    )
+    assert "agentId" not in json.dumps(answer)  # the admin's list of keys is for staff only
+    client.force_login(django_user_model.objects.create_user("ada"))
+    assert "notice" not in client.get("/transcripts/search/", {"q": "nothingmatches"}).json()
+    assert "notice" not in client.get("/transcripts/search/", {"q": "izmir"}).json()

@@ -19,9 +19,10 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord
-from deuz_transcripts.backends import policy, sqlite_fts5
+from deuz_transcripts.backends import policy
 from deuz_transcripts.backends.chat_filter import ChatFilter
 from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends.sqlite import fts5 as sqlite_fts5
 from deuz_transcripts.stores import DjangoConditionalChatStore
 
 pytestmark = pytest.mark.django_db

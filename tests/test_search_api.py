@@ -10,7 +10,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from django.contrib.sessions.backends.db import SessionStore
 from django.core.checks import run_checks
+from django.db import OperationalError
 from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,6 +22,8 @@ from deuz_transcripts.api import MAX_AROUND
 from deuz_transcripts.errors import SearchTimeout
 from deuz_transcripts.sql import DjangoTranscriptIndex
 from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.answer_shape import ANSWER_KEYS, AROUND_KEYS, HIT_KEYS
+from tests.cursor_forgery import forged_cursors
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -100,6 +104,9 @@ def test_a_hit_carries_ids_role_snippet_spans_score_and_around(chats: None, ada:
     (hit,) = body["hits"]
     assert hit["chat_id"] == "ada-1" and hit["message_id"] == "ada-1:1" and hit["index"] == 1
     assert hit["role"] == "user" and hit["score"] == 1.0
+    assert hit["updated_at"] == "2026-01-10T12:00:00+00:00"  # the chat's, in UTC
+    assert set(body) == ANSWER_KEYS and set(hit) == HIT_KEYS
+    assert set(hit["around"][0]) == AROUND_KEYS
     assert hit["snippet"] == "I fly to Izmir on <b>Monday</b>"  # JSON text, never HTML
     assert [hit["snippet"][a:b] for a, b in hit["spans"]] == ["Monday"]
     # the system message (index 0) is never shown, not even as context
@@ -172,7 +179,17 @@ def test_only_get_is_allowed(chats: None, ada: Client, django_user_model: Any) -
         ({"q": "izmir", "around": str(MAX_AROUND + 1)}, "around"),
         ({"q": "izmir", "around": "one"}, "around"),
         ({"q": "izmir", "cursor": "garbage"}, "cursor"),
-        ({"q": "izmir", "updated_after": "2026-01-01T00:00:00"}, "updated_after"),  # naive
+        ({"q": "izmir", "updated_after": "2026-01-01"}, "updated_after"),  # a date alone
+        ({"q": "?!"}, "q"),  # no word to search for
+        (
+            {
+                "q": "izmir",
+                "updated_after": "2026-01-12T00:00Z",
+                "updated_before": "2026-01-11T00:00Z",
+            },
+            "updated_before",
+        ),  # an inverted window
+        ({"q": "izmir", "roles": "system"}, "roles"),  # never indexed
         ({"q": "izmir", "updated_before": "yesterday"}, "updated_before"),
         ({"q": "izmir", "updated_before": "9" * 100}, "updated_before"),
         ({"q": "izmir", "roles": "a\x00b"}, "roles"),
@@ -203,6 +220,15 @@ def test_cursor_pages_through_every_hit_once(chats: None, ada: Client, bob: Clie
     first = _get(ada, q="izmir", limit=1)[1]["next_cursor"]
     status, body = _get(bob, q="izmir", limit=1, cursor=first)
     assert status == 400 and body["error"]["field"] == "cursor"
+
+
+def test_forged_cursors_are_400(chats: None, ada: Client) -> None:
+    """A cursor whose counts the client rewrote (every idf 0.0) and resealed: a 400
+    naming the cursor, never a 500."""
+    cursor = _get(ada, q="izmir", limit=1)[1]["next_cursor"]
+    for forged in forged_cursors(cursor):
+        status, body = _get(ada, q="izmir", limit=1, cursor=forged)
+        assert status == 400 and body["error"]["field"] == "cursor"
 
 
 def test_roles_and_dates_filter(chats: None, ada: Client) -> None:
@@ -303,3 +329,62 @@ def test_a_count_past_search_total_cap_is_not_exact(
     assert (body["count"], body["count_exact"], len(body["hits"])) == (3, False, 1)
     status, body = _get(ada, q="izmir", limit=1, cursor=body["next_cursor"])
     assert (status, body["count"], body["count_exact"], len(body["hits"])) == (200, 3, False, 1)
+
+
+def test_a_scope_callable_that_raises_is_a_logged_json_503(
+    chats: None, ada: Client, settings: Any, caplog: Any
+) -> None:
+    def broken(request: Any) -> dict[str, str]:
+        raise RuntimeError("the tenant service is down")
+
+    settings.DEUZ_TRANSCRIPTS = {"SEARCH_SCOPE": broken}
+    status, body = _get(ada, q="izmir")  # _get checks the JSON type and Cache-Control
+    assert status == 503 and set(body) == {"error"}
+    assert "the tenant service is down" not in json.dumps(body)  # logged, not shown
+    (record,) = [r for r in caplog.records if r.name == "deuz_transcripts.api"]
+    assert record.levelname == "ERROR" and record.exc_info is not None
+    assert "SEARCH_SCOPE" in record.getMessage()
+
+
+def test_every_hit_is_dated_by_its_chat(chats: None, ada: Client) -> None:
+    status, body = _get(ada, q="izmir", limit=10)
+    assert status == 200
+    dated = {hit["chat_id"]: hit["updated_at"] for hit in body["hits"]}
+    assert dated == {"ada-1": "2026-01-10T12:00:00+00:00", "ada-2": "2026-01-12T12:00:00+00:00"}
+
+
+def test_a_time_without_an_offset_is_read_in_the_current_time_zone(
+    chats: None, ada: Client, settings: Any
+) -> None:
+    settings.TIME_ZONE = "Europe/Istanbul"  # UTC+3: 15:00 there is 12:00 UTC
+    status, body = _get(ada, q="izmir", updated_before="2026-01-10T15:00:01")
+    assert status == 200 and {hit["chat_id"] for hit in body["hits"]} == {"ada-1"}
+
+
+def test_words_past_the_32nd_are_named(chats: None, ada: Client) -> None:
+    status, body = _get(ada, q=" ".join(f"filler{n}" for n in range(40)) + " izmir")
+    assert status == 200 and body["count"] == 0
+    assert body["ignored_terms"] == [*(f"filler{n}" for n in range(32, 40)), "izmir"]
+    assert _get(ada, q="izmir")[1]["ignored_terms"] == []
+
+
+def test_a_database_that_cannot_say_who_asks_is_503_not_500(
+    chats: None, ada: Client, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """While the database restarts, loading the session (or the user, or whatever the
+    scope callable reads) raises the driver's error before any search: the endpoint answers
+    503 in JSON, as it does for a search the database stopped (found by the soak)."""
+
+    def down(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("the database system is shutting down")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(SessionStore, "load", down)
+        status, body = _get(ada, q="izmir")
+    assert (
+        status == 503 and body["error"]["message"] == "transcript search is unavailable; try again"
+    )
+    settings.DEUZ_TRANSCRIPTS = {"SEARCH_SCOPE": down}
+    assert _get(ada, q="izmir")[0] == 503
+    settings.DEUZ_TRANSCRIPTS = {"SEARCH_SCOPE": "testproject.scopes.user_scope"}
+    assert _get(ada, q="izmir")[0] == 200

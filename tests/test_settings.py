@@ -45,6 +45,9 @@ def test_a_bad_sqlite_backend_is_reported_once_and_refused_at_use():
         ("SEARCH_TOTAL_CAP", 0, "deuz_transcripts.E018"),
         ("SEARCH_TOTAL_CAP", "10000", "deuz_transcripts.E018"),
         ("SEARCH_TOTAL_CAP", 2**31, "deuz_transcripts.E018"),
+        ("EXPORT_MAX_HITS", 0, "deuz_transcripts.E020"),
+        ("EXPORT_MAX_HITS", None, "deuz_transcripts.E020"),
+        ("EXPORT_MAX_HITS", True, "deuz_transcripts.E020"),
     ],
 )
 def test_each_invalid_value_names_its_key(key, value, check_id):
@@ -53,6 +56,14 @@ def test_each_invalid_value_names_its_key(key, value, check_id):
         assert (problem.key, problem.check_id) == (key, check_id)
         assert key in problem.message and repr(value) in problem.message
         assert check_ids().count(check_id) == 1
+
+
+def test_export_max_hits_defaults_to_ten_thousand_and_an_invalid_one_is_the_default():
+    assert conf.EXPORT_MAX_HITS == 10_000
+    with override_settings(DEUZ_TRANSCRIPTS={"EXPORT_MAX_HITS": 25}):
+        assert conf.EXPORT_MAX_HITS == 25
+    with override_settings(DEUZ_TRANSCRIPTS={"EXPORT_MAX_HITS": -1}):
+        assert conf.EXPORT_MAX_HITS == 10_000
 
 
 def test_search_total_cap_defaults_to_ten_thousand_and_may_be_none():

@@ -50,9 +50,11 @@ def bigrams(request: pytest.FixtureRequest) -> Iterator[bool]:
 
 
 # Characters whose fold changes length or vanishes, case pairs, look-alikes of ASCII
-# letters, fullwidth forms, surrogates, CJK and Thai, separators and marks.
+# letters, fullwidth forms, surrogates, CJK and Thai, separators and marks, kana and the
+# voicing marks that (under bigrams) make one character with them.
 TRICKY = list(
     "aeiorstnkKEROéèÉöÖüßẞﬁﬃİıΣσςΐ½²℡㎒ＥＲｒｏ東京日本語デプロイไทย한\u0301\u0308\u3099"
+    "\u309a\u309b\u309c\uff9e\uff9fかｶハﾊ"
     "\u200b\u200d\u00ad\ufeff\ud800\udfff😀\u212a\u017f-_.:/=?'\u00a0\u3000\t"
 )
 PIECES = ["error", "ERROR", "e\u0301rror", "érror", "hören", "horen", "ho\u0308ren", "ﬁle", "file"]
@@ -163,3 +165,31 @@ def test_a_mark_glues_a_word_and_a_ligature_splits_across_runs(span_match_path):
     assert match_spans("x3½\u0301 ß\u0301", ["x31", "2", "ss"]) == ((0, 3), (2, 4), (5, 7))
     assert match_spans("error", ["", "x"], substring=True) == ((0, 5),)  # "" is in every word
     assert match_spans("error", ["", "x"]) == ()
+
+
+@FUZZ
+@given(texts, queries, st.booleans(), st.integers(1, 5), st.sampled_from([1, 2, 7, 64]))
+def test_the_first_spans_read_piece_by_piece_are_the_rules_first(
+    bigrams, span_match_path, monkeypatch, text, query, substring, enough, piece
+):
+    """``enough`` reads the text in pieces cut at ASCII whitespace (tiny pieces here: every
+    cut is crossed) and gives exactly the rule's first spans."""
+    monkeypatch.setattr(span_match, "_FIRST_PIECE", piece)
+    terms = query_terms(query)
+    expected = reference_spans(text, terms, substring)[:enough]
+    assert match_spans(text, terms, substring=substring, enough=enough) == expected
+
+
+@pytest.mark.parametrize("substring", [False, True])
+def test_the_first_spans_stop_at_the_indexed_prefix(substring):
+    """Past 256 KiB of folded text nothing is a span, however many are asked for; a word
+    cut by the limit is dropped as the index drops it."""
+    text = "ß" * 131_060 + " izmir " + "izmir " * 10  # 4 of them in the indexed 256 KiB
+    everything = match_spans(text, ["izmir"], substring=substring)
+    assert everything == reference_spans(text, ["izmir"], substring)
+    assert len(everything) == 4
+    assert match_spans(text, ["izmir"], substring=substring, enough=50) == everything
+    dense = "izmir " * 50_000
+    assert match_spans(dense, ["izmir"], substring=substring, enough=10**6) == match_spans(
+        dense, ["izmir"], substring=substring
+    )

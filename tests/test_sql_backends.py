@@ -26,7 +26,7 @@ from deuz_transcripts import (
 )
 from deuz_transcripts.backends import backend_name_for
 from deuz_transcripts.backends.policy import PlanPolicy
-from deuz_transcripts.backends.sqlite import FTS_TABLE
+from deuz_transcripts.backends.sqlite.common import FTS_TABLE
 from deuz_transcripts.checks import check_search_backends, check_settings
 from deuz_transcripts.models import Chat, ChatScope, Message, Tombstone
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
@@ -828,8 +828,8 @@ def test_postgresql_counts_raise_work_mem_inside_and_put_it_back():
     settings as they were, in a transaction or not."""
     from django.db import transaction
 
-    from deuz_transcripts.backends.postgresql_session import BITMAP_WORK_MEM
-    from deuz_transcripts.backends.postgresql_session import bitmap_scans as _bitmap_scans
+    from deuz_transcripts.backends.postgresql.session import BITMAP_WORK_MEM
+    from deuz_transcripts.backends.postgresql.session import bitmap_scans as _bitmap_scans
 
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's planner settings")
@@ -859,7 +859,7 @@ def test_a_small_scope_finds_a_long_querys_masks_in_python(monkeypatch):
     mask comes from its ``search_text`` in Python, and each mask keeps its first rows in
     tie order (newer chat, chat id by code point, lower index); same page as the memory
     index at every offset."""
-    from deuz_transcripts.backends import scope_scan
+    from deuz_transcripts.backends.sqlite import scope_scan
 
     if DjangoTranscriptIndex().backend_name != "sqlite-fts5":
         pytest.skip("the scan of small scopes is SQLite FTS5's")
@@ -879,7 +879,7 @@ def test_a_small_scope_finds_a_long_querys_masks_in_python(monkeypatch):
         scanned.append(sum(histogram.values()))
         return histogram, found
 
-    monkeypatch.setattr("deuz_transcripts.backends.sqlite_fts5.scanned_candidates", spy)
+    monkeypatch.setattr("deuz_transcripts.backends.sqlite.fts5.scanned_candidates", spy)
     query = "alpha beta gamma " + " ".join(f"absent{k}" for k in range(8))
     for offset in range(24):  # each page cut falls inside ties and between them
         for limit in (1, 3):
@@ -923,7 +923,7 @@ def test_postgresql_looks_up_the_chats_of_a_known_few_rows_by_key():
     many rows keep the planner's join. A read of one mask selects it as a constant, so no
     vector is tested (nor detoasted) to compute it."""
     from deuz_transcripts.backends.chat_filter import ChatFilter
-    from deuz_transcripts.backends.postgresql import PostgresMatcher
+    from deuz_transcripts.backends.postgresql.engine import PostgresMatcher
 
     matcher = PostgresMatcher("default", PlanPolicy(chat_lookup_max_rows=100))
     assert "LATERAL" in matcher.chat_join("h.chat_pk", 100)

@@ -1,5 +1,5 @@
 """Exact totals and mask histograms from counts of term subsets (PostgreSQL,
-``postgresql_subset_counts``): ``search_page`` of common words counts the rows holding
+``postgresql.counts.subsets``): ``search_page`` of common words counts the rows holding
 every term of each subset instead of every match, where that visits fewer rows, and
 reads a stored term's own count instead of counting it; totals, pages and cursors stay
 the memory index's."""
@@ -15,15 +15,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deuz_transcripts import InMemoryTranscriptIndex
-from deuz_transcripts.backends import policy, postgresql_counts
+from deuz_transcripts.backends import policy
 from deuz_transcripts.backends.policy import PlanPolicy
-from deuz_transcripts.backends.postgresql_subset_counts import (
+from deuz_transcripts.backends.postgresql.counts import statistics as postgresql_counts
+from deuz_transcripts.backends.postgresql.counts.subsets import (
     subsets_beat_reading,
     subsets_visit_fewer,
     union_size,
 )
 from deuz_transcripts.models import Message
 from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.sent_statements import statements_sent
 from tests.sql_support import spy_matcher
 from tests.test_term_counts import chat, count_terms, tenant_key
 
@@ -102,7 +104,7 @@ def test_common_words_total_and_next_pages_come_from_subset_counts(scope):
             got = pages(store.transcript, scope, "alpha beta")
         assert got == pages(memory, scope, "alpha beta")
         assert len(got) > 2
-        statements = [query["sql"] for query in queries.captured_queries]
+        statements = statements_sent(queries)
         union, subsets = count_statements(statements)
         assert union == []  # no count of every match
         # one statement per page: the terms' own stored counts (GIN only where a term is
@@ -131,7 +133,7 @@ def test_words_in_nearly_every_row_count_the_union_once():
             page = store.transcript.search_page({}, "alpha beta gamma delta", limit=4)
         want = memory.search_page({}, "alpha beta gamma delta", limit=4)
         assert (page.total, page.hits) == (want.total, want.hits) == (40, want.hits)
-        union, subsets = count_statements([query["sql"] for query in queries.captured_queries])
+        union, subsets = count_statements(statements_sent(queries))
         assert len(union) == 1
         assert subsets == []
 
@@ -208,7 +210,7 @@ def test_a_total_left_to_count_is_counted_by_subsets_where_they_visit_fewer_rows
             page = store.transcript.search_page({}, "alpha beta", limit=4)
         want = memory.search_page({}, "alpha beta", limit=4)
         assert (page.total, page.hits) == (want.total, want.hits)
-        union, subsets = count_statements([query["sql"] for query in queries.captured_queries])
+        union, subsets = count_statements(statements_sent(queries))
         assert (len(union), len(subsets)) == (0, 1)
 
 

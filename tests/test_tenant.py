@@ -21,7 +21,7 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from deuz_transcripts.backends.postgresql_partitions import partition_info, partition_messages
+from deuz_transcripts.backends.postgresql.partitions import partition_info, partition_messages
 from deuz_transcripts.checks import check_tenant_columns
 from deuz_transcripts.errors import InvalidRecord
 from deuz_transcripts.models import Chat, Message
@@ -29,6 +29,7 @@ from deuz_transcripts.records import MemorySourceRef
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from deuz_transcripts.verify import Verifier
 from tests.factories import ChatRecordFactory
+from tests.sent_statements import statements_sent
 
 pytestmark = pytest.mark.django_db
 
@@ -255,9 +256,9 @@ def test_a_tenant_scoped_search_reads_one_partition_and_finds_what_it_found_befo
             with CaptureQueriesContext(connection) as queries:
                 _searches(store, "u1")
             selects = [
-                q["sql"]
-                for q in queries.captured_queries
-                if _reads_messages(q["sql"]) and q["sql"].startswith(("SELECT", "WITH"))
+                sql
+                for sql in statements_sent(queries)
+                if _reads_messages(sql) and sql.startswith(("SELECT", "WITH"))
             ]
             read = [_partitions_read(sql) for sql in selects]
             assert read and all(len(found) == 1 for found in read), read
@@ -265,9 +266,9 @@ def test_a_tenant_scoped_search_reads_one_partition_and_finds_what_it_found_befo
                 store.transcript.search({}, "alpha")
             everywhere = set().union(
                 *(
-                    _partitions_read(q["sql"])
-                    for q in queries.captured_queries
-                    if _reads_messages(q["sql"]) and q["sql"].startswith(("SELECT", "WITH"))
+                    _partitions_read(sql)
+                    for sql in statements_sent(queries)
+                    if _reads_messages(sql) and sql.startswith(("SELECT", "WITH"))
                 )
             )
             assert len(everywhere) == info.partitions

@@ -25,10 +25,10 @@ from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
 from deuz_transcripts.backends import policy
-from deuz_transcripts.backends import postgresql_count_refresh as count_refresh
 from deuz_transcripts.backends.policy import PlanPolicy
-from deuz_transcripts.backends.postgresql_count_refresh import refresh_term_counts
-from deuz_transcripts.backends.postgresql_term_counts import (
+from deuz_transcripts.backends.postgresql.counts import refresh as count_refresh
+from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
+from deuz_transcripts.backends.postgresql.counts.stored import (
     COUNTED_MIN_ROWS,
     COUNTED_TENANT_MIN_ROWS,
     SHARDS,
@@ -37,6 +37,7 @@ from deuz_transcripts.backends.postgresql_term_counts import (
 from deuz_transcripts.models import Chat, CountedTenant, CountedTerm, Message, TermCount
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 from deuz_transcripts.verify import Verifier
+from tests.sent_statements import statements_sent
 from tests.sql_support import assert_consistent, run_threads
 
 pytestmark = [
@@ -198,7 +199,7 @@ def test_a_one_word_probe_reads_the_stored_count():
                     assert [(h.chat_id, h.score) for h in hits] == [
                         (h.chat_id, h.score) for h in want
                     ]
-                    statements = [q["sql"] for q in queries.captured_queries]
+                    statements = statements_sent(queries)
                     probed = any("AS probe" in sql for sql in statements)
                     assert probed == (scope == {}), scope
                     assert any(COUNTS in sql for sql in statements) == (scope != {})
@@ -376,7 +377,7 @@ def test_only_big_tenants_count_their_terms_and_a_refresh_moves_tenants_that_gro
             assert [(h.message_id, h.score) for h in hits] == [
                 (h.message_id, h.score) for h in want
             ], scope
-            statements = [q["sql"] for q in queries.captured_queries]
+            statements = statements_sent(queries)
             assert gin_term_counts(statements) == gin_counts, scope
 
         for n in range(1, 4):  # bob grows: his new rows go to tenant "" until the refresh
@@ -458,7 +459,7 @@ def test_a_roles_filter_reads_the_counts_of_its_roles_and_a_window_counts_in_gin
                 assert [(h.message_id, h.score) for h in hits] == [
                     (h.message_id, h.score) for h in want
                 ], (scope, roles, query)
-                statements = [q["sql"] for q in queries.captured_queries]
+                statements = statements_sent(queries)
                 how = (
                     "gin"
                     if gin_term_counts(statements)
@@ -503,7 +504,7 @@ def test_a_counted_page_takes_its_total_and_next_pages_from_the_stored_counts():
                     if (cursor := page.next_cursor) is None:
                         break
                 assert got == want, (scope, query)
-                statements = [q["sql"] for q in queries.captured_queries]
+                statements = statements_sent(queries)
                 assert not any("GROUP BY h.mask" in sql for sql in statements), (scope, query)
                 every_match = [
                     s for s in statements if s.startswith("SELECT count(*)") and " | " in s

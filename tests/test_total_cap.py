@@ -1,4 +1,4 @@
-"""``search_page(total_cap=...)`` on the SQL backends (``sql/capped_page``): past the cap
+"""``search_page(total_cap=...)`` on the SQL backends (``Collector`` with ``count="capped"``): past the cap
 the page is planned as ``search()`` plans it, a walk for common words, and no statement
 counts every match; pages, scores and cursors stay the memory index's."""
 
@@ -20,6 +20,7 @@ from deuz_transcripts import InMemoryTranscriptIndex
 from deuz_transcripts.backends import get_backend, policy
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.sent_statements import reads_with_params
 from tests.sql_support import spy_matcher
 from tests.test_term_counts import chat, count_terms
 
@@ -209,19 +210,25 @@ def sql_has(sql: str, *parts: str) -> bool:
 
 @contextmanager
 def executed_plans() -> Iterator[list[tuple[str, dict[str, Any]]]]:
-    """Each statement (parameters in) with, on PostgreSQL, its ``EXPLAIN ANALYZE`` plan,
-    run just before it on the same data: a plan tells which subqueries ran."""
+    """Each read (parameters in) with, on PostgreSQL, its ``EXPLAIN ANALYZE`` plan, run
+    just after it on the same data, on a cursor of its own (the read's rows stay to be
+    fetched; the settings its query string set are still in force): a plan tells which
+    subqueries ran."""
     plans: list[tuple[str, dict[str, Any]]] = []
 
     def explain(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        if connection.vendor != "postgresql":
-            plans.append((sql % tuple(repr(p) for p in params or ()), {}))
-        elif sql.lstrip().upper().startswith(("SELECT", "WITH")):
-            raw = context["cursor"].cursor
-            raw.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, FORMAT JSON) " + sql, params)
-            plan = raw.fetchone()[0]
-            plans.append((sql % tuple(params or ()), plan[0]["Plan"]))
-        return execute(sql, params, many, context)
+        result = execute(sql, params, many, context)
+        for read, own in reads_with_params(sql, params):
+            if connection.vendor != "postgresql":
+                plans.append((read % tuple(repr(p) for p in own), {}))
+            elif read.lstrip().upper().startswith(("SELECT", "WITH")):
+                with context["connection"].connection.cursor() as other:
+                    other.execute(
+                        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, FORMAT JSON) " + read, own
+                    )
+                    plan = other.fetchone()[0]
+                plans.append((read % tuple(own), plan[0]["Plan"]))
+        return result
 
     with connection.execute_wrapper(explain):
         yield plans

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from deuz_transcripts.backends.fts5_expressions import fts_body
+from deuz_transcripts.backends.sqlite.fts5_expressions import fts_body
 from deuz_transcripts.models import Message
 from deuz_transcripts.prepared import message_digest
 from deuz_transcripts.verify import Verifier

@@ -9,9 +9,17 @@ from django.db import connections
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 from ..conf import conf
+from .maintenance import EngineMaintenance
 from .search_backend import SearchBackend
 
-__all__ = ["SearchBackend", "backend_name_for", "get_backend", "storage_steps"]
+__all__ = [
+    "SearchBackend",
+    "backend_name_for",
+    "connect_engine_signals",
+    "get_backend",
+    "maintenance_for",
+    "storage_steps",
+]
 
 StorageStep = Callable[[BaseDatabaseSchemaEditor], None]
 
@@ -29,7 +37,7 @@ def backend_name_for(alias: str, *, inspect_database: bool = True) -> str:
         raise ImproperlyConfigured(
             f"deuz_transcripts supports PostgreSQL and SQLite; database {alias!r} is {vendor}."
         )
-    from .sqlite import fts5_available, fts_table_exists
+    from .sqlite.common import fts5_available, fts_table_exists
 
     conf.require_valid("SQLITE_BACKEND")
     choice = conf.SQLITE_BACKEND
@@ -49,16 +57,25 @@ def backend_name_for(alias: str, *, inspect_database: bool = True) -> str:
 def get_backend(alias: str) -> SearchBackend:
     name = backend_name_for(alias)
     if name == "postgresql":
-        from .postgresql import PostgresBackend
+        from .postgresql.engine import PostgresBackend
 
         return PostgresBackend(alias)
     if name == "sqlite-fts5":
-        from .sqlite_fts5 import SQLiteFts5Backend
+        from .sqlite.fts5 import SQLiteFts5Backend
 
         return SQLiteFts5Backend(alias)
-    from .sqlite_like import SQLiteLikeBackend
+    from .sqlite.like import SQLiteLikeBackend
 
     return SQLiteLikeBackend(alias)
+
+
+def maintenance_for(alias: str) -> EngineMaintenance:
+    """The maintenance entry point of database ``alias``'s engine (``maintenance``)."""
+    if connections[alias].vendor == "postgresql":
+        from .postgresql.maintenance import PostgresMaintenance
+
+        return PostgresMaintenance(alias)
+    return EngineMaintenance(alias)
 
 
 def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] | None:
@@ -66,9 +83,9 @@ def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] |
     migrations (``"create"``, ``"scope_lexemes"``, ``"role_lexemes"``, ``"term_counts"``,
     ``"replace_term_counts"``, ``"tenant_counts"``); ``None`` when it has none."""
     if vendor == "postgresql":
-        from . import postgresql_count_refresh as counts
-        from . import postgresql_storage as storage
-        from . import postgresql_term_counts as term_counts
+        from .postgresql import storage
+        from .postgresql.counts import refresh as counts
+        from .postgresql.counts import stored as term_counts
 
         return {
             "create": (storage.create_storage, storage.drop_storage),
@@ -79,7 +96,8 @@ def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] |
             "tenant_counts": (counts.count_big_tenants_only, counts.keep_counts),
         }[change]
     if vendor == "sqlite":
-        from . import fts5_role_tokens, sqlite
+        from .sqlite import common as sqlite
+        from .sqlite import fts5_role_tokens
 
         # FTS5 rows carry their scope tokens since 0001
         return {
@@ -87,3 +105,15 @@ def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] |
             "role_lexemes": (fts5_role_tokens.add_role_tokens, fts5_role_tokens.drop_role_tokens),
         }.get(change)
     return None
+
+
+def connect_engine_signals(sender: object) -> None:
+    """The engines' handlers of Django's signals (the app's ``ready``): SQLite's
+    ``secure_delete`` on every connection, and its FTS5 table emptied after ``flush``."""
+    from django.db.backends.signals import connection_created
+    from django.db.models.signals import post_migrate
+
+    from .sqlite.common import empty_fts_after_flush, secure_delete_on_connect
+
+    post_migrate.connect(empty_fts_after_flush, sender=sender)
+    connection_created.connect(secure_delete_on_connect, dispatch_uid="deuz_secure_delete")

@@ -228,7 +228,7 @@ class SearchMatcher(ABC):
         matches, params = self.mask_matches_sql(chats, terms, masks, expected)
         return self.ranked_candidates(cursor, matches, params, depth, expected)[1]
 
-    # the essential-terms plan (see ``deuz_transcripts.sql.planner``)
+    # the essential-terms plan (see ``deuz_transcripts.sql.search.essential``)
 
     def essential_min_terms(self, chats: ChatFilter) -> int:
         """The shortest query that tries the essential-terms plan (how short pays off
@@ -334,7 +334,7 @@ class SearchMatcher(ABC):
         each with its mask over every term (at most ``expected``, when known)."""
         raise NotImplementedError(f"{type(self).__name__} does not read rare terms at once")
 
-    # the newest-first walk (see ``deuz_transcripts.sql.planner``)
+    # the newest-first walk (see ``deuz_transcripts.sql.search.walks``)
 
     def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:
         """SQL true when row ``alias`` holds exactly the terms of ``mask``."""

@@ -1,7 +1,7 @@
 """The verify role of a backend: its search data checked against the message rows.
 
 ``SearchDataChecks`` is the default (the rows' own columns are the search data);
-SQLite FTS5 and PostgreSQL subclass it (``sqlite_fts5_checks``, ``postgresql_checks``).
+SQLite FTS5 and PostgreSQL subclass it (``sqlite.fts5_checks``, ``postgresql.checks``).
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ class PlanPolicy:
     gin_rows_per_scope_row: int = 25
     #: Queries of at least this many terms first try the essential-terms plan: every
     #: term's count n_t alone, then only the rows of the rarest terms, until no row
-    #: without them can reach the page (``SearchPlanner._essential_page``).
+    #: without them can reach the page (``sql.search.essential``).
     essential_min_terms: int = 5
     #: ... or this many where every n_t is read, not counted (PostgreSQL's stored term
     #: counts: unscoped and tenant searches).
@@ -77,7 +77,7 @@ class PlanPolicy:
     #: this, summed over the terms it read: then ranking every match costs no more.
     essential_max_rows: int = 20_000
     #: ... and past that, with at most this many terms left unread, fills the page from
-    #: their masks' rows, best raw score first (``sql.unread_masks``); 0: ranks every
+    #: their masks' rows, best raw score first (``sql.search.unread_masks``); 0: ranks every
     #: match instead.
     unread_max_terms: int = 5
     #: ... and first reads, in one statement, the rows of the rarest terms, up to this many
@@ -97,7 +97,7 @@ class PlanPolicy:
     #: (``DEUZ_TRANSCRIPTS["SQLITE_SCAN_SCOPE_MAX"]``).
     scan_scope_max: int = 2_000
     #: ... and find each row's mask in Python for queries of at least this many terms
-    #: (SQL ``instr`` costs per term, the Python word test per row: ``scope_scan``).
+    #: (SQL ``instr`` costs per term, the Python word test per row: ``sqlite.scope_scan``).
     scan_python_min_terms: int = 8
 
 

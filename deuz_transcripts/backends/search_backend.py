@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from django.db import models
+from django.db import connections, models
 
 from .base import SearchMatcher
 from .data_checks import SearchDataChecks
 from .policy import current_policy
+from .search_cursor import SearchCursor
 from .search_rows import SearchRows
 
 if TYPE_CHECKING:
@@ -38,9 +40,20 @@ class SearchBackend:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.alias!r})"
 
+    def search_cursor(self, timeout_ms: int) -> AbstractContextManager[SearchCursor]:
+        """The cursor of one search's statements, all of them within ``timeout_ms``
+        (``0``: no limit, else ``SearchTimeout``); nothing is left set afterwards."""
+        return self._limited_cursor(timeout_ms)
+
+    @contextmanager
+    def _limited_cursor(self, timeout_ms: int) -> Iterator[SearchCursor]:
+        with self.time_limit(timeout_ms), connections[self.alias].cursor() as cursor:
+            yield SearchCursor(cursor)
+
     def time_limit(self, timeout_ms: int) -> AbstractContextManager[None]:
         """Statements run inside are stopped by the database after ``timeout_ms``
-        (``0``: no limit), raising ``SearchTimeout``; nothing is left set afterwards."""
+        (``0``: no limit), raising ``SearchTimeout``; nothing is left set afterwards
+        (``search_cursor``'s limit, unless a backend sends it with the statements)."""
         return nullcontext()
 
     def legacy_scope_filter(self, rows: models.QuerySet[Any], scope: Scope) -> models.QuerySet[Any]:

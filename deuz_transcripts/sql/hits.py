@@ -14,6 +14,7 @@ from ..backends.chat_filter import table
 from ..models import Message
 from ..ranking import RankPlan
 from ..records import TranscriptHit, TranscriptMessage, decode_message
+from ..search_budget import check_budget
 from ..spans import hit_spans
 
 __all__ = ["around_windows", "read_hits"]
@@ -59,7 +60,8 @@ def read_hits(
 ) -> list[TranscriptHit]:
     """The page's hits in page order, with the spans of ``terms`` (``hit_spans``); a row
     deleted since it was planned is left out. ``tenant``: every row of the page has it
-    (the search filtered on it)."""
+    (the search filtered on it). The search's budget is checked before each hit's spans
+    (``SearchTimeout`` once it is spent)."""
     where, params = around_windows(page, around)
     if tenant is not None:
         where, params = f"m.tenant = %s AND ({where})", [tenant, *params]
@@ -85,6 +87,7 @@ def read_hits(
                 for n in by_chat[hit.chat_pk]
                 if n[5] is not None and low <= n[5] <= high and n[0] != hit.pk
             ]
+        check_budget()
         message = decode_message(found[4])
         hits.append(
             TranscriptHit(

@@ -1,7 +1,7 @@
 """``DjangoTranscriptIndex``: the SQL index, one class for every backend.
 
-A facade: writes go through the ``ChatWriter`` unit, searches through the
-``SearchPlanner`` and ``read_hits``; the backend (picked per call from the
+A facade: writes go through the ``ChatWriter`` unit, searches through the search
+pipeline's ``Collector`` and ``read_hits``; the backend (picked per call from the
 connection) supplies the vendor SQL. Writes run on ``using``; searches and
 ``resolve_source`` read the search database (``sql.replica``), ``using`` unless set.
 """
@@ -12,12 +12,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from django.db import connections, transaction
-from django.db.backends.utils import CursorWrapper
+from django.db import transaction
 
 from ..appends import appended_to
 from ..backends import SearchBackend, get_backend
 from ..backends.base import Candidate
+from ..backends.search_cursor import SearchCursor
 from ..base import BaseTranscriptIndex, check_chat_id
 from ..conf import conf
 from ..models import Message
@@ -32,12 +32,13 @@ from ..records import (
     decode_message,
     scope_matches,
 )
+from ..search_budget import search_budget
 from ..search_request import CountedHits, SearchRequest
 from ..signals import chat_indexed, chat_removed, send_after_commit
 from .errors import WorkerThreadRunner, database_errors
 from .hits import read_hits
-from .planner import SearchPlanner
 from .replica import note_write, read_from
+from .search import Collector
 from .stored import record_from_rows
 from .writer import ChatWriter, LockedChat, chat_messages
 
@@ -56,13 +57,15 @@ def hit_key(candidate: Candidate) -> HitKey:
 
 
 def _hits_of(
-    cursor: CursorWrapper,
+    cursor: SearchCursor,
     backend: SearchBackend,
     request: SearchRequest,
     page: list[Candidate],
     plan: RankPlan,
 ) -> list[TranscriptHit]:
-    """The planned page's hits, each with the spans of the request's terms."""
+    """The planned page's hits, each with the spans of the request's terms: the
+    search's last read."""
+    cursor.last_read_next()
     return read_hits(
         cursor,
         page,
@@ -182,18 +185,18 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
         return self.read(lambda alias: self._search_on(alias, request))
 
     def _search_on(self, alias: str, request: SearchRequest) -> list[TranscriptHit]:
-        """Every statement of the search runs within ``SEARCH_TIMEOUT_MS``."""
+        """The whole search, its statements and its hits' spans, runs within
+        ``SEARCH_TIMEOUT_MS``."""
         backend = get_backend(alias)
         with (
+            search_budget(conf.SEARCH_TIMEOUT_MS),
             database_errors(alias),
-            backend.time_limit(conf.SEARCH_TIMEOUT_MS),
-            connections[alias].cursor() as cursor,
+            backend.search_cursor(conf.SEARCH_TIMEOUT_MS) as cursor,
         ):
-            planned = SearchPlanner(backend.matcher).page(cursor, request)
-            if planned is None:
+            collected = Collector(backend.matcher, cursor).collect(request)
+            if collected is None:
                 return []
-            page, plan = planned
-            return _hits_of(cursor, backend, request, page, plan)
+            return _hits_of(cursor, backend, request, collected.page, collected.plan)
 
     def _search_page(
         self, request: SearchRequest, after: PageAfter | None, total_cap: int | None = None
@@ -205,18 +208,24 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
     ) -> CountedHits:
         backend = get_backend(alias)
         with (
+            search_budget(conf.SEARCH_TIMEOUT_MS),
             database_errors(alias),
-            backend.time_limit(conf.SEARCH_TIMEOUT_MS),
-            connections[alias].cursor() as cursor,
+            backend.search_cursor(conf.SEARCH_TIMEOUT_MS) as cursor,
         ):
-            counted = SearchPlanner(backend.matcher).counted_page(cursor, request, after, total_cap)
-            if counted is None:
+            collected = Collector(backend.matcher, cursor).collect(
+                request,
+                count="exact" if total_cap is None else "capped",
+                cap=total_cap,
+                after=after,
+            )
+            if collected is None or collected.total is None:
                 return CountedHits([], [], 0, None)
-            page, plan, pinned, total = counted
-            hits = _hits_of(cursor, backend, request, page, plan) if page else []
+            page = collected.page
+            hits = _hits_of(cursor, backend, request, page, collected.plan) if page else []
         # read_hits leaves out a row deleted since it was planned: keep the keys in step
         keys = {(c.chat_id, c.position): hit_key(c) for c in page}
-        return CountedHits(hits, [keys[h.chat_id, h.index] for h in hits], total, pinned)
+        found = [keys[h.chat_id, h.index] for h in hits]
+        return CountedHits(hits, found, collected.total, collected.pinned)
 
     def _resolve(self, scope: dict[str, str], ref: MemorySourceRef) -> TranscriptMessage | None:
         return self.read(lambda alias: self._resolve_on(alias, scope, ref))

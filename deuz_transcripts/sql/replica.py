@@ -10,6 +10,12 @@ and the caller's next read first waits, at most ``REPLICA_WAIT_MS``, until the s
 replayed that position (``pg_last_wal_replay_lsn()``). Once it has, the position is
 forgotten and reads from that context go straight to the standby again.
 
+Inside the caller's own transaction on the primary (``transaction.atomic()``, a view under
+``ATOMIC_REQUESTS``), a write not yet committed is on no standby: once the transaction has
+written through a store or index (``note_write``'s on-commit step is pending), its reads
+run on the primary, in that transaction, whatever ``REPLICA_FALLBACK`` says; a
+transaction that has not written reads the standby as any caller does.
+
 A search database that is down, still behind when the wait ends, or that cancels the
 search to replay the primary's changes (a hot-standby recovery conflict, SQLSTATE 40001)
 makes the read run on the primary (``REPLICA_FALLBACK = "primary"``, the default) or
@@ -39,6 +45,7 @@ __all__ = [
     "parse_lsn",
     "read_from",
     "record_end",
+    "written_in_transaction",
     "written_position",
 ]
 
@@ -154,6 +161,16 @@ def note_write(using: str, search_using: str) -> None:
     transaction.on_commit(_RememberPosition(using), using=using)
 
 
+def written_in_transaction(using: str) -> bool:
+    """Whether the caller's open transaction on ``using`` has written through a store or
+    index (a ``note_write`` waits for its commit): no standby can have that write yet."""
+    connection = connections[using]
+    return connection.in_atomic_block and any(
+        isinstance(entry[1], _RememberPosition) and entry[1].using == using
+        for entry in connection.run_on_commit
+    )
+
+
 def _wait_for_replay(using: str, search_using: str) -> None:
     """Return once ``search_using`` has replayed this context's last write on ``using``;
     ``ReplicaUnavailable("behind")`` when it has not within ``REPLICA_WAIT_MS``."""
@@ -212,9 +229,10 @@ def read_from(using: str, search_using: str, read: Callable[[str], T]) -> T:
     when it cannot answer and ``REPLICA_FALLBACK`` is ``"primary"``.
 
     ``read`` runs its statements inside ``database_errors(alias)``; errors of the read
-    itself (a timeout, bad input) are raised as they are, wherever it ran.
+    itself (a timeout, bad input) are raised as they are, wherever it ran. Inside a
+    transaction that has written on ``using``, ``read`` runs there (read-your-writes).
     """
-    if search_using == using:
+    if search_using == using or written_in_transaction(using):
         return read(using)
     try:
         try:

@@ -27,6 +27,7 @@ from ..prepared import PreparedChat, PreparedMessage
 from ..records import ChatRecord, fill_ids
 from .chat_rows import insert_chat, insert_chats, insert_scope_rows, load_chat, update_chat
 from .stored import stored_differences, to_db_datetime
+from .stored_forms import record_form
 
 __all__ = ["ChatWriter", "LockedChat", "chat_messages"]
 
@@ -169,6 +170,8 @@ class ChatWriter:
                 if scope_changed or rewrite:
                     ChatScope.objects.using(db).filter(chat=row).delete()
                     insert_scope_rows(cursor, [row])
+            if fresh:
+                record_form(cursor)
             rows.insert(cursor, [_new_rows(row, fresh, rows.keeps_search_text)])
         return row
 
@@ -250,6 +253,7 @@ class ChatWriter:
         with connections[self.using].cursor() as cursor:
             update_chat(cursor, self.using, row, fields)
             if fresh:
+                record_form(cursor)
                 rows.insert(cursor, [_new_rows(row, fresh, rows.keeps_search_text)])
         return row
 
@@ -276,6 +280,8 @@ class ChatWriter:
                 ],
             )
             insert_scope_rows(cursor, rows)
+            if any(chat.prepared for chat in chats):
+                record_form(cursor)
             search_rows.insert(
                 cursor,
                 [

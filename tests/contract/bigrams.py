@@ -86,3 +86,33 @@ class BigramContract(ContractBase):
         [hit] = index.search(ADA, "東京都 internal")
         # 東京 and 京都 overlap: one span over 東京都; internal is split from への
         assert [hit.message["content"][a:b] for a, b in hit.spans] == ["東京都", "internal"]
+
+    @pytest.mark.usefixtures("cjk_bigrams")
+    def test_kana_voicing_marks_stay_on_their_kana(self, store, index):
+        store.write_chat(
+            chat("c1", "デフォルトの設定", "デプロイが失敗", "バス停", "パスワード", "ハス池"),
+            expected_revision=0,
+        )
+        # デプロイ and デフォルト share no bigram (folded to テフ, they did)
+        assert ids(index.search(ADA, "デプロイ")) == ["c1:1"]
+        assert ids(index.search(ADA, "デフォルト")) == ["c1:0"]
+        assert [ids(index.search(ADA, word)) for word in ("バス", "パス", "ハス")] == [
+            ["c1:2"],
+            ["c1:3"],
+            ["c1:4"],
+        ]
+
+    @pytest.mark.usefixtures("cjk_bigrams")
+    def test_a_mark_of_its_own_is_its_kana_voiced_and_spans_cover_both(self, store, index):
+        # half-width kana with half-width marks, a spacing mark, a combining mark
+        store.write_chat(chat("c1", "ﾊﾟｽﾜｰﾄﾞ", "ハ゛ス停", "ハ\u3099ス"), expected_revision=0)
+        [hit] = index.search(ADA, "パス")
+        assert hit.message_id == "c1:0"
+        assert [hit.message["content"][a:b] for a, b in hit.spans] == ["ﾊﾟｽ"]
+        hits = index.search(ADA, "バス")
+        assert sorted(h.message_id for h in hits) == ["c1:1", "c1:2"]
+        assert sorted(h.message["content"][a:b] for h in hits for a, b in h.spans) == [
+            "ハ\u3099ス",
+            "ハ゛ス",
+        ]
+        assert ids(index.search(ADA, "ハス")) == []

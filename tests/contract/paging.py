@@ -7,10 +7,12 @@ import base64
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.test import override_settings
 
 from deuz_transcripts import InvalidRecord, SearchPage
 from tests.contract.base import ContractBase
 from tests.contract.helpers import ADA, BOB, T0, assistant, chat, keys, user
+from tests.cursor_forgery import HUGE, forged_cursors, resigned
 
 
 def _walk(index, scope, query, *, limit, **options) -> tuple[list, list[int]]:
@@ -200,12 +202,15 @@ class PagingContract(ContractBase):
     def test_garbage_and_tampered_cursors_are_invalid_record(self, store, index):
         _corpus(store)
         cursor = index.search_page(ADA, "alpha beta", limit=2).next_cursor
-        raw = bytearray(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        tampered = []
+        body, signature = cursor.split(".")
+        raw = bytearray(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        tampered = [body, f"{body}.", f".{signature}", f"{cursor}.{signature}"]
         for position in (0, 9, len(raw) // 2, len(raw) - 2):
             changed = bytearray(raw)
             changed[position] ^= 0x01
-            tampered.append(base64.urlsafe_b64encode(bytes(changed)).decode().rstrip("="))
+            changed_body = base64.urlsafe_b64encode(bytes(changed)).decode().rstrip("=")
+            tampered.append(f"{changed_body}.{signature}")
+        tampered.append(f"{body}.{signature[:-1]}{'A' if signature[-1] != 'A' else 'B'}")
         for bad in [
             "",
             "x",
@@ -224,6 +229,56 @@ class PagingContract(ContractBase):
         for not_a_string in (1, b"abc", ["x"]):
             with pytest.raises(InvalidRecord) as caught:
                 index.search_page(ADA, "alpha beta", cursor=not_a_string)
+            assert caught.value.field == "cursor"
+
+    def test_forged_cursors_are_invalid_record(self, store, index):
+        """A client rewrites the counts its cursor pins (every idf 0.0) and reseals it:
+        ``InvalidRecord("cursor")``, never a division by zero."""
+        _corpus(store)
+        cursor = index.search_page(ADA, "alpha beta", limit=2).next_cursor
+        forgeries = [
+            *forged_cursors(cursor),
+            *forged_cursors(cursor, k=[1, 0, "c00", 0]),  # another last hit
+            *forged_cursors(cursor, q="0" * 16),  # another search's fingerprint
+        ]
+        for forged in forgeries:
+            with pytest.raises(InvalidRecord) as caught:
+                index.search_page(ADA, "alpha beta", cursor=forged)
+            assert caught.value.field == "cursor"
+
+    def test_a_signed_cursor_must_pin_counts_that_still_rank(self, store, index):
+        """Signed with the server's key, counts whose idfs are 0.0 still do not rank:
+        ``InvalidRecord("cursor")``; the same cursor with its own counts is read."""
+        _corpus(store)
+        cursor = index.search_page(ADA, "alpha beta", limit=2).next_cursor
+        assert index.search_page(ADA, "alpha beta", cursor=resigned(cursor, v=2)).hits
+        for changes in [
+            {"n": HUGE, "t": [HUGE, HUGE]},
+            {"n": HUGE, "t": [HUGE, 0]},
+            {"n": HUGE + 1},
+            {"n": 0},
+            {"t": [-1, 0]},
+            {"b": 0},
+        ]:
+            with pytest.raises(InvalidRecord) as caught:
+                index.search_page(ADA, "alpha beta", cursor=resigned(cursor, **changes))
+            assert caught.value.field == "cursor"
+
+    def test_cursors_follow_secret_key_rotation(self, store, index):
+        """Signed by ``SECRET_KEY``; one signed by a key of ``SECRET_KEY_FALLBACKS`` is
+        still read while the key rotates, one of a key no longer listed is not."""
+        _corpus(store)
+        with override_settings(SECRET_KEY="old-key-" + "x" * 50):
+            cursor = index.search_page(ADA, "alpha beta", limit=2).next_cursor
+            expected = index.search_page(ADA, "alpha beta", cursor=cursor).hits
+        assert expected
+        new_key = "new-key-" + "y" * 50
+        with override_settings(SECRET_KEY=new_key, SECRET_KEY_FALLBACKS=["old-key-" + "x" * 50]):
+            assert index.search_page(ADA, "alpha beta", cursor=cursor).hits == expected
+            assert index.search_page(ADA, "alpha beta", limit=2).next_cursor != cursor
+        with override_settings(SECRET_KEY=new_key, SECRET_KEY_FALLBACKS=[]):
+            with pytest.raises(InvalidRecord) as caught:
+                index.search_page(ADA, "alpha beta", cursor=cursor)
             assert caught.value.field == "cursor"
 
     # ------------------------------------------------------------------ writes meanwhile

@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteWrapper
 
 from ...backfill import SOURCES, Backfill, BackfillStats
@@ -16,6 +16,7 @@ from ...base import check_chat_id
 from ...deferred_index import search_index_deferred
 from ...errors import InvalidRecord
 from ...models import Chat, LegacyChat, Tombstone
+from ...sql.stored_forms import begin_reindex, finish_reindex
 from ...verify import Problem, Verifier
 from ..oneline import OneLineErrors, printable
 
@@ -144,19 +145,20 @@ class Command(OneLineErrors):
             self._backfill(options)
 
     def _count_terms(self, options: dict[str, Any]) -> None:
-        from ...backends.postgresql_count_refresh import refresh_term_counts
-        from ...backends.postgresql_term_counts import COUNTED_MIN_ROWS
+        from ...backends import maintenance_for
+        from ...backends.maintenance import Unsupported
 
         others = ("dry_run", "verify", "fix", "chat_ids")
         if any(options[name] for name in others) or options["workers"] != 1:
             raise CommandError("--count-terms counts every chat's terms; use it alone")
-        database = options["database"]
-        if connections[database].vendor != "postgresql":
-            raise CommandError("--count-terms is PostgreSQL's (SQLite counts terms in FTS5)")
-        with transaction.atomic(using=database), connections[database].cursor() as cursor:
-            counted = refresh_term_counts(cursor)
+        try:
+            counted, min_rows = maintenance_for(options["database"]).refresh_term_counts()
+        except Unsupported:
+            raise CommandError(
+                "--count-terms is PostgreSQL's (SQLite counts terms in FTS5)"
+            ) from None
         self.stdout.write(
-            f"Counted terms: {counted} term(s) in at least {COUNTED_MIN_ROWS:,} indexed "
+            f"Counted terms: {counted} term(s) in at least {min_rows:,} indexed "
             "messages have stored counts."
         )
 
@@ -250,6 +252,13 @@ class Command(OneLineErrors):
                 options["database"], defer=options["defer_index"], report=self.stderr.write
             )
         )
+        # a run over every stored chat re-indexes the database in the form in force: the
+        # stored forms say so once it ends without a failure (check W004 until then)
+        every_chat = (
+            not options["dry_run"] and not options["chat_ids"] and options["source"] != "legacy"
+        )
+        if every_chat:
+            begin_reindex(options["database"])
         with building:
             if options["workers"] == 1:
                 stats = backfill((0, 1)).run(options["source"])
@@ -260,6 +269,8 @@ class Command(OneLineErrors):
                     )
                 except WorkerFailed as exc:
                     raise CommandError(f"backfill stopped: {exc}") from None
+        if every_chat and not stats.failed:
+            finish_reindex(options["database"])
         self.stdout.write(self._summary(stats, options["dry_run"]))
         if stats.failed:
             shown = ", ".join(repr(chat_id) for chat_id in stats.failed_ids[:10])

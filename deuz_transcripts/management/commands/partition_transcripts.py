@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import DEFAULT_DB_ALIAS
 
-from ...backends.postgresql_partitions import (
-    MAX_PARTITIONS,
-    partition_info,
-    partition_messages,
-)
+from ...backends import maintenance_for
+from ...backends.maintenance import MAX_PARTITIONS, Unsupported
 from ...conf import conf
 from ..oneline import OneLineErrors
 
@@ -34,9 +31,9 @@ class Command(OneLineErrors):
         parser.add_argument("--database", default=DEFAULT_DB_ALIAS)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        database = options["database"]
+        engine = maintenance_for(options["database"])
         if options["status"]:
-            info = partition_info(database)
+            info = engine.partition_info()
             if info is None:
                 self.stdout.write("The message table is not partitioned.")
             else:
@@ -49,7 +46,10 @@ class Command(OneLineErrors):
                 "Warning: DEUZ_TRANSCRIPTS['TENANT_KEY'] is not set: every row's tenant is '' "
                 "and every row lands in one partition."
             )
-        info = partition_messages(database, options["partitions"])
+        try:
+            info = engine.partition_messages(options["partitions"])
+        except Unsupported as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(
             f"The message table is now split by {info.key} into {info.partitions} partitions."
         )

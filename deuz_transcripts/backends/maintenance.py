@@ -1,0 +1,78 @@
+"""What commands, checks and the app's signals ask of an engine besides searching and
+writing: one entry point per engine, so nothing outside ``backends`` names an engine's
+modules or sends its SQL.
+
+``backends.maintenance_for(alias)`` picks the engine's by ``connection.vendor``; an operation the
+engine has no use for says so (``Unsupported``) or does nothing, as its docstring says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connections
+
+__all__ = [
+    "MAX_PARTITIONS",
+    "EngineMaintenance",
+    "PartitionInfo",
+    "Unsupported",
+]
+
+#: More hash partitions than this only multiplies the planning cost of unscoped searches.
+MAX_PARTITIONS = 256
+
+
+class Unsupported(Exception):
+    """An operation this database engine does not have (the message says which)."""
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """How the message table is split: by what, into how many partitions."""
+
+    key: str
+    partitions: int
+
+
+class EngineMaintenance:
+    """The default: an engine with no search index to build, no stored term counts and
+    no partitions (SQLite)."""
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    @property
+    def engine(self) -> str:
+        return connections[self.alias].vendor
+
+    def search_index_state(self) -> str:
+        """``"ready"``, ``"missing"``, ``"invalid"`` (a build that did not finish), or
+        ``"unmigrated"``; an engine whose search data needs no separate index is always
+        ``"ready"``."""
+        return "ready"
+
+    def drop_search_index(self) -> None:
+        """Drop the search index before a bulk load (``backfill_transcripts --defer-index``)."""
+        raise Unsupported(f"{self.engine} has no search index to defer")
+
+    def build_search_index(self, *, replace_invalid: bool) -> None:
+        """Build the search index (dropping an invalid one first when ``replace_invalid``)."""
+        raise Unsupported(f"{self.engine} has no search index to build")
+
+    @property
+    def search_index_name(self) -> str:
+        return ""
+
+    def refresh_term_counts(self) -> tuple[int, int]:
+        """Choose the terms and tenants that get stored counts, count what is new:
+        ``(terms counted, the fewest rows a counted term holds)``."""
+        raise Unsupported(f"{self.engine} stores no term counts (it counts terms in its index)")
+
+    def partition_info(self) -> PartitionInfo | None:
+        """How the message table is split, ``None`` when it is one table."""
+        return None
+
+    def partition_messages(self, partitions: int) -> PartitionInfo:
+        """Split the message table into ``partitions`` hash partitions of the tenant."""
+        raise Unsupported("only PostgreSQL's message table can be partitioned")

@@ -1,0 +1,1 @@
+"""PostgreSQL's term counts: stored per tenant and term by triggers (``stored``), chosen and refreshed (``refresh``), counted in GIN by term subset (``subsets``), and what a search reads from them (``statistics``)."""

@@ -1,0 +1,373 @@
+"""PostgreSQL: the number of indexed messages holding each common term, kept by triggers.
+
+Exact idf needs n_t, the rows of the search's scope holding term t. GIN finds those rows
+but cannot count them without visiting each one: a rare term costs little, a common one
+its every row (438 ms for one word of an unscoped search at 1M messages). So the terms in
+at least ``COUNTED_MIN_ROWS`` indexed messages (``CountedTerm``) have their counts stored
+in ``TermCount``, with lexeme ``""`` for N. Statement-level ``AFTER`` triggers on the
+message table add each inserted vector's counted terms and take each deleted one's off
+(an UPDATE: the rows whose vector, tenant, role or chat changed, old off and new on) in the
+writing transaction, so every path that changes message rows (ORM cascades, raw SQL, a
+partition conversion) keeps them true; a ``TRUNCATE`` of the message table does not fire
+them (``backfill_transcripts --fix`` rebuilds). Only common terms: counting every term
+per tenant took 30 rows a message (a tenant's rare words).
+
+Where the counts go: N per tenant; a term's count per tenant only for the big tenants
+(``CountedTenant``, at least ``COUNTED_TENANT_MIN_ROWS`` indexed messages), and for
+every other message under tenant ``""``. A search of one big tenant or of every chat
+reads N and the counted terms' n_t with a few index lookups; a small tenant's n_t are
+counted in GIN, which costs little there (every term holds fewer rows than the tenant).
+Counting every tenant's terms made the table grow as tenants x common terms: 18.9M rows
+(2.1 GB) for 10,000 tenants at 2.7M messages, about 24 count rows written per message,
+and the load fell to 1,000 messages a second (bench/RESULTS.md). ``refresh_term_counts``
+(``postgresql.counts.refresh``: the migrations, ``backfill_transcripts --count-terms``)
+chooses both the terms and the tenants.
+
+Tenant ``""`` splits its counts over ``SHARDS`` rows per term (the chat's pk modulo
+``SHARDS``); other tenants use one. Each statement first takes a transaction-scoped
+advisory lock per (tenant, shard) it touches, in one order: writers of one shard queue
+instead of deadlocking on count rows, writers of other shards and tenants run on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any, NamedTuple
+
+from django.db import transaction
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.backends.utils import CursorWrapper
+
+from ....models import CountedTenant, CountedTerm, Message, TermCount
+from ....text import stored_term
+from ...chat_filter import table
+
+__all__ = [
+    "COUNTED_MIN_ROWS",
+    "COUNTED_TENANT_MIN_ROWS",
+    "IS_TERM",
+    "SHARDS",
+    "TERMS",
+    "StoredCounts",
+    "bucket_sql",
+    "count_drift",
+    "create_triggers",
+    "drop_term_counts",
+    "rebuild_term_counts",
+    "stored_or",
+    "stored_term_counts",
+    "stored_total",
+]
+
+#: Terms in at least this many indexed messages get stored counts (fewer: GIN counts
+#: them at about the cost of a page walk's probe).
+COUNTED_MIN_ROWS = 2_000
+#: Tenants with at least this many indexed messages get their own term counts (fewer:
+#: GIN counts a term's rows in the tenant in a few milliseconds).
+COUNTED_TENANT_MIN_ROWS = 10_000
+#: Tenant ``""``'s counts are split over this many rows per term.
+SHARDS = 8
+_LOCK_NAMESPACE = 733_121  # the app's key space for count locks (733_120: chat locks)
+_FUNCTION = "deuz_count_terms"
+_TRIGGERS = {
+    "INSERT": "REFERENCING NEW TABLE AS deuz_new",
+    "DELETE": "REFERENCING OLD TABLE AS deuz_old",
+    "UPDATE": "REFERENCING OLD TABLE AS deuz_old NEW TABLE AS deuz_new",
+}
+#: Where row ``r``'s N is counted: its tenant (tenant ``""``: sharded by chat).
+_SHARD = f"(CASE WHEN r.tenant = '' THEN mod(r.chat_id, {SHARDS}) ELSE 0 END)::smallint"
+TERMS = "unnest(tsvector_to_array(r.search_vector))"
+#: Scope, chat and role lexemes (a private-use first character) are never terms.
+IS_TERM = "left(l.lexeme, 1) NOT IN (E'\\uE000', E'\\uE002', E'\\uE003')"
+
+
+def bucket_sql(*, legacy: bool = False) -> tuple[str, str]:
+    """``(tenant, shard)`` under which row ``r``'s terms are counted: its own tenant's
+    when that is a ``CountedTenant`` (``legacy``, migration 0005's rule: any tenant but
+    ``""``), else ``""`` sharded by chat."""
+    own = "r.tenant <> ''" if legacy else f"r.tenant IN (SELECT tenant FROM {table(CountedTenant)})"
+    return (
+        f"(CASE WHEN {own} THEN r.tenant ELSE '' END)",
+        f"(CASE WHEN {own} THEN 0 ELSE mod(r.chat_id, {SHARDS}) END)::smallint",
+    )
+
+
+#: A count's key: migration 0005's (``legacy``), and since 0006 with the message's role.
+_LEGACY_KEY = ("lexeme", "tenant", "shard")
+_KEY = ("lexeme", "tenant", "role", "shard")
+_ARRAY_TYPES = {"lexeme": "text", "tenant": "text", "role": "text", "shard": "smallint"}
+
+
+def _key(*, legacy: bool) -> tuple[str, ...]:
+    return _LEGACY_KEY if legacy else _KEY
+
+
+def _counted(rows: str, sign: int, *, legacy: bool = False) -> str:
+    """``(tenant, role, shard, lexeme, n)`` of the vectors of ``rows`` (``legacy``: no
+    role, every tenant's own): each counted term, and ``""`` for every row with a vector."""
+    tenant, shard = bucket_sql(legacy=legacy)
+    role = "" if legacy else "r.role AS role, "
+    return (
+        f"SELECT {tenant} AS tenant, {role}{shard} AS shard, l.lexeme, {sign} AS n "
+        f"FROM {rows} r CROSS JOIN LATERAL {TERMS} AS l(lexeme) "
+        "WHERE r.search_vector IS NOT NULL "
+        f"AND l.lexeme IN (SELECT lexeme FROM {table(CountedTerm)}) "
+        f"UNION ALL SELECT r.tenant, {role}{_SHARD}, '', {sign} "
+        f"FROM {rows} r WHERE r.search_vector IS NOT NULL"
+    )
+
+
+def _shards(rows: str, *, legacy: bool) -> str:
+    """``(tenant, shard)`` of every count the rows of ``rows`` with a vector change (rows
+    without one count nothing)."""
+    tenant, shard = bucket_sql(legacy=legacy)
+    return (
+        f"SELECT r.tenant, {_SHARD} AS shard FROM {rows} r WHERE r.search_vector IS NOT NULL "
+        f"UNION SELECT {tenant}, {shard} FROM {rows} r WHERE r.search_vector IS NOT NULL"
+    )
+
+
+def _apply(shards: str, changes: str, *, removes: bool, legacy: bool) -> str:
+    """The statements that lock the (tenant, shard) pairs of ``shards`` and add the sums
+    of ``changes`` to their counts; with ``removes``, counts that reach 0 are deleted, and
+    a counted term left with no count at all stops being counted, so no term held only by
+    deleted messages stays behind in either table (docs/guarantees.md)."""
+    counts = table(TermCount)
+    key = _key(legacy=legacy)
+    columns = ", ".join(key)
+    grouped = ", ".join(f"c.{column}" for column in key)
+    upsert = f"""
+        INSERT INTO {counts} ({columns}, rows)
+        SELECT {grouped}, sum(c.n) FROM ({changes}) c
+        GROUP BY {grouped} HAVING sum(c.n) <> 0 ORDER BY {grouped}
+        ON CONFLICT ({columns}) DO UPDATE SET rows = {counts}.rows + EXCLUDED.rows"""
+    locks = f"""
+        PERFORM count(pg_advisory_xact_lock({_LOCK_NAMESPACE}, s.k)) FROM (
+            SELECT DISTINCT hashtext(c.tenant || '/' || c.shard) AS k FROM ({shards}) c
+            ORDER BY 1) s;"""
+    if not removes:
+        return f"{locks}{upsert};"
+    gone = ", ".join(f"gone_{column}s" for column in key)
+    same = " AND ".join(f"t.{column} = z.{column}" for column in key)
+    # a counted tenant whose last indexed message went leaves CountedTenant with it
+    tenant_gone = (
+        ""
+        if legacy
+        else f"""
+            DELETE FROM {table(CountedTenant)} o WHERE o.tenant = ANY(gone_tenants)
+                AND NOT EXISTS (SELECT 1 FROM {counts} t
+                    WHERE t.lexeme = '' AND t.tenant = o.tenant);"""
+    )
+    return f"""{locks}
+        WITH up AS ({upsert} RETURNING {columns}, rows)
+        SELECT {", ".join(f"array_agg(up.{column})" for column in key)}
+        INTO {gone} FROM up WHERE up.rows = 0;
+        IF gone_lexemes IS NOT NULL THEN
+            DELETE FROM {counts} t USING unnest({gone}) AS z({columns})
+            WHERE {same} AND t.rows = 0;
+            DELETE FROM {table(CountedTerm)} k WHERE k.lexeme = ANY(gone_lexemes)
+                AND NOT EXISTS (SELECT 1 FROM {counts} t WHERE t.lexeme = k.lexeme);{tenant_gone}
+        END IF;"""
+
+
+def _function_sql(*, legacy: bool) -> str:
+    changed = (
+        "(SELECT o.* FROM deuz_old o JOIN deuz_new w ON w.id = o.id "
+        "WHERE o.search_vector IS DISTINCT FROM w.search_vector "
+        "OR o.tenant <> w.tenant OR o.chat_id <> w.chat_id OR o.role <> w.role)"
+    )
+    changed_new = changed.replace("SELECT o.*", "SELECT w.*")
+    rule = {"legacy": legacy}
+    inserted = _apply(
+        _shards("deuz_new", **rule), _counted("deuz_new", 1, **rule), removes=False, **rule
+    )
+    deleted = _apply(
+        _shards("deuz_old", **rule), _counted("deuz_old", -1, **rule), removes=True, **rule
+    )
+    updated = _apply(
+        f"{_shards(changed, **rule)} UNION ALL {_shards(changed_new, **rule)}",
+        f"{_counted(changed, -1, **rule)} UNION ALL {_counted(changed_new, 1, **rule)}",
+        removes=True,
+        **rule,
+    )
+    declared = "".join(f"gone_{c}s {_ARRAY_TYPES[c]}[];" for c in _key(legacy=legacy))
+    return f"""
+        CREATE OR REPLACE FUNCTION {_FUNCTION}() RETURNS trigger LANGUAGE plpgsql
+        SET jit = off AS $body$
+        DECLARE {declared}
+        BEGIN
+            IF TG_OP = 'INSERT' THEN {inserted}
+            ELSIF TG_OP = 'DELETE' THEN {deleted}
+            ELSE {updated}
+            END IF;
+            RETURN NULL;
+        END
+        $body$"""
+
+
+def _trigger_name(event: str) -> str:
+    return f"deuz_count_terms_{event.lower()}"
+
+
+def replace_function(
+    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, legacy: bool = False
+) -> None:
+    """The triggers' function: ``legacy`` keeps migration 0005's counts (each tenant's
+    terms on its own, no role), else 0006's (a ``CountedTenant``'s own, by role)."""
+    cursor_or_editor.execute(_function_sql(legacy=legacy))
+
+
+def create_triggers(
+    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, legacy: bool = False
+) -> None:
+    """The function and the message table's three triggers (again after the table is
+    replaced: ``partition_messages``)."""
+    replace_function(cursor_or_editor, legacy=legacy)
+    for event, referencing in _TRIGGERS.items():
+        cursor_or_editor.execute(
+            f"CREATE TRIGGER {_trigger_name(event)} AFTER {event} ON {table(Message)} "
+            f"{referencing} FOR EACH STATEMENT EXECUTE FUNCTION {_FUNCTION}()"
+        )
+
+
+def drop_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    for event in _TRIGGERS:
+        schema_editor.execute(f"DROP TRIGGER IF EXISTS {_trigger_name(event)} ON {table(Message)}")
+    schema_editor.execute(f"DROP FUNCTION IF EXISTS {_FUNCTION}()")
+
+
+def rebuild_term_counts(cursor: CursorWrapper, *, legacy: bool = False) -> None:
+    """The counted terms' counts again from the vectors (after a ``TRUNCATE``, or a drift
+    ``verify`` found), in one transaction holding off message writers (not searches); a
+    counted term no row holds any more stops being counted. ``legacy``: migration
+    0005's counts."""
+    columns = ", ".join(_key(legacy=legacy))
+    grouped = ", ".join(f"c.{column}" for column in _key(legacy=legacy))
+    with transaction.atomic(using=cursor.db.alias):
+        cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
+        cursor.execute(f"DELETE FROM {table(TermCount)}")
+        cursor.execute(
+            f"INSERT INTO {table(TermCount)} ({columns}, rows) SELECT {grouped}, sum(c.n) "
+            f"FROM ({_counted(table(Message), 1, legacy=legacy)}) c GROUP BY {grouped}"
+        )
+        # a counted term no row holds (its messages deleted) is not kept either
+        cursor.execute(
+            f"DELETE FROM {table(CountedTerm)} k WHERE NOT EXISTS "
+            f"(SELECT 1 FROM {table(TermCount)} t WHERE t.lexeme = k.lexeme)"
+        )
+
+
+def count_drift(cursor: CursorWrapper, limit: int = 20) -> list[tuple[str, str, str, int, int]]:
+    """``(tenant, role, lexeme, stored, actual)`` of counts that differ from the vectors
+    (at most ``limit``): empty when every count is true. Reads every vector."""
+    cursor.execute(
+        f"WITH actual AS (SELECT c.tenant, c.role, c.lexeme, sum(c.n) AS n "
+        f"FROM ({_counted(table(Message), 1)}) c GROUP BY c.tenant, c.role, c.lexeme), "
+        f"stored AS (SELECT tenant, role, lexeme, sum(rows) AS n FROM {table(TermCount)} "
+        "GROUP BY tenant, role, lexeme) "
+        "SELECT COALESCE(s.tenant, a.tenant), COALESCE(s.role, a.role), "
+        "COALESCE(s.lexeme, a.lexeme), COALESCE(s.n, 0), COALESCE(a.n, 0) "
+        "FROM stored s FULL JOIN actual a "
+        "ON a.tenant = s.tenant AND a.role = s.role AND a.lexeme = s.lexeme "
+        "WHERE COALESCE(s.n, 0) <> COALESCE(a.n, 0) ORDER BY 1, 2, 3 LIMIT %s",
+        [limit],
+    )
+    return [
+        (str(t), str(r), str(lexeme), int(s), int(a)) for t, r, lexeme, s, a in cursor.fetchall()
+    ]
+
+
+class StoredCounts(NamedTuple):
+    """Whose stored counts a search reads: a tenant's (``None``: every tenant's), of some
+    roles (``None``: every role)."""
+
+    tenant: str | None
+    roles: Collection[str] | None
+
+
+def _where(
+    tenant: str | None, roles: Collection[str] | None, alias: str = "t"
+) -> tuple[str, list[Any]]:
+    """`` AND t.tenant = %s AND t.role = ANY(%s)`` as far as they are set."""
+    where, params = "", list[Any]()
+    if tenant is not None:
+        where, params = f" AND {alias}.tenant = %s", [tenant]
+    if roles is not None:
+        where, params = f"{where} AND {alias}.role = ANY(%s)", [*params, sorted(roles)]
+    return where, params
+
+
+def stored_term_counts(
+    cursor: CursorWrapper,
+    terms: Sequence[str],
+    tenant: str | None,
+    roles: Collection[str] | None = None,
+) -> list[int | None]:
+    """Each term's indexed messages in ``tenant`` (``None``: every tenant) of ``roles``
+    (``None``: any role), or ``None`` for a term whose counts are not stored (in a tenant
+    not counted: every term)."""
+    own, own_params = "", []
+    if tenant is not None:
+        own = f" AND EXISTS (SELECT 1 FROM {table(CountedTenant)} o WHERE o.tenant = %s)"
+        own_params = [tenant]
+    where, params = _where(tenant, roles)
+    cursor.execute(
+        f"SELECT EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = q.lexeme){own}, "
+        f"COALESCE((SELECT sum(t.rows) FROM {table(TermCount)} t "
+        f"WHERE t.lexeme = q.lexeme{where}), 0) "
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, n) ORDER BY q.n",
+        [*own_params, *params, [stored_term(term) for term in terms]],
+    )
+    return [int(count) if counted else None for counted, count in cursor.fetchall()]
+
+
+def stored_or(
+    term: str,
+    tenant: str | None,
+    roles: Collection[str] | None,
+    fallback: tuple[str, list[Any]],
+    less: tuple[str, list[Any], int] | None = None,
+) -> tuple[str, list[Any]]:
+    """A scalar SQL expression: ``term``'s stored count (as ``stored_term_counts``) where
+    it is counted for ``tenant``, else ``fallback``; each evaluated only when its branch
+    is taken, so counts of a statement share its snapshot.
+
+    ``less``: scalar SQL of rows the search leaves out, and how many rows it may visit.
+    The stored count less those rows, where the count passes that many; else
+    ``fallback``, which visits no more (a GIN count visits each of the term's rows)."""
+    own, own_params = "", list[Any]()
+    if tenant is not None:
+        own = f" AND EXISTS (SELECT 1 FROM {table(CountedTenant)} o WHERE o.tenant = %s)"
+        own_params = [tenant]
+    where, params = _where(tenant, roles)
+    lexeme = stored_term(term)
+    count = (
+        f"COALESCE((SELECT sum(t.rows) FROM {table(TermCount)} t WHERE t.lexeme = %s{where}), 0)"
+    )
+    counted: tuple[str, list[Any]] = (count, [lexeme, *params])
+    if less is not None:
+        outside, outside_params, visits = less
+        counted = (
+            f"(SELECT CASE WHEN s.n > %s THEN s.n - {outside} ELSE {fallback[0]} END "
+            f"FROM (SELECT {count} AS n) AS s)",
+            [visits, *outside_params, *fallback[1], lexeme, *params],
+        )
+    return (
+        f"CASE WHEN EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = %s){own} "
+        f"THEN {counted[0]} ELSE {fallback[0]} END",
+        [lexeme, *own_params, *counted[1], *fallback[1]],
+    )
+
+
+def stored_total(
+    cursor: CursorWrapper, tenant: str | None, roles: Collection[str] | None = None
+) -> int:
+    """N: the indexed messages of ``tenant`` (``None``: of every tenant) of ``roles``
+    (``None``: any role)."""
+    where, params = _where(tenant, roles)
+    cursor.execute(
+        f"SELECT COALESCE(sum(t.rows), 0) FROM {table(TermCount)} t WHERE t.lexeme = ''{where}",
+        params,
+    )
+    row = cursor.fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,216 @@
+"""PostgreSQL: a ``tsvector`` of Python's terms per message, searched through GIN.
+
+The vector is built with ``array_to_tsvector`` from the terms Python extracted,
+never by PostgreSQL's parser, so it holds exactly the in-memory index's terms
+(``simple`` semantics: no stemming, no stop words), plus one lexeme per scope field,
+one for the chat and one for the message's role (private-use prefix, never in a
+term). A search's scope, chat ids and roles are lexemes of its tsquery, so GIN
+intersects them with the query terms
+and only matching rows of the scope are read: a big scope costs its matches, not
+its messages, and no chat join is planned. A query term becomes a quoted tsquery
+lexeme; terms are letters and digits only, so no input can reach tsquery syntax.
+The rows and their vectors are written by ``postgresql.rows``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from django.db.backends.utils import CursorWrapper
+from django.db.models import QuerySet
+
+from ...models import Chat, Message
+from ..base import Candidate, fetch_int, mask_sql
+from ..chat_filter import ChatFilter, table
+from ..search_backend import SearchBackend
+from .checks import PostgresChecks
+from .counts.statistics import PostgresCounts
+from .rows import PostgresRows
+from .session import SessionCursor, search_session
+from .session import bitmap_scans as _bitmap_scans
+from .storage import VECTOR_COLUMN
+from .tsquery import filtered_tsquery, mask_tsquery, tsquery_literal
+
+if TYPE_CHECKING:
+    from ...records import Scope
+
+__all__ = ["PostgresBackend"]
+
+
+class PostgresMatcher(PostgresCounts):
+    chat_id_order = 'c.chat_id COLLATE "C"'
+    #: Microseconds since the epoch: an integer loads in a tenth of a ``timestamptz``'s
+    #: time in psycopg (~4 us each), and a 32-term page's candidates are ~185 rows.
+    updated_at_sql = "(EXTRACT(EPOCH FROM {}) * 1000000)::bigint"
+    tenant_column = True  # a partitioned table reads one partition (docs/scaling.md)
+    role_tokens = True  # every vector holds its message's role lexeme (migration 0003)
+    reads_rare_terms_counted = True  # every n_t is a stored count or one GIN count
+
+    def chat_join(self, chat_pk: str, expected: int | None = None) -> str:
+        """A known few rows look their chats up one by one through the primary key: a
+        ``LATERAL`` subquery with ``LIMIT`` is never flattened into a join. PostgreSQL's
+        default costs otherwise hash the whole chat table for them (1M messages, 62,185
+        chats: 18.6 ms for 108 rows where the lookups take 1.6 ms; bench/RESULTS.md)."""
+        if not self.few_rows(expected):
+            return super().chat_join(chat_pk, expected)
+        return (
+            "CROSS JOIN LATERAL (SELECT c.id, c.chat_id, c.updated_at "
+            f"FROM {table(Chat)} c WHERE c.id = {chat_pk} LIMIT 1) c"
+        )
+
+    def reads_scope_rows(self, size: int) -> bool:
+        return size <= self.policy.lexeme_scope_min
+
+    def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:
+        """One ``'a' & 'b' & !'c'`` tsquery: one vector test per row, GIN-searchable."""
+        return f"{alias}.{VECTOR_COLUMN} @@ %s::tsquery", [mask_tsquery(terms, mask)]
+
+    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        return self._matches(chats, terms, " | ".join(tsquery_literal(term) for term in terms))
+
+    def mask_matches_sql(
+        self,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        masks: Collection[int],
+        expected: int | None = None,
+    ) -> tuple[str, list[Any]]:
+        """GIN finds the rows through one ``('a' & !'b') | ...`` tsquery of the masks."""
+        query = " | ".join(f"({mask_tsquery(terms, mask)})" for mask in sorted(masks))
+        only = next(iter(masks)) if len(masks) == 1 else None
+        return self._matches(chats, terms, query, only, few=self.few_rows(expected))
+
+    def _matches(
+        self,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        query: str,
+        only: int | None = None,
+        *,
+        few: bool = False,
+    ) -> tuple[str, list[Any]]:
+        """Rows of ``query`` with their masks; ``only``: the query admits this one mask, a
+        constant then (a vector test per term detoasts a long message's vector each time);
+        ``few``: the rows are known to be few (``ChatFilter.token_sql``)."""
+        if only is not None or len(terms) == 1:
+            mask, literals = str(int(1 if only is None else only)), []
+        else:
+            mask = mask_sql([f"m.{VECTOR_COLUMN} @@ %s::tsquery" for _ in terms])
+            literals = [tsquery_literal(term) for term in terms]
+        select = (
+            f"SELECT m.id, {mask} AS mask, m.chat_id AS chat_pk, m.position, "
+            f"m.visible_position FROM {table(Message)} m WHERE "
+        )
+        if self.uses_lexemes(chats):  # one GIN search of scope, chats and terms together
+            more, more_params = chats.token_sql(few=few)
+            return (
+                f"{select}m.{VECTOR_COLUMN} @@ %s::tsquery{more}",
+                [*literals, filtered_tsquery(chats, query), *more_params],
+            )
+        pks_sql, pks_params = chats.chat_pks_sql()
+        more, more_params = chats.message_sql()
+        return (
+            f"{select}m.chat_id IN ({pks_sql}) AND m.{VECTOR_COLUMN} @@ %s::tsquery{more}",
+            [*literals, *pks_params, query, *more_params],
+        )
+
+    def rows_with_terms(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        wanted: int,
+        skipped: Collection[int],
+        expected: int | None = None,
+    ) -> list[Candidate]:
+        """GIN finds the rows (``scope & wanted & !(skipped | ...)``); each row's mask is
+        tested on its vector, for the terms the query admits (a ``skipped`` bit is 0)."""
+        query = tsquery_literal(terms[wanted])
+        if skipped:
+            query += " & !(" + " | ".join(tsquery_literal(terms[p]) for p in sorted(skipped)) + ")"
+        tested = [position for position in range(len(terms)) if position not in skipped]
+        return self._rows_of(cursor, chats, terms, query, tested, expected)
+
+    def rows_with_any_terms(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        wanted: Collection[int],
+        expected: int | None = None,
+    ) -> list[Candidate]:
+        """One GIN search of ``scope & (w1 | w2 ...)``: the rare terms' rows in one
+        statement, not one statement (and its settings) per term."""
+        query = " | ".join(tsquery_literal(terms[position]) for position in sorted(wanted))
+        return self._rows_of(cursor, chats, terms, query, range(len(terms)), expected)
+
+    def _rows_of(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        query: str,
+        tested: Sequence[int],
+        expected: int | None,
+    ) -> list[Candidate]:
+        """The filter's rows of ``query``, each with its mask over the ``tested`` terms."""
+        more, more_params = chats.token_sql(few=self.few_rows(expected))
+        with _bitmap_scans(self.alias, cursor):
+            cursor.execute(
+                "SELECT m.id, ("
+                + " + ".join(
+                    f"(CASE WHEN m.{VECTOR_COLUMN} @@ %s::tsquery THEN {1 << p} ELSE 0 END)"
+                    for p in tested
+                )
+                + f"), m.chat_id, c.chat_id, {self.updated_at_sql.format('c.updated_at')}, "
+                "m.position, m.visible_position "
+                f"FROM {table(Message)} m {self.chat_join('m.chat_id', expected)} "
+                f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more}",
+                [
+                    *(tsquery_literal(terms[p]) for p in tested),
+                    filtered_tsquery(chats, query),
+                    *more_params,
+                ],
+            )
+            return [Candidate(*row) for row in cursor.fetchall()]
+
+    def count_with_all_terms(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
+    ) -> int:
+        """Rows of the chats holding every term, up to ``cap``: a one-term query's stored
+        count in a tenant scope (one row, where GIN merges the word's and the tenant's
+        whole posting lists: 9-24 ms for a common word and a 50,000-message tenant at 1M),
+        else GIN alone when it filters the scope. Not unscoped: its stored count sums a
+        row per tenant, where GIN stops after ``cap`` rows."""
+        stored = self.stored_counts_of(chats)
+        if len(terms) == 1 and stored is not None and stored.tenant is not None:
+            (count,) = self.stored_counts(cursor, terms, stored)
+            if count is not None:
+                return min(count, cap)
+        if not self.uses_lexemes(chats):
+            return super().count_with_all_terms(cursor, chats, terms, cap)
+        query = filtered_tsquery(chats, mask_tsquery(terms, (1 << len(terms)) - 1))
+        more, more_params = chats.token_sql()
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {table(Message)} m "
+            f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more} LIMIT %s) AS probe",
+            [query, *more_params, cap],
+        )
+        return fetch_int(cursor)
+
+
+class PostgresBackend(SearchBackend):
+    name = "postgresql"
+    rows_class = PostgresRows
+    matcher_class = PostgresMatcher
+    checks_class = PostgresChecks
+
+    def legacy_scope_filter(self, rows: QuerySet[Any], scope: Scope) -> QuerySet[Any]:
+        return rows.filter(scope__contains=dict(scope)) if scope else rows  # jsonb @>
+
+    def search_cursor(self, timeout_ms: int) -> AbstractContextManager[SessionCursor]:
+        """One transaction, the budget and JIT off, sent with the search's reads
+        (``search_session``)."""
+        return search_session(self.alias, timeout_ms)

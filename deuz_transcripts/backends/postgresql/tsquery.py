@@ -1,0 +1,58 @@
+"""PostgreSQL tsqueries of a search: its terms as quoted lexemes, its filter as scope,
+chat and role lexemes (``postgresql.storage``), and the masks and subsets the plans count
+and read. Terms are letters and digits only, so no input reaches tsquery syntax."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...text import stored_term
+from ..chat_filter import ChatFilter
+from .storage import chat_lexeme, role_lexeme, scope_lexeme, tsquery_operand
+
+__all__ = [
+    "every_term_tsquery",
+    "filter_parts",
+    "filtered_tsquery",
+    "mask_tsquery",
+    "tsquery_literal",
+]
+
+
+def tsquery_literal(term: str) -> str:
+    """A query term as a single quoted lexeme."""
+    return tsquery_operand(stored_term(term))
+
+
+def every_term_tsquery(terms: Sequence[str], subset: int) -> str:
+    """``'a' & 'c'``: the rows holding at least the terms of ``subset``."""
+    return " & ".join(tsquery_literal(t) for bit, t in enumerate(terms) if subset >> bit & 1)
+
+
+def filter_parts(chats: ChatFilter) -> list[str]:
+    """``scope``, ``(chat | chat ...)``, ``(role | role ...)`` (roles when the filter takes
+    them from lexemes)."""
+    parts = [
+        tsquery_operand(scope_lexeme(key, value)) for key, value in sorted(chats.scope.items())
+    ]
+    if chats.chat_ids is not None:
+        tokens = (tsquery_operand(chat_lexeme(chat_id)) for chat_id in sorted(chats.chat_ids))
+        parts.append("(" + " | ".join(tokens) + ")")
+    if chats.roles is not None and chats.role_tokens:
+        roles = (tsquery_operand(role_lexeme(role)) for role in sorted(chats.roles))
+        parts.append("(" + " | ".join(roles) + ")")
+    return parts
+
+
+def filtered_tsquery(chats: ChatFilter, query: str) -> str:
+    """``scope & (chat | chat ...) & (role | ...) & (query)``: the rows of ``query`` the
+    filter admits (rows of a chat out of search have no vector, so none is ever found)."""
+    return " & ".join([*filter_parts(chats), f"({query})"])
+
+
+def mask_tsquery(terms: Sequence[str], mask: int) -> str:
+    """``'a' & 'b' & !'c'``: the rows holding exactly the terms of ``mask``."""
+    return " & ".join(
+        tsquery_literal(term) if mask >> bit & 1 else f"!{tsquery_literal(term)}"
+        for bit, term in enumerate(terms)
+    )

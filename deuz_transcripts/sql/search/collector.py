@@ -1,0 +1,338 @@
+"""The top hits of one search, collected the way a search engine prunes a top-k.
+
+One decision tree serves ``search``, ``search_page`` with an exact or a capped total,
+and a cursor's next page; what differs is a parameter (``count``, ``cap``, ``after``):
+
+1. **Every term first.** A row holding every query term outscores any other row
+   whatever N and n_t, so where a page of such rows exists it is walked newest chat
+   first and scored 1.0 without statistics (``walks``). A total, exact or past its
+   cap, needs more than the page: this step serves only the pages that need no exact
+   count.
+2. **Statistics.** N and every n_t (``statistics``): they fix every idf, and so the
+   raw score of every mask (set of query terms held).
+3. **Masks best first.** With MaxScore over the masks (``essential``: the rarest
+   terms' rows, until no row holding none of them can reach the page), or from the
+   mask histogram, reading only the page's masks (``page_rows``), or, for a small
+   scope, ranking every match in one statement.
+
+Every route is exact: the same hits, order and scores (``tests/test_backend_parity``).
+How the engine finds rows is its row source's business (``backends``); which route
+pays off is its ``PlanPolicy``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Literal, NamedTuple
+
+from django.db.backends.utils import CursorWrapper
+
+from ... import ranking
+from ...backends.base import Candidate, SearchMatcher
+from ...backends.chat_filter import ChatFilter
+from ...paging import PageAfter, PinnedRanking
+from ...search_request import SearchRequest
+from .essential import EssentialTerms
+from .page_rows import order_page, page_rows
+from .statistics import SearchStatistics
+from .walks import NewestWalks, walk_if_dense
+
+__all__ = ["Collected", "Collector", "Count"]
+
+#: What a page counts: nothing (``search``), every match, or matches up to a cap.
+Count = Literal["none", "exact", "capped"]
+
+
+class Collected(NamedTuple):
+    """A collected page: its candidates (offset applied), the plan scoring them, the
+    ranking a cursor pins (``None``: a walk of rows holding every term, scored without
+    N, when no pin was asked) and the matches counted (``None``: not counted; past a
+    cap: ``cap + 1``)."""
+
+    page: list[Candidate]
+    plan: ranking.RankPlan
+    pinned: PinnedRanking | None
+    total: int | None
+
+
+class _Ranked(NamedTuple):
+    """A page ranked by masks, with the filter it was read from (N known)."""
+
+    page: list[Candidate]
+    plan: ranking.RankPlan
+    chats: ChatFilter
+    pinned: PinnedRanking | None
+    total: int | None = None
+
+
+class Collector:
+    """Collects one search's page through an engine's row source."""
+
+    def __init__(self, source: SearchMatcher, cursor: CursorWrapper) -> None:
+        self.source = source
+        self.cursor = cursor
+        self.policy = source.policy
+        self.statistics = SearchStatistics(source, cursor)
+        self.walks = NewestWalks(self.statistics)
+        self.essential = EssentialTerms(self.statistics)
+
+    def chat_filter(self, request: SearchRequest) -> ChatFilter:
+        """The SQL filter of the request's scope, chat ids, roles, window (and tenant)."""
+        source = self.source
+        return ChatFilter.of(
+            request,
+            source.alias,
+            role_tokens=source.role_tokens,
+            tenant=source.tested_tenant(request.scope),
+        )
+
+    def collect(
+        self,
+        request: SearchRequest,
+        *,
+        count: Count = "none",
+        cap: int | None = None,
+        after: PageAfter | None = None,
+    ) -> Collected | None:
+        """The page of ``request`` (after the cursor's hit, with ``after``), counted as
+        ``count`` says (``"capped"``: exactly up to ``cap`` matches, past it ``cap + 1``).
+        ``None``: nothing matches (or, uncounted, the page is past the last match)."""
+        chats = self.chat_filter(request)
+        if count == "capped":
+            if cap is None:
+                raise ValueError("a capped count needs its cap")
+            if self.source.matches_more_than(self.cursor, chats, request.terms, cap):
+                collected = self._past_cap(chats, request, after, cap)
+                if collected is not None:
+                    return collected
+            count = "exact"  # within the cap, counting costs about the cap
+        if count == "exact":
+            return self._counted(chats, request, after)
+        if after is not None:
+            raise ValueError("a cursor's page is counted")
+        ranked = self._first_page(chats, request, pin=False)
+        return None if ranked is None else Collected(ranked.page, ranked.plan, ranked.pinned, None)
+
+    # the pages that need no exact count
+
+    def _first_page(
+        self, chats: ChatFilter, request: SearchRequest, *, pin: bool
+    ) -> _Ranked | None:
+        """The page without a total: every term first, then statistics, then masks;
+        with ``pin``, the ranking a cursor pins where the route read it."""
+        statistics = self.statistics
+        depth = request.offset + request.limit
+        terms = request.terms
+        sized = chats.narrowed and (bool(chats.scope) or chats.chat_ids is not None)
+        # a date window's N is a pass over its chats, which a guessed walk that fills the
+        # page never needs: that walk first
+        newest = self.walks.guessed(chats, terms, depth) if chats.windowed else None
+        if newest is None:
+            # N first where its size picks how the engine finds a scope's rows (a scan of
+            # a small one); past every size that picks a route, the walk needs no N
+            if sized:
+                past = max(self.policy.walk_min_rows, depth)  # the walk's probe below it
+                size, exact = statistics.total_past(chats, past)
+                if not size:
+                    return None
+                chats = statistics.sized(chats, terms, size if exact else None)
+            newest = self.walks.newest_page(chats, terms, depth, guess=not chats.windowed)
+        if newest is not None:  # N is not needed: every hit of the page scores 1.0
+            if len(newest) <= request.offset:  # one term's few matches (or none) before it
+                return None
+            full = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
+            return _Ranked(newest[request.offset :], full, chats, None)
+        if sized and chats.size is None:
+            chats = statistics.sized(chats, terms, statistics.total(chats))
+        if len(terms) == 1 and chats.size is None and self.source.walks_newest_first:
+            # One term: every hit scores 1.0 whatever N, and the probe found fewer rows
+            # holding it than a walk needs: one statement ranks them, N unread
+            histogram, found = self.source.candidates(self.cursor, chats, terms, depth, 0)
+            ranked = ranking.plan_page(histogram, 1, 0, request.offset, request.limit)
+            if ranked is None:
+                return None
+            return _Ranked(order_page(found, ranked)[request.offset : depth], ranked, chats, None)
+        total = statistics.total(chats)
+        if not total:
+            return None
+        return self._by_masks(chats, request, total, exact=False, pin=pin)
+
+    def _past_cap(
+        self, chats: ChatFilter, request: SearchRequest, after: PageAfter | None, cap: int
+    ) -> Collected | None:
+        """The page when more than ``cap`` rows match: planned as ``search()`` plans it,
+        the total "more than the cap", the ranking pinned as an exact page pins it.
+        ``None``: the exact route instead (the page needs every mask's count)."""
+        more = cap + 1
+        terms = request.terms
+        if after is not None:
+            rows = self._full_rows_after(chats, terms, after, request)
+            if rows is None:
+                return None
+            full = (1 << len(terms)) - 1
+            plan = after.pinned.plan({full: len(rows)}, frozenset({full}))
+            return Collected(rows[request.offset :], plan, after.pinned, more)
+        ranked = self._first_page(chats, request, pin=True)
+        if ranked is None:  # the page is past the last match: the exact route says so
+            return None
+        pinned = ranked.pinned or self.statistics.pin_every_term(ranked.chats, terms)
+        return Collected(ranked.page, ranked.plan, pinned, more)
+
+    def _full_rows_after(
+        self, chats: ChatFilter, terms: Sequence[str], after: PageAfter, request: SearchRequest
+    ) -> list[Candidate] | None:
+        """A cursor's next page when its last hit held every term and at least a page of
+        such rows follows it: those rows are the page, found by the walk ``search()``
+        would take. ``None``: fewer follow, or no walk here."""
+        pinned, key = after.pinned, after.key
+        full = (1 << len(terms)) - 1
+        if key.mask != full or not _only_full_scores_best(pinned, len(terms)):
+            return None
+        depth = request.offset + request.limit
+        source = self.source
+        beyond = chats.after_key(key, source.alias, source.chat_id_order)
+        # as if the terms were independent (the first page's guess): a bounded walk
+        share = math.prod(min(count / pinned.total, 1.0) for count in pinned.matching)
+        rows = walk_if_dense(source, self.cursor, beyond, terms, full, share, depth)
+        if rows is None:  # a probe, then the walk, as for a first page
+            rows = self.walks.newest_page(beyond, terms, depth, guess=False)
+        if rows is None or (len(rows) < depth and len(terms) > 1):
+            return None
+        return rows[:depth]
+
+    # exact totals
+
+    def _counted(
+        self, chats: ChatFilter, request: SearchRequest, after: PageAfter | None
+    ) -> Collected | None:
+        """The page with every match counted (the mask histogram's sum, which the
+        ranking needs anyway) and the ranking to pin; with ``after``, the rows after
+        the cursor's hit ranked by its pinned ranking."""
+        terms = request.terms
+        total = self.statistics.total(chats)
+        if not total:
+            return None
+        if chats.narrowed:
+            chats = self.statistics.sized(chats, terms, total)
+        if after is not None:
+            every = self._histogram(chats, terms, total)
+            return self._page_after(chats, terms, every, after, request)
+        ranked = self._by_masks(chats, request, total, exact=True, pin=True)
+        if ranked is None or ranked.pinned is None:
+            return None
+        return Collected(ranked.page, ranked.plan, ranked.pinned, ranked.total)
+
+    # masks best first, N known
+
+    def _by_masks(
+        self, chats: ChatFilter, request: SearchRequest, total: int, *, exact: bool, pin: bool
+    ) -> _Ranked | None:
+        """The page ranked mask by mask once N is known: MaxScore over the essential
+        terms where n_t are cheap, else the mask histogram and the page's masks (big
+        scopes), else every match ranked in one statement. ``exact``: the total too
+        (so every mask's count); an uncounted page past the last match is ``None``, a
+        counted one is empty."""
+        source, cursor = self.source, self.cursor
+        depth = request.offset + request.limit
+        terms = request.terms
+        tried = self.essential.tried(chats, terms, total)
+        # counts alone may give every mask (the total): then the page is read by masks
+        counted = source.subset_histogram(cursor, chats, terms, total) if exact and tried else None
+        if tried and counted is None:
+            essential = None
+            if exact and source.stores_term_counts(chats):  # the total needs every mask
+                essential = self.essential.page(chats, terms, request, total, prune=False)
+            if essential is None:
+                essential = self.essential.page(chats, terms, request, total)
+            if essential is not None:
+                pinned = essential.pinned
+                if pinned is None or (not exact and essential.plan is None):
+                    return None
+                plan = essential.plan or pinned.plan({}, frozenset())
+                if not exact:
+                    return _Ranked(essential.page, plan, chats, pinned)
+                matches = (
+                    sum(essential.histogram.values())
+                    if essential.complete
+                    else source.count_matches(cursor, chats, terms, (pinned.total, pinned.matching))
+                )
+                return _Ranked(essential.page, plan, chats, pinned, matches)
+        masks_first = counted is not None or source.plans_masks(chats, terms, total)
+        candidates: list[Candidate] = []
+        if counted is not None:
+            histogram = counted
+        elif masks_first:
+            histogram = self._histogram(chats, terms, total, over_budget=tried)
+        else:
+            histogram, candidates = source.candidates(cursor, chats, terms, depth, total)
+        pinned = PinnedRanking.of(histogram, len(terms), total) if pin else None
+        if exact and pinned is None:
+            return None
+        counted_matches = sum(histogram.values()) if exact else None
+        ranked = ranking.plan_page(histogram, len(terms), total, request.offset, request.limit)
+        if ranked is None:
+            if not exact or pinned is None:
+                return None
+            plan = pinned.plan(histogram, frozenset())
+            return _Ranked([], plan, chats, pinned, counted_matches)
+        if masks_first:
+            candidates = page_rows(source, cursor, chats, terms, ranked, histogram, depth, total)
+        page = order_page(candidates, ranked)[request.offset : depth]
+        return _Ranked(page, ranked, chats, pinned, counted_matches)
+
+    def _histogram(
+        self, chats: ChatFilter, terms: Sequence[str], total: int, *, over_budget: bool = False
+    ) -> dict[int, int]:
+        """Every match's mask histogram: from counts alone, or stored counts and the
+        rarer terms' rows, where it can; else read from every match (at once when the
+        essential-terms plan just found those rows ``over_budget``)."""
+        source, cursor = self.source, self.cursor
+        complete = None
+        if not over_budget:
+            complete = source.subset_histogram(cursor, chats, terms, total)
+            if complete is None:
+                complete = self.essential.complete_histogram(chats, terms, total)
+        return source.mask_histogram(cursor, chats, terms) if complete is None else complete
+
+    def _page_after(
+        self,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        histogram: Mapping[int, int],
+        after: PageAfter,
+        request: SearchRequest,
+    ) -> Collected | None:
+        """Rows after the cursor's hit: of the masks tied with it, those after it in tie
+        order; of the lower masks, the few that reach the page."""
+        histogram = {mask: count for mask, count in histogram.items() if mask and count}
+        if not histogram:
+            return None
+        source, cursor = self.source, self.cursor
+        depth = request.offset + request.limit
+        tied, lower = after.split_masks(histogram, depth)
+        plan = after.pinned.plan(histogram, frozenset(tied | lower))
+        total = after.pinned.total  # the first page's N: a walk's guess only
+        rows: list[Candidate] = []
+        if tied and depth:  # read (or walked) from the cursor's chat on
+            beyond = chats.after_key(after.key, source.alias, source.chat_id_order)
+            tied_plan = replace(plan, page_masks=frozenset(tied))
+            rows.extend(
+                page_rows(source, cursor, beyond, terms, tied_plan, histogram, depth, total)
+            )
+        if lower and depth:
+            lower_plan = replace(plan, page_masks=frozenset(lower))
+            rows.extend(
+                page_rows(source, cursor, chats, terms, lower_plan, histogram, depth, total)
+            )
+        page = order_page(rows, plan)[request.offset : depth]
+        return Collected(page, plan, after.pinned, sum(histogram.values()))
+
+
+def _only_full_scores_best(pinned: PinnedRanking, term_count: int) -> bool:
+    """Whether the mask of every term outscores every other mask under ``pinned``: a
+    float sum of positive idfs only ties when an idf vanishes beside the others."""
+    full = (1 << term_count) - 1
+    best = pinned.raw(full)
+    return all(pinned.raw(full & ~(1 << position)) < best for position in range(term_count))

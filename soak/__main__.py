@@ -1,0 +1,5 @@
+"""``python -m soak``: see ``soak.cli``."""
+
+from soak.cli import main
+
+main()

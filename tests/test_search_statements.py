@@ -1,0 +1,330 @@
+"""What a search sends: one transaction (a savepoint in the caller's) whose control and
+settings travel with its reads on PostgreSQL, no round trip that reads nothing, and the
+caller's settings as they were afterwards; on SQLite, reads only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.db import connection, transaction
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+
+from deuz_transcripts import SearchTimeout, TranscriptError
+from deuz_transcripts.backends import policy
+from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends.postgresql.session import (
+    BITMAP_WORK_MEM,
+    bitmap_scans,
+    search_session,
+)
+from deuz_transcripts.sql.search.collector import Collector
+from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.factories import ChatRecordFactory, MessageFactory
+from tests.sent_statements import CONTROL, reads, round_trips
+
+ADA = {"userId": "ada"}
+BOB = {"userId": "bob"}
+
+WORDS = "alpha beta gamma delta epsilon"
+
+
+def postgresql_only() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL session's transaction and settings")
+
+
+@pytest.fixture
+def store() -> DjangoConditionalChatStore:
+    """A small user (``ada``, three chats) and a bigger one (``bob``), the five words in
+    rows of both."""
+    store = DjangoConditionalChatStore()
+    texts = ["alpha beta", "gamma alpha", "delta epsilon alpha", "beta gamma", "epsilon"]
+    for number in range(3):
+        messages = [MessageFactory(text=text) for text in texts]
+        record = ChatRecordFactory(chat_id=f"a{number}", scope=ADA, messages=messages)
+        store.write_chat(record, expected_revision=0)
+    for number in range(12):
+        messages = [MessageFactory(text=f"{text} filler{number}") for text in texts * 3]
+        record = ChatRecordFactory(chat_id=f"b{number}", scope=BOB, messages=messages)
+        store.write_chat(record, expected_revision=0)
+    return store
+
+
+@contextmanager
+def sent() -> Iterator[list[list[str]]]:
+    trips: list[list[str]] = []
+    with CaptureQueriesContext(connection) as captured:
+        yield trips
+    trips.extend(round_trips(captured))
+
+
+def settings_now() -> tuple[str, ...]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('statement_timeout'), current_setting('jit'), "
+            "current_setting('enable_seqscan'), current_setting('work_mem')"
+        )
+        return tuple(cursor.fetchone())
+
+
+def transaction_status() -> Any:
+    from psycopg.pq import TransactionStatus
+
+    return TransactionStatus(connection.connection.info.transaction_status)
+
+
+@pytest.fixture
+def big_plans() -> Iterator[None]:
+    """Every scope planned as a big one: on PostgreSQL found in GIN, its terms counted
+    there (``bitmap_scans``) and their masks read one by one."""
+    big = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=1_000)
+    with mock.patch.object(policy, "DEFAULT_POLICY", big):
+        yield
+
+
+def searches(store: DjangoConditionalChatStore, scope: dict[str, str], query: str) -> Any:
+    """The hits of ``search`` and ``search_page``, each with the round trips it sent."""
+    with sent() as searched:
+        hits = store.transcript.search(scope, query)
+    with sent() as paged:
+        page = store.transcript.search_page(scope, query)
+    found = [(hit.chat_id, hit.message_id, hit.score) for hit in hits]
+    assert found and found == [(hit.chat_id, hit.message_id, hit.score) for hit in page.hits]
+    return found, (searched, paged)
+
+
+def assert_in_one_transaction(trips: list[list[str]]) -> None:
+    """The search's own transaction, begun and ended with its first and last reads: no
+    round trip without a read, one settings statement before the first read, no
+    savepoint."""
+    assert trips[0][:2] == ["BEGIN", trips[0][1]] and CONTROL.match(trips[0][1])
+    assert "set_config('jit', 'off', true)" in trips[0][1]
+    assert trips[-1][-1] == "COMMIT"
+    assert all(len(reads(trip)) == 1 for trip in trips)
+    statements = [statement for trip in trips for statement in trip]
+    assert sum(statement == "BEGIN" for statement in statements) == 1
+    assert not any("SAVEPOINT" in statement for statement in statements)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_small_users_search_is_its_three_reads_on_postgresql(store):
+    """N, the ranked candidates and the hits: three round trips, the transaction and
+    the settings sent with the first and last (they were six: BEGIN, the settings, the
+    three reads, COMMIT)."""
+    postgresql_only()
+    assert connection.get_autocommit() and not connection.in_atomic_block
+    _, both = searches(store, ADA, "alpha beta")
+    for trips in both:
+        assert len(trips) == 3
+        assert_in_one_transaction(trips)
+    assert transaction_status().name == "IDLE"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("scope", [ADA, BOB, {}], ids=["small", "big", "unscoped"])
+def test_every_round_trip_of_a_search_holds_one_read(store, big_plans, scope):
+    """On PostgreSQL the control and settings travel with the reads (GIN counts in a
+    row share one ``set_config``); SQLite sends its reads alone."""
+    _, both = searches(store, scope, WORDS)
+    for trips in both:
+        if connection.vendor == "postgresql":
+            assert_in_one_transaction(trips)
+            settings = [trip for trip in trips if any("enable_seqscan" in s for s in trip)]
+            assert settings and len(settings) < len(trips) - 1  # not one per count
+        else:
+            assert all(len(trip) == 1 and not CONTROL.match(trip[0]) for trip in trips)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bitmap_scans_in_a_search_cost_a_setting_only_where_the_mode_changes():
+    """GIN counts run without a sequential scan and with ``BITMAP_WORK_MEM``, every
+    other read with the caller's settings; a ``set_config`` goes with the first read
+    of each mode, none in between, and no savepoint."""
+    postgresql_only()
+    probe = (
+        "SELECT s.* FROM (SELECT current_setting('enable_seqscan'), current_setting('work_mem')) s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SET work_mem = '2MB'")
+    try:
+        with sent() as trips, search_session("default", 5_000) as cursor:
+            cursor.execute(probe)
+            first = cursor.fetchone()
+            with bitmap_scans("default", cursor):
+                cursor.execute(probe)
+                counting = cursor.fetchone()
+                cursor.execute(probe)
+                still = cursor.fetchone()
+            cursor.execute(probe)
+            after = cursor.fetchone()
+        assert first == after == ("on", "2MB")
+        assert counting == still == ("off", BITMAP_WORK_MEM)
+        assert [len(trip) for trip in trips] == [3, 2, 1, 2, 1]  # COMMIT: no last read
+        assert [reads(trip) for trip in trips] == [[probe]] * 4 + [[]]
+        assert trips[-1] == ["COMMIT"]
+        assert settings_now()[3] == "2MB" and transaction_status().name == "IDLE"
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET work_mem")
+
+
+@pytest.mark.django_db
+def test_a_search_in_the_callers_transaction_takes_one_savepoint_and_puts_settings_back(
+    store, big_plans
+):
+    """One savepoint for the whole search, rolled back and released with its last read
+    (a search writes nothing): the caller's ``SET LOCAL`` values are back, all four."""
+    postgresql_only()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SET LOCAL statement_timeout = '12345ms'; SET LOCAL jit = on; "
+            "SET LOCAL enable_seqscan = off; SET LOCAL work_mem = '3MB'"
+        )
+    callers = settings_now()
+    assert callers == ("12345ms", "on", "off", "3MB")
+    _, both = searches(store, BOB, WORDS)
+    for trips in both:
+        statements = [statement for trip in trips for statement in trip]
+        assert trips[0][0] == "SAVEPOINT deuz_search"
+        assert trips[-1][-2:] == [
+            "ROLLBACK TO SAVEPOINT deuz_search",
+            "RELEASE SAVEPOINT deuz_search",
+        ]
+        assert sum("SAVEPOINT" in statement for statement in statements) == 3
+        assert all(len(reads(trip)) == 1 for trip in trips)
+        assert not any(statement in ("BEGIN", "COMMIT") for statement in statements)
+    assert settings_now() == callers
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_search_outside_a_transaction_leaves_the_sessions_settings(store, big_plans):
+    postgresql_only()
+    with connection.cursor() as cursor:
+        cursor.execute("SET statement_timeout = '12345ms'; SET jit = on; SET work_mem = '3MB'")
+    try:
+        searches(store, BOB, WORDS)
+        assert settings_now() == ("12345ms", "on", "on", "3MB")
+        assert transaction_status().name == "IDLE"
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET statement_timeout; RESET jit; RESET work_mem")
+
+
+@pytest.fixture
+def sleeping_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ``search`` first sleeps for seconds in its own transaction."""
+    original = Collector.collect
+
+    def slow(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self.cursor.execute("SELECT pg_sleep(3)")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Collector, "collect", slow)
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": 100})
+def test_a_cancelled_search_rolls_its_transaction_back(store, sleeping_first, monkeypatch):
+    """The timeout set in the first read's query string stops that read; the search's
+    transaction is rolled back and the connection serves the next search."""
+    postgresql_only()
+    before = settings_now()
+    with sent() as trips, pytest.raises(SearchTimeout):
+        store.transcript.search(ADA, "alpha")
+    assert trips[0][:1] == ["BEGIN"] and reads(trips[0]) == ["SELECT pg_sleep(3)"]
+    assert trips[-1] == ["ROLLBACK"]
+    assert transaction_status().name == "IDLE"
+    assert settings_now() == before
+    monkeypatch.undo()
+    assert store.transcript.search(ADA, "alpha")
+
+
+@pytest.mark.django_db
+@override_settings(DEUZ_TRANSCRIPTS={"SEARCH_TIMEOUT_MS": 100})
+def test_a_cancelled_search_leaves_the_callers_transaction_and_settings(store, sleeping_first):
+    postgresql_only()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL work_mem = '3MB'; SET LOCAL statement_timeout = '12345ms'")
+    callers = settings_now()
+    with sent() as trips, pytest.raises(SearchTimeout):
+        store.transcript.search(ADA, "alpha")
+    assert trips[-1] == ["ROLLBACK TO SAVEPOINT deuz_search", "RELEASE SAVEPOINT deuz_search"]
+    assert settings_now() == callers
+    record = ChatRecordFactory(chat_id="c9", scope=ADA, messages=[MessageFactory(text="x")])
+    assert store.write_chat(record, expected_revision=0) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_read_rolls_the_searchs_transaction_back(store, monkeypatch):
+    postgresql_only()
+    original = Collector.collect
+
+    def failing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        original(self, *args, **kwargs)
+        self.cursor.execute("SELECT 1 / 0")
+
+    monkeypatch.setattr(Collector, "collect", failing)
+    with sent() as trips, pytest.raises(TranscriptError):
+        store.transcript.search(ADA, "alpha")
+    assert trips[-1] == ["ROLLBACK"]
+    monkeypatch.undo()
+    assert store.transcript.search(ADA, "alpha")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_search_whose_connection_dies_raises_the_searchs_error(store, monkeypatch):
+    """The rollback after the failure cannot reach the server either: the caller gets
+    the search's own error (not the rollback's), and the next search reconnects."""
+    postgresql_only()
+    original = Collector.collect
+
+    def killed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self.cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Collector, "collect", killed)
+    with pytest.raises(TranscriptError) as caught:
+        store.transcript.search(ADA, "alpha")
+    assert "terminat" in str(caught.value.__cause__).lower()
+    monkeypatch.undo()
+    assert store.transcript.search(ADA, "alpha")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_search_with_server_side_binding_sends_each_statement_alone(store, big_plans):
+    """``server_side_binding`` sends one statement per query string: the same
+    transaction, settings and hits, each statement a round trip."""
+    postgresql_only()
+    expected, _ = searches(store, BOB, WORDS)
+    before = settings_now()
+    options = connection.settings_dict["OPTIONS"]
+    connection.close()
+    options["server_side_binding"] = True
+    try:
+        found, both = searches(store, BOB, WORDS)
+        assert found == expected
+        for trips in both:
+            assert all(len(trip) == 1 for trip in trips)
+            assert trips[0] == ["BEGIN"] and trips[-1] == ["COMMIT"]
+            assert not any("SAVEPOINT" in trip[0] for trip in trips)
+        assert settings_now() == before and transaction_status().name == "IDLE"
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL work_mem = '3MB'")
+            callers = settings_now()
+            found, both = searches(store, BOB, WORDS)
+            assert found == expected and settings_now() == callers
+        for trips in both:
+            assert trips[0] == ["SAVEPOINT deuz_search"]
+            assert trips[-2:] == [
+                ["ROLLBACK TO SAVEPOINT deuz_search"],
+                ["RELEASE SAVEPOINT deuz_search"],
+            ]
+    finally:
+        connection.close()
+        del options["server_side_binding"]
