@@ -41,8 +41,9 @@ if [ "$wal_level" = minimal ] || [ "$senders" = 0 ]; then
 fi
 hba="$primary_conf/pg_hba.conf"
 if ! grep -qE '^host\s+replication\s+all\s+127\.0\.0\.1/32\s+trust' "$hba"; then
-    say "adding 'host replication all 127.0.0.1/32 trust' to $hba"
-    echo 'host replication all 127.0.0.1/32 trust' >>"$hba"
+    # first: a stock cluster's own 'host replication ... scram-sha-256' line would match first
+    say "adding 'host replication all 127.0.0.1/32 trust' to the top of $hba"
+    sed -i '1i host replication all 127.0.0.1/32 trust' "$hba"
     pg_ctlcluster --skip-systemctl-redirect "$version" "$primary" reload
 fi
 
