@@ -19,6 +19,7 @@ import enum
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -29,6 +30,7 @@ from .models import Chat, LegacyChat
 from .prepared import PreparedChat
 from .signals import chat_indexed, send_after_commit
 from .sql import ChatWriter, LockedChat
+from .sql.errors import retry_lock_conflicts
 from .sql.stored import prepared_from_rows
 from .sql.writer import chat_messages
 from .stores import DjangoChatStore
@@ -160,21 +162,36 @@ class Backfill:
         for batch in pk_batches(rows, self.batch_size):
             for start in range(0, len(batch), step):
                 group = batch[start : start + step]
-                ready = self._prepare_new_legacy(group) if legacy else {}
-                with self._group_transaction():
-                    outcomes = self._new_legacy_chats(group, ready) if legacy else {}
-                    for pk, chat_id in group:
-                        try:
-                            outcome = outcomes.get(chat_id)
-                            if isinstance(outcome, BaseException):
-                                raise outcome
-                            stats.add(outcome or handle(pk, chat_id))
-                        except Exception as exc:  # reported, and the run goes on
-                            stats.failed += 1
-                            stats.failed_ids.append(chat_id)
-                            self.on_failure(chat_id, exc)
-                        done += 1
-                        self.progress(shown, done, max(total, done))
+                written, failures = retry_lock_conflicts(
+                    self.using, partial(self._group, group, handle, legacy)
+                )
+                stats.merge(written)
+                for chat_id, exc in failures:
+                    self.on_failure(chat_id, exc)
+                done += len(group)
+                self.progress(shown, done, max(total, done))
+
+    def _group(
+        self, group: list[tuple[int, str]], handle: Callable[[int, str], Outcome], legacy: bool
+    ) -> tuple[BackfillStats, list[tuple[str, Exception]]]:
+        """One group's transaction: its counts and its chats' failures, told only once it
+        has committed, so a group tried again after a lock conflict counts once."""
+        written = BackfillStats()
+        failures: list[tuple[str, Exception]] = []
+        ready = self._prepare_new_legacy(group) if legacy else {}
+        with self._group_transaction():
+            outcomes = self._new_legacy_chats(group, ready) if legacy else {}
+            for pk, chat_id in group:
+                try:
+                    outcome = outcomes.get(chat_id)
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+                    written.add(outcome or handle(pk, chat_id))
+                except Exception as exc:  # reported, and the run goes on
+                    written.failed += 1
+                    written.failed_ids.append(chat_id)
+                    failures.append((chat_id, exc))
+        return written, failures
 
     def _prepare_new_legacy(self, group: list[tuple[int, str]]) -> dict[str, _ReadLegacy]:
         """Read and prepare, before the group's transaction, the legacy chats that have no

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import Prefetch
 from django.db.models.expressions import RawSQL
 
@@ -17,13 +16,13 @@ from .backends import get_backend
 from .backends.chat_filter import ChatFilter
 from .base import BaseChatStore, BaseConditionalChatStore, check_chat_id
 from .conf import conf
-from .errors import ChatDeleted, RevisionConflict, TranscriptError
+from .errors import ChatDeleted, RevisionConflict
 from .models import Chat, LegacyChat, Message, Tombstone
 from .prepared import PreparedChat, check_record
 from .records import ChatRecord, encode_message, validate_scope
 from .signals import chat_deleted, chat_removed, send_after_commit
 from .sql import ChatWriter, DjangoTranscriptIndex, LockedChat, database_errors
-from .sql.errors import WorkerThreadRunner, is_lock_conflict
+from .sql.errors import WorkerThreadRunner, retry_lock_conflicts
 from .sql.replica import note_write, read_from
 from .sql.stored import from_db_datetime, record_from_rows, to_db_datetime
 from .sql.writer import chat_messages
@@ -41,20 +40,8 @@ class _SqlRunner(WorkerThreadRunner):
     using: str
 
     def _retrying(self, write: Callable[[], T]) -> T:
-        """Retry a whole write that lost a lock conflict (SQLite busy or locked; PostgreSQL
-        deadlock, serialization failure, lock not available), unless inside the caller's
-        transaction."""
-        attempts = 1 if connections[self.using].in_atomic_block else conf.LOCK_RETRIES
-        for attempt in range(attempts):
-            try:
-                with database_errors(self.using):
-                    return write()
-            except TranscriptError as exc:
-                locked = exc.__cause__ is not None and is_lock_conflict(exc.__cause__)
-                if not locked or attempt == attempts - 1:
-                    raise
-                time.sleep(0.05 * 2**attempt)
-        raise AssertionError("unreachable")
+        """``write`` tried again when a lock conflict stopped it (``retry_lock_conflicts``)."""
+        return retry_lock_conflicts(self.using, write)
 
 
 def _stock_index(transcript: object, using: str) -> bool:

@@ -101,7 +101,7 @@ def support_client(client: Any, support: Any) -> Any:
 
 @pytest.fixture
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The store's back-off sleeps (one per retry), still slept for real."""
+    """The lock-conflict back-off sleeps (one per retry), still slept for real."""
     recorded: list[float] = []
     real_sleep = time.sleep
 
@@ -109,7 +109,7 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
         recorded.append(seconds)
         real_sleep(seconds)
 
-    monkeypatch.setattr("deuz_transcripts.stores.time.sleep", sleep)
+    monkeypatch.setattr("deuz_transcripts.sql.errors.time.sleep", sleep)
     return recorded
 
 

@@ -19,9 +19,14 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 from deuz_transcripts import ChatRecord, TranscriptError
+from deuz_transcripts.backfill import Backfill
 from deuz_transcripts.models import Chat
 from deuz_transcripts.sql.errors import database_errors, is_lock_conflict, sqlstate
-from deuz_transcripts.stores import DjangoConditionalChatStore
+from deuz_transcripts.stores import (
+    DjangoChatStore,
+    DjangoConditionalChatStore,
+    DjangoTranscriptIndex,
+)
 from tests.sql_support import other_connection, sqlite_file_database
 
 ADA = {"userId": "ada"}
@@ -83,6 +88,64 @@ def test_sqlite_busy_is_a_lock_conflict_and_retried(tmp_path: Any, sqlite_run: N
         assert str(raised.value) == "the database is locked by another writer; try again"
         assert sleeps == [0.05]
         assert store.write_chat(user_chat("c1", "busyword"), expected_revision=0) == 1
+
+
+def _legacy_chats(alias: str, count: int) -> None:
+    store = DjangoChatStore(alias)
+    for n in range(count):
+        store.save_chat(user_chat(f"legacy{n}", f"backfillword number{n}"))
+
+
+@pytest.mark.django_db
+def test_a_backfill_group_stopped_by_another_writer_is_tried_again_and_counted_once(
+    tmp_path: Any, sqlite_run: None, sleeps: list[float]
+) -> None:
+    """Found by the soak: a backfill worker waiting past the busy timeout for a writer's
+    lock stopped the whole command with a raw ``OperationalError``. The group's
+    transaction is tried again, and its chats are counted and reported once."""
+    with (
+        override_settings(DEUZ_TRANSCRIPTS={"LOCK_RETRIES": 3}),
+        sqlite_file_database(tmp_path, timeout=0.05) as database,
+    ):
+        _legacy_chats(database.alias, 3)
+        holder = sqlite3.connect(database.path, isolation_level=None, check_same_thread=False)
+        holder.execute("BEGIN IMMEDIATE")
+        release = threading.Timer(0.08, holder.rollback)  # after the first attempt gave up
+        release.start()
+        failures: list[str] = []
+        try:
+            stats = Backfill(
+                database.alias, on_failure=lambda chat_id, exc: failures.append(chat_id)
+            ).run("legacy")
+        finally:
+            release.join()
+            holder.close()
+        assert sleeps, "the group's first attempt met the lock"
+        assert (stats.indexed, stats.failed, failures) == (3, 0, [])
+        hits = DjangoTranscriptIndex(database.alias).search(ADA, "backfillword", limit=10)
+        assert sorted(hit.chat_id for hit in hits) == ["legacy0", "legacy1", "legacy2"]
+
+
+@pytest.mark.django_db
+def test_a_backfill_that_never_gets_the_lock_stops_with_the_apps_error(
+    tmp_path: Any, sqlite_run: None, sleeps: list[float]
+) -> None:
+    with (
+        override_settings(DEUZ_TRANSCRIPTS={"LOCK_RETRIES": 2}),
+        sqlite_file_database(tmp_path, timeout=0.05) as database,
+    ):
+        _legacy_chats(database.alias, 2)
+        holder = sqlite3.connect(database.path, isolation_level=None, check_same_thread=False)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(TranscriptError) as raised:
+                Backfill(database.alias).run("legacy")
+        finally:
+            holder.rollback()
+            holder.close()
+        assert str(raised.value) == "the database is locked by another writer; try again"
+        assert sleeps == [0.05]
+        assert Backfill(database.alias).run("legacy").indexed == 2  # a rerun converges
 
 
 def test_sqlite_locked_by_a_statement_of_the_same_connection_is_a_lock_conflict() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -10,6 +11,7 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections
 
+from ..conf import conf
 from ..errors import TranscriptError
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "database_errors",
     "describe_database_error",
     "is_lock_conflict",
+    "retry_lock_conflicts",
     "sqlstate",
 ]
 
@@ -92,6 +95,25 @@ def database_errors(using: str | None = None) -> Iterator[None]:
         if is_lock_conflict(exc):
             raise TranscriptError(_lock_message(exc)) from exc
         raise TranscriptError(describe_database_error(exc)) from exc
+
+
+def retry_lock_conflicts(using: str, write: Callable[[], T]) -> T:
+    """Run ``write`` (a whole transaction of its own) and run it again, after a short
+    back-off, when another writer's lock stopped it (SQLite busy or locked; PostgreSQL
+    deadlock, serialization failure, lock not available), up to ``LOCK_RETRIES`` times in
+    all; never inside the caller's transaction, whose earlier work a retry cannot redo.
+    Database errors leave as ``TranscriptError`` (``database_errors``)."""
+    attempts = 1 if connections[using].in_atomic_block else conf.LOCK_RETRIES
+    for attempt in range(attempts):
+        try:
+            with database_errors(using):
+                return write()
+        except TranscriptError as exc:
+            locked = exc.__cause__ is not None and is_lock_conflict(exc.__cause__)
+            if not locked or attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 #: Driver messages (lower case) of a database that has no tables of this app yet.
