@@ -21,7 +21,8 @@ from .models import Chat, LegacyChat, Message, Tombstone
 from .prepared import PreparedChat, check_record
 from .records import ChatRecord, encode_message, validate_scope
 from .signals import chat_deleted, chat_removed, send_after_commit
-from .sql import ChatWriter, DjangoTranscriptIndex, LockedChat, database_errors
+from .sql import DjangoTranscriptIndex, LockedChat, database_errors
+from .sql.appended import AppendedChat
 from .sql.errors import WorkerThreadRunner, retry_lock_conflicts
 from .sql.replica import note_write, read_from
 from .sql.stored import from_db_datetime, record_from_rows, to_db_datetime
@@ -44,17 +45,6 @@ class _SqlRunner(WorkerThreadRunner):
         return retry_lock_conflicts(self.using, write)
 
 
-def _stock_index(transcript: object, using: str) -> bool:
-    """Whether ``transcript`` is a ``DjangoTranscriptIndex`` of database ``using`` whose
-    ``index`` is neither overridden nor replaced on the instance (else the store calls
-    ``index`` itself)."""
-    return (
-        isinstance(transcript, DjangoTranscriptIndex)
-        and getattr(transcript.index, "__func__", None) is DjangoTranscriptIndex.index
-        and transcript.using == using
-    )
-
-
 class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
     """Revisioned chats; ``transcript`` is updated in the same transaction as each write.
 
@@ -69,7 +59,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
         self.using = using
         self.search_using = search_using
         self.transcript = DjangoTranscriptIndex(using, search_using=search_using)
-        self.writer = ChatWriter(using)  # the store's own: ``transcript`` may be replaced
+        self.writer = self.transcript.writer  # kept: ``transcript`` may be replaced
 
     @property
     def search_database(self) -> str:
@@ -82,24 +72,35 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
         return self._retrying(lambda: self._write(chat, expected_revision))
 
     def _write(self, chat: PreparedChat, expected_revision: int) -> int:
-        """Lock and check, then ``self.transcript.index(chat)`` (public: a subclass or
-        wrapper is honoured), then the revision: one transaction, so an exception from
-        ``index`` leaves the previous revision as it was."""
-        writer = self.writer
         with transaction.atomic(using=self.using):
-            locked = writer.lock(chat.chat_id)
-            if locked.tombstoned:
-                raise ChatDeleted(chat.chat_id)
-            if locked.revision != expected_revision:
-                raise RevisionConflict(chat.chat_id, expected_revision, locked.revision)
-            transcript = self.transcript
-            if _stock_index(transcript, self.using):  # the lock and row just read serve
-                transcript.index_locked(locked, chat, revision=expected_revision + 1)
-            else:
-                transcript.index(chat)
-                writer.set_revision(chat.chat_id, expected_revision + 1)
-            note_write(self.using, self.search_database)
-            return expected_revision + 1
+            locked = self._locked(chat.chat_id, expected_revision)
+            return self._index(locked, chat, expected_revision + 1)
+
+    def _locked(
+        self, chat_id: str, expected_revision: int, *, existing: bool = False
+    ) -> LockedChat:
+        """Take the chat's lock and check its tombstone and revision (``existing``: a chat
+        a store wrote, which an append needs)."""
+        locked = self.writer.lock(chat_id)
+        if locked.tombstoned:
+            raise ChatDeleted(chat_id)
+        if existing and locked.revision == 0:  # no row, or one only an index wrote
+            raise no_chat(chat_id)
+        if locked.revision != expected_revision:
+            raise RevisionConflict(chat_id, expected_revision, locked.revision)
+        return locked
+
+    def _index(self, locked: LockedChat, chat: PreparedChat, revision: int) -> int:
+        """``self.transcript.index(chat)`` (public: a subclass or wrapper is honoured) with
+        the lock held and read handed over, then the revision, unless the index's write
+        set it with the chat row: one transaction, so an exception from ``index`` leaves
+        the previous revision as it was."""
+        with self.writer.handing_over(locked, revision=revision) as handed:
+            self.transcript.index(chat)
+        if not handed.written:  # an index of another kind or database, or one that skips
+            self.writer.set_revision(chat.chat_id, revision)
+        note_write(self.using, self.search_database)
+        return revision
 
     def append_messages(
         self,
@@ -112,32 +113,20 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
     ) -> int:
         """``BaseConditionalChatStore.append_messages`` at the cost of the new messages:
         they alone are validated, encoded and written (the stored ids they could take
-        are looked up), with the chat row, in one transaction. With a ``transcript`` whose
-        ``index`` is overridden, the chat is loaded and written whole, through it."""
-        if not _stock_index(self.transcript, self.using):
-            return super().append_messages(
-                chat_id,
-                messages,
-                expected_revision=expected_revision,
-                message_ids=message_ids,
-                updated_at=updated_at,
-            )
+        are looked up), with the chat row, in one transaction. ``index()`` is given an
+        ``AppendedChat``: the whole chat to an ``index`` of the caller's own, which loads
+        the stored messages when it reads them."""
         new = new_messages(chat_id, messages, message_ids, updated_at)
         expected = check_revision(expected_revision)
         return self._retrying(lambda: self._append(new, expected))
 
     def _append(self, new: ChatRecord, expected_revision: int) -> int:
         with transaction.atomic(using=self.using):
-            locked = self.writer.lock(new.chat_id)
-            if locked.tombstoned:
-                raise ChatDeleted(new.chat_id)
-            if locked.revision == 0:  # no row, or one only an index wrote
-                raise no_chat(new.chat_id)
-            if locked.revision != expected_revision:
-                raise RevisionConflict(new.chat_id, expected_revision, locked.revision)
-            self.transcript.append_locked(locked, new, revision=expected_revision + 1)
-            note_write(self.using, self.search_database)
-            return expected_revision + 1
+            locked = self._locked(new.chat_id, expected_revision, existing=True)
+            assert locked.row is not None  # a revision above 0 has its row
+            tail = self.writer.appended(locked.row, new)
+            appended = AppendedChat(self.using, locked.row, tail)
+            return self._index(locked, appended, expected_revision + 1)
 
     def _not_appendable(self, chat_id: str) -> Exception:
         return (

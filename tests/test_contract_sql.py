@@ -22,7 +22,8 @@ if "tests.contract" not in sys.modules:
 
 from deuz_transcripts.backends import policy
 from deuz_transcripts.backends.policy import PlanPolicy
-from deuz_transcripts.stores import DjangoConditionalChatStore
+from deuz_transcripts.prepared import PreparedChat
+from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 from tests.contract import TranscriptContract
 
 
@@ -78,6 +79,29 @@ class TestPrunedPlanContract(SqlContract):
 
     def make_store(self) -> DjangoConditionalChatStore:
         return DjangoConditionalChatStore()
+
+
+class WholeChatIndex(DjangoTranscriptIndex):
+    """An ``index`` of the caller's own that reads every write as a whole chat (an
+    append's stored messages are loaded then), before the stock write."""
+
+    def index(self, record):
+        chat = PreparedChat.of(record)
+        assert len(chat.messages) == len(chat.message_ids) == len(set(chat.message_ids))
+        super().index(chat)
+
+
+class TestOverriddenIndexContract(SqlContract):
+    """The contract through an overridden ``index``: the store's one write path, with an
+    append's whole chat read from the database."""
+
+    backend_name = "postgresql" if connection.vendor == "postgresql" else "sqlite-fts5"
+    substring_matching = False
+
+    def make_store(self) -> DjangoConditionalChatStore:
+        store = DjangoConditionalChatStore()
+        store.transcript = WholeChatIndex()
+        return store
 
 
 if connection.vendor == "sqlite":

@@ -26,6 +26,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, MemorySourceRef, ReplicaUnavailable
+from deuz_transcripts.backends.postgresql import wal
 from deuz_transcripts.models import Message
 from deuz_transcripts.sql import replica
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
@@ -101,13 +102,11 @@ def caught_up(timeout: float = 30.0) -> None:
     """Wait until the standby has replayed everything the primary has written so far."""
     with connections["default"].cursor() as cursor:
         cursor.execute("SELECT pg_current_wal_insert_lsn()::text")
-        target = replica.parse_lsn(cursor.fetchone()[0])
+        target = wal.parse_lsn(cursor.fetchone()[0])
     deadline = time.monotonic() + timeout
     with control() as standby:
         while (
-            replica.parse_lsn(
-                standby.execute("SELECT pg_last_wal_replay_lsn()::text").fetchone()[0]
-            )
+            wal.parse_lsn(standby.execute("SELECT pg_last_wal_replay_lsn()::text").fetchone()[0])
             < target
         ):
             assert time.monotonic() < deadline, "the standby did not catch up"

@@ -16,6 +16,7 @@ from django.db.utils import load_backend
 from django.test import override_settings
 
 from deuz_transcripts import ChatRecord, MemorySourceRef, ReplicaUnavailable, TranscriptError
+from deuz_transcripts.backends.postgresql import wal
 from deuz_transcripts.checks import check_search_database, check_settings
 from deuz_transcripts.conf import conf
 from deuz_transcripts.sql import replica
@@ -167,8 +168,8 @@ def test_a_search_database_out_of_recovery_is_read_at_once():
 
 def test_lsn_text_round_trips():
     for text in ("0/0", "1/425EABE8", "FFFFFFFF/FFFFFFFF"):
-        assert replica.format_lsn(replica.parse_lsn(text)) == text
-    assert replica.parse_lsn("1/0") > replica.parse_lsn("0/FFFFFFFF")
+        assert wal.format_lsn(wal.parse_lsn(text)) == text
+    assert wal.parse_lsn("1/0") > wal.parse_lsn("0/FFFFFFFF")
 
 
 @pytest.mark.django_db(transaction=True, databases="__all__")  # "replica" may not exist
@@ -222,11 +223,11 @@ def test_every_entry_point_says_the_search_database_is_unavailable(django_user_m
 def test_a_write_position_past_a_page_header_is_the_page_boundary():
     """A standby's replay position reaches a page boundary, never the header after it."""
     block, segment = 8192, 16 * 1024 * 1024
-    page = replica.parse_lsn("3/105C000")
-    assert replica.record_end(page + 24, block, segment) == page
-    assert replica.record_end(page + 48, block, segment) == page + 48
-    assert replica.record_end(3 * 2**32 + segment + 40, block, segment) == 3 * 2**32 + segment
-    assert replica.record_end(page, block, segment) == page
+    page = wal.parse_lsn("3/105C000")
+    assert wal.record_end(page + 24, block, segment) == page
+    assert wal.record_end(page + 48, block, segment) == page + 48
+    assert wal.record_end(3 * 2**32 + segment + 40, block, segment) == 3 * 2**32 + segment
+    assert wal.record_end(page, block, segment) == page
 
 
 @pytest.mark.django_db(transaction=True, databases=["default", "other"])
@@ -242,7 +243,7 @@ def test_a_write_whose_position_is_unknown_sends_one_read_to_the_primary(monkeyp
         raise DatabaseError("the connection broke after the commit")
 
     with monkeypatch.context() as patched:
-        patched.setattr(replica, "record_end", position_lost)
+        patched.setattr(wal, "record_end", position_lost)
         store.write_chat(chat("c1", "primary"), expected_revision=0)
     assert store.load_chat("c1")[1] == 1  # the write stands
     assert replica.written_position("default") == replica.UNKNOWN_POSITION

@@ -22,6 +22,7 @@ from deuz_transcripts import (
     InMemoryConditionalChatStore,
     InMemoryTranscriptIndex,
     InvalidRecord,
+    RevisionConflict,
     TranscriptError,
 )
 from deuz_transcripts.backends import backend_name_for
@@ -476,6 +477,82 @@ def test_an_append_through_an_overridden_index_writes_the_whole_chat():
     store.append_messages("c1", [{"role": "user", "content": "three"}], expected_revision=1)
     assert seen == [2, 3]
     assert [h.index for h in store.transcript.search(ADA, "three")] == [2]
+
+
+def _store_statements(store: DjangoConditionalChatStore) -> list[int]:
+    """Statements of a write, then of an append, of a 20-message chat through ``store``."""
+    counts = []
+    texts = [f"message {i}" for i in range(20)]
+    with CaptureQueriesContext(connection) as queries:
+        store.write_chat(record("c1", *texts), expected_revision=0)
+    counts.append(len(queries))
+    with CaptureQueriesContext(connection) as queries:
+        store.append_messages("c1", [{"role": "user", "content": "later"}], expected_revision=1)
+    counts.append(len(queries))
+    return counts
+
+
+def test_an_index_override_calling_the_stock_index_costs_what_the_stock_index_costs():
+    """The store's lock and the row it read are handed to ``index()``, overridden or not:
+    an override that calls ``super().index`` reads the chat row once per write, writes
+    the revision with it, and an append through it reads no stored message."""
+    calls = []
+
+    class Auditing(DjangoTranscriptIndex):
+        def index(self, record):
+            calls.append(record.chat_id)  # reads no message: an append stays an append
+            super().index(record)
+
+    stock = _store_statements(DjangoConditionalChatStore())
+    Chat.objects.all().delete()
+    store = DjangoConditionalChatStore()
+    store.transcript = Auditing()
+    with CaptureQueriesContext(connection) as queries:
+        assert _store_statements(store) == stock
+    assert _chat_reads(queries) == 2 and calls == ["c1", "c1"]
+    row = Chat.objects.get(chat_id="c1")
+    assert (row.revision, row.message_count, row.indexed_count) == (2, 21, 21)
+    assert [h.index for h in store.transcript.search(ADA, "later")] == [20]
+
+
+def test_an_index_override_indexing_twice_writes_the_chat_once():
+    """The handed-over lock serves one write: a second ``super().index`` in the same
+    ``index`` reads the row the first wrote, so nothing is written twice."""
+
+    class Twice(DjangoTranscriptIndex):
+        def index(self, record):
+            super().index(record)
+            super().index(record)
+
+    store = DjangoConditionalChatStore()
+    store.transcript = Twice()
+    store.write_chat(record("c1", "one", "two"), expected_revision=0)
+    store.append_messages("c1", [{"role": "user", "content": "three"}], expected_revision=1)
+    assert store.load_chat("c1")[1] == 2
+    assert Message.objects.count() == 3 and raw_matches("three") == 1
+    assert [h.index for h in store.transcript.search(ADA, "three")] == [2]
+
+
+def test_a_store_sets_the_revision_when_its_index_does_not_write_the_chat():
+    """An ``index`` that leaves a write out (here: while ``frozen``) never takes the
+    store's lock: the store still writes the revision, after ``index()``."""
+
+    class Freezable(DjangoTranscriptIndex):
+        frozen = False
+
+        def index(self, record):
+            if not self.frozen:
+                super().index(record)
+
+    store = DjangoConditionalChatStore()
+    store.transcript = Freezable()
+    store.write_chat(record("c1", "before"), expected_revision=0)
+    store.transcript.frozen = True
+    assert store.write_chat(record("c1", "after"), expected_revision=1) == 2
+    assert store.load_chat("c1")[0].messages == [{"role": "user", "content": "before"}]
+    assert Chat.objects.get(chat_id="c1").revision == 2
+    with pytest.raises(RevisionConflict):
+        store.write_chat(record("c1", "again"), expected_revision=1)
 
 
 @pytest.mark.parametrize("by_pk", [0, 500])

@@ -1,6 +1,6 @@
-"""What commands, checks and the app's signals ask of an engine besides searching and
-writing: one entry point per engine, so nothing outside ``backends`` names an engine's
-modules or sends its SQL.
+"""What commands, checks, the app's signals and reads on a standby ask of an engine
+besides searching and writing: one entry point per engine, so nothing outside
+``backends`` names an engine's modules or sends its SQL.
 
 ``backends.maintenance_for(alias)`` picks the engine's by ``connection.vendor``; an operation the
 engine has no use for says so (``Unsupported``) or does nothing, as its docstring says.
@@ -36,8 +36,12 @@ class PartitionInfo:
 
 
 class EngineMaintenance:
-    """The default: an engine with no search index to build, no stored term counts and
-    no partitions (SQLite)."""
+    """The default: an engine with no search index to build, no stored term counts, no
+    partitions and no log position a standby replays (SQLite)."""
+
+    #: Whether a write here has a log position that a standby of this database replays,
+    #: so a read there can wait for it (``sql.replica``).
+    has_log_positions = False
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
@@ -76,3 +80,17 @@ class EngineMaintenance:
     def partition_messages(self, partitions: int) -> PartitionInfo:
         """Split the message table into ``partitions`` hash partitions of the tenant."""
         raise Unsupported("only PostgreSQL's message table can be partitioned")
+
+    def written_position(self) -> int | None:
+        """Where the log ends, past what this connection has committed: the position a
+        standby must have replayed to hold it (``None``: the server did not say)."""
+        raise Unsupported(f"{self.engine} has no log position")
+
+    def replayed_position(self) -> int | None:
+        """How far this database, a standby, has replayed its primary's log; ``None``
+        when it is no standby (nothing to wait for)."""
+        raise Unsupported(f"{self.engine} has no log position")
+
+    def describe_position(self, position: int) -> str:
+        """A position as the engine writes it (in messages)."""
+        return str(position)

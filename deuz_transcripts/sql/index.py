@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import TypeGuard, TypeVar
 
 from django.db import transaction
 
-from ..appends import appended_to
 from ..backends import SearchBackend, get_backend
 from ..backends.base import Candidate
 from ..backends.search_cursor import SearchCursor
@@ -35,12 +34,12 @@ from ..records import (
 from ..search_budget import search_budget
 from ..search_request import CountedHits, SearchRequest
 from ..signals import chat_indexed, chat_removed, send_after_commit
+from .appended import AppendedChat
 from .errors import WorkerThreadRunner, database_errors
 from .hits import read_hits
 from .replica import note_write, read_from
 from .search import Collector
-from .stored import record_from_rows
-from .writer import ChatWriter, LockedChat, chat_messages
+from .writer import ChatWriter, LockedChat
 
 __all__ = ["DjangoTranscriptIndex", "hit_key"]
 
@@ -54,6 +53,22 @@ def hit_key(candidate: Candidate) -> HitKey:
     if isinstance(micros, str):
         micros = to_micros(datetime.fromisoformat(micros).replace(tzinfo=UTC))
     return HitKey(candidate.mask, micros, candidate.chat_id, candidate.position)
+
+
+def _appends_over(chat: PreparedChat, locked: LockedChat) -> TypeGuard[AppendedChat]:
+    """Whether ``chat`` is an append whose new messages alone can be written over
+    ``locked``: the lock the store read the chat's row with (no write since), for a chat
+    still searchable and whose tenant the settings have not moved (else it is written
+    whole)."""
+    row = locked.row
+    return (
+        isinstance(chat, AppendedChat)
+        and row is not None
+        and chat.row is row
+        and locked.sets_revision is not None
+        and row.is_indexed
+        and row.tenant == conf.tenant_of(row.scope)
+    )
 
 
 def _hits_of(
@@ -119,47 +134,26 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
     def index(self, record: ChatRecord | PreparedChat) -> None:
         """Index a chat; skipped when the chat has a tombstone in this database.
 
-        ``chat_indexed`` is sent once the caller's transaction commits.
+        Runs in the caller's transaction and takes the chat's write lock there (a no-op
+        when the transaction holds it). A store that has locked and read the chat hands
+        that lock over (``ChatWriter.handing_over``): the row it read is written over
+        without a second read, with the store's revision. An append (``AppendedChat``)
+        over the store's lock writes its new messages alone. ``chat_indexed`` is sent
+        once the caller's transaction commits.
         """
         chat = PreparedChat.of(record)
         with database_errors(self.using), transaction.atomic(using=self.using, savepoint=False):
-            self.index_locked(self.writer.lock(chat.chat_id), chat)
-
-    def index_locked(
-        self, locked: LockedChat, chat: PreparedChat, *, revision: int | None = None
-    ) -> None:
-        """``index`` for a chat whose lock the caller's transaction took and read as
-        ``locked``: the store's write, which then takes no second lock, reads the row
-        once and sets its ``revision`` in the same statement as the row."""
-        if not locked.tombstoned:
-            self.writer.write(locked, chat, revision=revision)
+            locked = self.writer.lock(chat.chat_id)
+            if locked.tombstoned:
+                return
+            if _appends_over(chat, locked):
+                self.writer.append(locked, chat.tail)
+            else:
+                self.writer.write(locked, chat)
             note_write(self.using, self.search_database)
             send_after_commit(
-                chat_indexed,
-                type(self),
-                chat_id=chat.chat_id,
-                scope=chat.scope,
-                using=self.using,
+                chat_indexed, type(self), chat_id=chat.chat_id, scope=chat.scope, using=self.using
             )
-
-    def append_locked(self, locked: LockedChat, new: ChatRecord, *, revision: int) -> None:
-        """``index_locked`` for ``new``'s messages appended to the stored chat ``locked``
-        (the store's ``append_messages``): only their rows are written. A chat taken out
-        of search, or whose tenant the settings have moved, is written whole."""
-        row = locked.row
-        if row is None or locked.tombstoned:
-            raise ValueError(f"chat {locked.chat_id!r} has no stored row to append to")
-        if not row.is_indexed or row.tenant != conf.tenant_of(row.scope):
-            stored = list(chat_messages(self.using, row).order_by("position"))
-            whole = appended_to(record_from_rows(row, stored), new)
-            self.index_locked(locked, PreparedChat.of(whole), revision=revision)
-            return
-        tail = self.writer.appended(row, new)
-        self.writer.append(locked, tail, revision=revision)
-        note_write(self.using, self.search_database)
-        send_after_commit(
-            chat_indexed, type(self), chat_id=tail.chat_id, scope=tail.scope, using=self.using
-        )
 
     def remove(self, chat_id: str) -> None:
         """Take a chat out of search; a chat no store wrote (revision 0) is deleted whole.

@@ -7,8 +7,10 @@ that has just written would not find its own chat there. After each write that c
 a PostgreSQL primary, the end of the primary's WAL (past the write's commit record) is
 remembered in a context variable (per thread, per asyncio task; ``sync_to_async`` carries it back to the caller),
 and the caller's next read first waits, at most ``REPLICA_WAIT_MS``, until the standby has
-replayed that position (``pg_last_wal_replay_lsn()``). Once it has, the position is
-forgotten and reads from that context go straight to the standby again.
+replayed that position. Once it has, the position is forgotten and reads from that
+context go straight to the standby again. The engine reads the positions
+(``EngineMaintenance.written_position`` and ``replayed_position``; PostgreSQL's SQL is in
+``backends/postgresql/wal.py``); this module decides when to read, wait and fall back.
 
 Inside the caller's own transaction on the primary (``transaction.atomic()``, a view under
 ``ATOMIC_REQUESTS``), a write not yet committed is on no standby: once the transaction has
@@ -34,17 +36,15 @@ from typing import TypeVar
 
 from django.db import DatabaseError, connections, transaction
 
+from ..backends import maintenance_for
 from ..conf import conf
 from ..errors import ReplicaUnavailable, TranscriptError
 from .errors import database_errors, describe_database_error, sqlstate
 
 __all__ = [
     "forget_writes",
-    "format_lsn",
     "note_write",
-    "parse_lsn",
     "read_from",
-    "record_end",
     "written_in_transaction",
     "written_position",
 ]
@@ -65,17 +65,6 @@ RECOVERY_CONFLICT_SQLSTATES = frozenset({"40001", "57P04"})
 #: SQLSTATEs of a server that ended or refused the session: shutting down (57P01-57P03)
 #: and connection exceptions (class 08).
 _GONE_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
-
-
-def parse_lsn(text: str) -> int:
-    """``'1/425EABE8'`` (PostgreSQL's ``pg_lsn`` text) as a comparable integer."""
-    high, _, low = text.partition("/")
-    return (int(high, 16) << 32) | int(low, 16)
-
-
-def format_lsn(position: int) -> str:
-    """``parse_lsn``'s inverse."""
-    return f"{position >> 32:X}/{position & 0xFFFFFFFF:X}"
 
 
 def written_position(using: str) -> int | None:
@@ -103,49 +92,21 @@ def _forget(using: str, position: int) -> None:
 
 def replicated(using: str, search_using: str) -> bool:
     """Whether reads of ``using`` go elsewhere and a write there has a WAL position."""
-    return search_using != using and connections[using].vendor == "postgresql"
+    return search_using != using and maintenance_for(using).has_log_positions
 
 
 @dataclass(frozen=True)
 class _RememberPosition:
-    """The on-commit step of ``note_write``: reads the primary's WAL insert position."""
+    """The on-commit step of ``note_write``: reads the primary's log position."""
 
     using: str
 
     def __call__(self) -> None:
         try:
-            with connections[self.using].cursor() as cursor:
-                cursor.execute(
-                    "SELECT pg_current_wal_insert_lsn()::text, "
-                    "current_setting('wal_block_size')::int, "
-                    "(SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size')"
-                )
-                row = cursor.fetchone()
-            position = record_end(parse_lsn(row[0]), row[1], row[2]) if row else UNKNOWN_POSITION
+            position = maintenance_for(self.using).written_position()
         except DatabaseError:  # the write is committed: never fail the caller for this
-            position = UNKNOWN_POSITION
-        _remember(self.using, position)
-
-
-#: The WAL page header a position just past it skips: a segment's first page has the long
-#: one (``SizeOfXLogLongPHD``), every other page the short one (``SizeOfXLogShortPHD``).
-_LONG_PAGE_HEADER, _SHORT_PAGE_HEADER = 40, 24
-
-
-def record_end(insert_position: int, block_size: int, segment_size: int) -> int:
-    """The end of the last WAL record before ``insert_position``.
-
-    ``pg_current_wal_insert_lsn()`` names where the next record will start: when the last
-    one ended on a page boundary, that is past the next page's header, a position a
-    standby's ``pg_last_wal_replay_lsn()`` (the end of the last record replayed) reaches
-    only once another record is written, which on an idle primary may take long. No record
-    ends inside a page header, so the boundary is the same point.
-    """
-    if insert_position % segment_size == _LONG_PAGE_HEADER:
-        return insert_position - _LONG_PAGE_HEADER
-    if insert_position % block_size == _SHORT_PAGE_HEADER:
-        return insert_position - _SHORT_PAGE_HEADER
-    return insert_position
+            position = None
+        _remember(self.using, UNKNOWN_POSITION if position is None else position)
 
 
 def note_write(using: str, search_using: str) -> None:
@@ -177,7 +138,8 @@ def _wait_for_replay(using: str, search_using: str) -> None:
     target = written_position(using)
     if target is None:
         return
-    if connections[search_using].vendor != "postgresql":
+    engine = maintenance_for(search_using)
+    if not engine.has_log_positions:
         _forget(using, target)  # SQLite: nothing to replay, the alias is read as it is
         return
     if target == UNKNOWN_POSITION:
@@ -185,27 +147,21 @@ def _wait_for_replay(using: str, search_using: str) -> None:
         raise ReplicaUnavailable(search_using, "behind", "the write's WAL position is unknown")
     deadline = time.monotonic() + conf.REPLICA_WAIT_MS / 1000
     pause = 0.002
-    with connections[search_using].cursor() as cursor:
-        while True:
-            cursor.execute("SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()::text")
-            row = cursor.fetchone()
-            in_recovery, replayed = (False, None) if row is None else row
-            # Not in recovery: no standby (a primary named as search database, a promoted
-            # standby). Such a server may still report a replay position, the static end
-            # of the recovery it once ran (a crash recovery at start, the WAL replayed
-            # before promotion), which no new write ever reaches: never wait on that.
-            if not in_recovery or replayed is None or parse_lsn(replayed) >= target:
-                _forget(using, target)
-                return
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ReplicaUnavailable(
-                    search_using,
-                    "behind",
-                    f"it replayed up to {replayed}, the write is at {format_lsn(target)}",
-                )
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, 0.05)
+    while True:
+        replayed = engine.replayed_position()  # None: no standby, nothing will replay
+        if replayed is None or replayed >= target:
+            _forget(using, target)
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ReplicaUnavailable(
+                search_using,
+                "behind",
+                f"it replayed up to {engine.describe_position(replayed)}, "
+                f"the write is at {engine.describe_position(target)}",
+            )
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.05)
 
 
 def _replica_problem(exc: BaseException, search_using: str) -> ReplicaUnavailable | None:

@@ -4,14 +4,18 @@ The store, ``DjangoTranscriptIndex.index()``/``remove()``, the backfill and the
 verifier all write through ``ChatWriter`` inside their own transaction, so "lock
 the chat id, check its tombstone, read its row" and "which rows changed" are
 written here once. Each caller that needs the locked state asks ``lock()`` for it
-(taking a lock this transaction already holds is a no-op); the one hand-over is the
-store's, which gives what it locked to ``DjangoTranscriptIndex.index_locked``.
+(taking a lock this transaction already holds is a no-op). The store, which has locked
+and read the chat to check its revision, hands that over (``handing_over``) while it
+calls ``transcript.index()``: the index's ``lock()`` then gets it without a statement,
+and its write sets the store's revision with the chat row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import connections
@@ -29,7 +33,7 @@ from .chat_rows import insert_chat, insert_chats, insert_scope_rows, load_chat, 
 from .stored import stored_differences, to_db_datetime
 from .stored_forms import record_form
 
-__all__ = ["ChatWriter", "LockedChat", "chat_messages"]
+__all__ = ["ChatWriter", "HandOver", "LockedChat", "chat_messages"]
 
 #: Up to this many ids an append may take are looked up in the chat's stored ids; more,
 #: and every stored id of the chat is read (a bound on one statement's parameters).
@@ -47,15 +51,34 @@ def chat_messages(using: str, chat: Chat) -> QuerySet[Message]:
 
 @dataclass(frozen=True)
 class LockedChat:
-    """A chat id whose write lock this transaction holds, and what the database has for it."""
+    """A chat id whose write lock this transaction holds, and what the database has for it;
+    ``sets_revision``: the revision a write over this lock sets with the chat row (the
+    store's, handed over), ``None`` to keep the row's."""
 
     chat_id: str
     tombstoned: bool
     row: Chat | None
+    sets_revision: int | None = None
 
     @property
     def revision(self) -> int:
         return 0 if self.row is None else self.row.revision
+
+
+@dataclass
+class HandOver:
+    """A lock the store holds, offered to the next ``lock()`` of its chat in its database."""
+
+    using: str
+    locked: LockedChat
+    #: A ``lock()`` returned it (once: a later one reads the row the write changed).
+    taken: bool = False
+    #: The chat row was written over it, with its ``sets_revision``.
+    written: bool = field(default=False)
+
+
+#: The store's lock on offer in this context (thread, task) while it calls ``index()``.
+_handed: ContextVar[HandOver | None] = ContextVar("deuz_transcripts_handed_lock", default=None)
 
 
 def _new_rows(chat: Chat, messages: Sequence[PreparedMessage], keeps_search_text: bool) -> NewRows:
@@ -81,6 +104,13 @@ def _new_rows(chat: Chat, messages: Sequence[PreparedMessage], keeps_search_text
     )
 
 
+def _wrote(using: str, locked: LockedChat) -> None:
+    """Note that the chat row was written over the handed-over ``locked``."""
+    handed = _handed.get()
+    if handed is not None and handed.using == using and handed.locked is locked:
+        handed.written = True
+
+
 class ChatWriter:
     """Writes chats into database ``using``; every method runs in the caller's transaction."""
 
@@ -95,10 +125,32 @@ class ChatWriter:
     # locking
 
     def lock(self, chat_id: str) -> LockedChat:
-        """Take the chat's write lock, then read its tombstone and row."""
+        """Take the chat's write lock, then read its tombstone and row; the lock a store
+        hands over (``handing_over``) is returned as it is, once, with no statement."""
+        handed = _handed.get()
+        if (
+            handed is not None
+            and not handed.taken
+            and handed.using == self.using
+            and handed.locked.chat_id == chat_id
+        ):
+            handed.taken = True
+            return handed.locked
         with connections[self.using].cursor() as cursor:
             self.backend.rows.lock_chat(cursor, chat_id)
         return self.read(chat_id)
+
+    @contextmanager
+    def handing_over(self, locked: LockedChat, *, revision: int) -> Iterator[HandOver]:
+        """Offer ``locked`` (taken in the caller's transaction) to the next ``lock()`` of
+        its chat on this database, as setting ``revision``; whether a write used it is
+        ``written`` once the block ends (else the caller sets the revision itself)."""
+        handed = HandOver(self.using, replace(locked, sets_revision=revision))
+        token = _handed.set(handed)
+        try:
+            yield handed
+        finally:
+            _handed.reset(token)
 
     def read(self, chat_id: str) -> LockedChat:
         """What ``lock`` reads, without the lock (a dry run, which writes nothing)."""
@@ -131,18 +183,11 @@ class ChatWriter:
 
     # writing
 
-    def write(
-        self,
-        locked: LockedChat,
-        chat: PreparedChat,
-        *,
-        rewrite: bool = False,
-        revision: int | None = None,
-    ) -> Chat:
+    def write(self, locked: LockedChat, chat: PreparedChat, *, rewrite: bool = False) -> Chat:
         """Write ``chat`` over what ``locked`` read: rows whose digest is unchanged stay
         (their terms are never extracted again); ``rewrite`` rewrites every row and the
-        scope lookup rows (verify's repair); ``revision``, when given, is set with the
-        row. Returns the chat row."""
+        scope lookup rows (verify's repair); the lock's ``sets_revision``, when given, is
+        set with the row. Returns the chat row."""
         db = self.using
         rows = self.backend.rows
         row = locked.row
@@ -158,8 +203,8 @@ class ChatWriter:
             "message_count": len(chat.prepared),
             "tenant": conf.tenant_of(chat.scope),
         }
-        if revision is not None:
-            fields["revision"] = revision
+        if locked.sets_revision is not None:
+            fields["revision"] = locked.sets_revision
         with connections[db].cursor() as cursor:
             if row is None:
                 row = insert_chat(cursor, db, {"chat_id": chat.chat_id, **fields})
@@ -173,6 +218,7 @@ class ChatWriter:
             if fresh:
                 record_form(cursor)
             rows.insert(cursor, [_new_rows(row, fresh, rows.keeps_search_text)])
+        _wrote(self.using, locked)
         return row
 
     def appended(self, row: Chat, new: ChatRecord) -> PreparedChat:
@@ -235,13 +281,14 @@ class ChatWriter:
         last = next(r for r in found if r[0] is None)
         return last[1], last[2], {r[0] for r in found if r[0] is not None}
 
-    def append(self, locked: LockedChat, tail: PreparedChat, *, revision: int) -> Chat:
+    def append(self, locked: LockedChat, tail: PreparedChat) -> Chat:
         """Write ``tail`` (``appended``) after the stored, indexed chat ``locked``: its rows,
-        and the chat row's counts, ``updated_at`` and ``revision``; no stored row is read
-        or written."""
+        and the chat row's counts, ``updated_at`` and the lock's ``sets_revision``; no
+        stored row is read or written."""
         row = locked.row
-        if row is None:
-            raise ValueError(f"chat {locked.chat_id!r} has no row to append to")
+        revision = locked.sets_revision
+        if row is None or revision is None:
+            raise ValueError(f"chat {locked.chat_id!r} has no row or revision to append to")
         fresh = tail.prepared
         fields = {
             "updated_at": to_db_datetime(tail.updated_at),
@@ -255,6 +302,7 @@ class ChatWriter:
             if fresh:
                 record_form(cursor)
                 rows.insert(cursor, [_new_rows(row, fresh, rows.keeps_search_text)])
+        _wrote(self.using, locked)
         return row
 
     def insert_new(self, chats: Sequence[PreparedChat]) -> None:

@@ -1,5 +1,6 @@
 """PostgreSQL's maintenance entry point: the GIN search index (dropped and built around a
-first load), the stored term counts, and the message table's hash partitions."""
+first load), the stored term counts, the message table's hash partitions, and the WAL
+positions a read on a hot standby waits for."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from .counts.refresh import refresh_term_counts
 from .counts.stored import COUNTED_MIN_ROWS
 from .partitions import partition_info, partition_messages
 from .storage import VECTOR_INDEX, vector_index_sql, vector_index_state
+from .wal import format_lsn, insert_position, replay_position
 
 __all__ = ["PostgresMaintenance"]
 
 
 class PostgresMaintenance(EngineMaintenance):
+    has_log_positions = True
+
     @property
     def search_index_name(self) -> str:
         return VECTOR_INDEX
@@ -42,3 +46,14 @@ class PostgresMaintenance(EngineMaintenance):
 
     def partition_messages(self, partitions: int) -> PartitionInfo:
         return partition_messages(self.alias, partitions)
+
+    def written_position(self) -> int | None:
+        with connections[self.alias].cursor() as cursor:
+            return insert_position(cursor)
+
+    def replayed_position(self) -> int | None:
+        with connections[self.alias].cursor() as cursor:
+            return replay_position(cursor)
+
+    def describe_position(self, position: int) -> str:
+        return format_lsn(position)
