@@ -254,8 +254,8 @@ class SearchMatcher(ABC):
         matches, params = self.candidate_matches_sql(replace(chats, size=most), terms, most)
         cursor.execute(
             f"WITH s AS (SELECT ({total_sql}) AS total), "
-            + self._ranked_ctes(
-                f"SELECT x.* FROM ({matches}) x WHERE (SELECT s.total FROM s) <= %s", None
+            + self._ranked_ctes(  # at most ``most`` rows: none to join when N is bigger
+                f"SELECT x.* FROM ({matches}) x WHERE (SELECT s.total FROM s) <= %s", most
             )
             + f" SELECT s.total, {self._ranked_columns()} FROM s LEFT JOIN r ON r.rank <= %s",
             [*total_params, *params, most, depth],
