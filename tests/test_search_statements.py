@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 from unittest import mock
 
@@ -18,6 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from bench.statements import scaled_policy
 from deuz_transcripts import SearchTimeout, TranscriptError
 from deuz_transcripts.backends import policy
+from deuz_transcripts.backends.chat_filter import ChatFilter
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.backends.postgresql.session import (
     BITMAP_WORK_MEM,
@@ -369,3 +371,25 @@ def test_a_five_word_search_of_a_big_tenant_reads_at_most_eight_statements(scale
     for trips in both:
         assert len(reads(statements_of(trips))) <= 8
         assert len(trips) == len(reads(statements_of(trips)))
+
+
+@pytest.mark.django_db
+def test_n_and_a_small_scopes_candidates_come_in_one_statement(store):
+    """The candidates read with N are those ``candidates`` reads once N is known; past
+    ``most`` N comes alone, and the matches are not read."""
+    postgresql_only()
+    matcher = store.transcript.backend.matcher
+    terms = WORDS.split()
+
+    def chats_of(scope: dict[str, str]) -> ChatFilter:
+        return ChatFilter(scope, tenant=matcher.tested_tenant(scope))
+
+    ada = chats_of(ADA)
+    with CaptureQueriesContext(connection) as captured, connection.cursor() as cursor:
+        size, read = matcher.sized_candidates(cursor, ada, terms, 4, 15)
+        assert len(captured.captured_queries) == 1 and size == 15
+        known = replace(ada, size=size)
+        assert read == matcher.candidates(cursor, known, terms, 4, size)
+        assert read is not None and sum(read[0].values()) == 15  # each message holds a word
+        assert matcher.sized_candidates(cursor, ada, terms, 4, 14) == (15, None)
+        assert matcher.sized_candidates(cursor, chats_of(BOB), terms, 4, 15) == (180, None)
