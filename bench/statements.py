@@ -162,10 +162,28 @@ def words_by_frequency(corpus: Any) -> list[str]:
     return sorted(counts, key=lambda term: (-counts[term], term))
 
 
+def few_chats(corpus: Any, most: int) -> list[str]:
+    """The small user's newest chats holding at most ``most`` indexed messages in all: a
+    scope under every size that routes a search (the small user of a 1M database)."""
+    from bench.corpus import SMALL_USER
+
+    own = [chat for chat in corpus.chats() if chat.user == SMALL_USER]
+    own.sort(key=lambda chat: (-chat.updated_at_ms, chat.chat_id))
+    chosen, held = [], 0
+    for chat in own:
+        size = sum(1 for text in chat.indexed if text)
+        if held + size > most:
+            break
+        chosen.append(chat.chat_id)
+        held += size
+    return chosen
+
+
 def cases(
-    words: list[str], middle: datetime
+    words: list[str], middle: datetime, few: list[str] | None = None
 ) -> Iterator[tuple[str, dict[str, str], str, dict[str, Any]]]:
-    """(name, scope, query, options) of every case."""
+    """(name, scope, query, options) of every case; ``few``: the chat ids of the "few"
+    scope (the small user's, under the scaled one-statement size)."""
     from bench.corpus import BIG_USER, LOG_WORDS, SMALL_USER
 
     common = [w for w in words[:40] if w.isalpha()]
@@ -184,20 +202,26 @@ def cases(
         "32-mixed": " ".join([*common[15:27], *mid[6:16], *rare[5:15]]),
     }
     scopes = {"small": {"userId": SMALL_USER}, "big": {"userId": BIG_USER}, "every": {}}
+    narrowed: dict[str, dict[str, Any]] = {name: {} for name in scopes}
+    if few:
+        scopes["few"] = scopes["small"]
+        narrowed["few"] = {"chat_ids": few}
     for scope_name, scope in scopes.items():
+        chats = narrowed[scope_name]
         for query_name, query in queries.items():
             base = f"{scope_name}/{query_name}"
-            yield f"{base}/search", scope, query, {"mode": "search"}
-            yield f"{base}/page", scope, query, {"mode": "page"}
-            yield f"{base}/capped", scope, query, {"mode": "page", "total_cap": 50}
-            yield f"{base}/next", scope, query, {"mode": "next"}
+            yield f"{base}/search", scope, query, {"mode": "search", **chats}
+            yield f"{base}/page", scope, query, {"mode": "page", **chats}
+            yield f"{base}/capped", scope, query, {"mode": "page", "total_cap": 50, **chats}
+            yield f"{base}/next", scope, query, {"mode": "next", **chats}
             if query_name in ("1-common", "2-common", "5-mixed"):
-                yield f"{base}/roles", scope, query, {"mode": "search", "roles": ["user"]}
+                roles = {"mode": "search", "roles": ["user"], **chats}
+                yield f"{base}/roles", scope, query, roles
                 yield (
                     f"{base}/window",
                     scope,
                     query,
-                    {"mode": "search", "updated_after": middle},
+                    {"mode": "search", "updated_after": middle, **chats},
                 )
 
 
@@ -224,7 +248,8 @@ def run_case(store: Any, scope: dict[str, str], query: str, options: dict[str, A
     if mode == "next":
         if page.next_cursor is None:
             return [], page.total
-        page = index.search_page(scope, query, limit=20, cursor=page.next_cursor)
+        chats = {"chat_ids": options["chat_ids"]} if "chat_ids" in options else {}
+        page = index.search_page(scope, query, limit=20, cursor=page.next_cursor, **chats)
     return [(h.chat_id, h.message_id, round(h.score, 9)) for h in page.hits], page.total
 
 
@@ -235,14 +260,16 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from deuz_transcripts.backends import policy
 
     recreate(args)
-    policy.DEFAULT_POLICY = scaled_policy(args.scale)
+    scaled = policy.DEFAULT_POLICY = scaled_policy(args.scale)
     store, corpus = load(args)
     words = words_by_frequency(corpus)
     times = sorted(chat.updated_at_ms for chat in corpus.chats())
     middle = datetime.fromtimestamp(times[len(times) // 2] / 1000, tz=UTC)
     results: dict[str, Any] = {"db": args.db, "backend": store.transcript.backend_name}
     found: dict[str, Any] = {}
-    for name, scope, query, options in cases(words, middle):
+    small = min(scaled.single_statement_max, scaled.rare_lexeme_scope_min, scaled.walk_min_rows)
+    few = few_chats(corpus, small - 1)
+    for name, scope, query, options in cases(words, middle, few):
         run_case(store, scope, query, options)  # warm: caches of the process and the server
         statements: list[dict[str, Any]] = []
         with recorded(statements):

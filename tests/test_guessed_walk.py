@@ -265,7 +265,9 @@ def test_a_bounded_walk_reads_the_newest_chats_of_at_most_its_rows():
 PROBED = PlanPolicy(
     walk_min_rows=4, walk_guess_max_rows=0, walk_probed_max_rows=6, fts5_walk_probed_max_rows=6
 )
-READ = "ROW_NUMBER() OVER"  # rows of a mask read and sorted (``ranked_candidates``)
+#: Rows of a mask read and sorted (``ranked_candidates``; not N's statement, which holds
+#: a small scope's candidates behind a filter on N).
+READ = "WITH H AS MATERIALIZED"
 COUNTED = "SELECT count(*) FROM (SELECT 1 FROM"  # the probe, on either database
 
 

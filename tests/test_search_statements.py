@@ -6,16 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 from unittest import mock
 
 import pytest
+from django.conf import settings
 from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
+from bench.statements import scaled_policy
 from deuz_transcripts import SearchTimeout, TranscriptError
 from deuz_transcripts.backends import policy
+from deuz_transcripts.backends.chat_filter import ChatFilter
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.backends.postgresql.session import (
     BITMAP_WORK_MEM,
@@ -40,6 +44,10 @@ def postgresql_only() -> None:
 
 @pytest.fixture
 def store() -> DjangoConditionalChatStore:
+    return users_store()
+
+
+def users_store() -> DjangoConditionalChatStore:
     """A small user (``ada``, three chats) and a bigger one (``bob``), the five words in
     rows of both."""
     store = DjangoConditionalChatStore()
@@ -98,6 +106,10 @@ def searches(store: DjangoConditionalChatStore, scope: dict[str, str], query: st
     return found, (searched, paged)
 
 
+def statements_of(trips: list[list[str]]) -> list[str]:
+    return [statement for trip in trips for statement in trip]
+
+
 def assert_in_one_transaction(trips: list[list[str]]) -> None:
     """The search's own transaction, begun and ended with its first and last reads: no
     round trip without a read, one settings statement before the first read, no
@@ -112,16 +124,18 @@ def assert_in_one_transaction(trips: list[list[str]]) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_small_users_search_is_its_three_reads_on_postgresql(store):
-    """N, the ranked candidates and the hits: three round trips, the transaction and
-    the settings sent with the first and last (they were six: BEGIN, the settings, the
-    three reads, COMMIT)."""
+def test_a_small_users_search_is_two_round_trips_on_postgresql(store):
+    """N with the ranked candidates (the scope is under the one-statement size, so its
+    ranking needs N only to know it), then the hits: two round trips, the transaction
+    and the settings sent with them (they were six: BEGIN, the settings, N, the
+    candidates, the hits, COMMIT)."""
     postgresql_only()
     assert connection.get_autocommit() and not connection.in_atomic_block
     _, both = searches(store, ADA, "alpha beta")
     for trips in both:
-        assert len(trips) == 3
+        assert len(trips) <= 2
         assert_in_one_transaction(trips)
+        assert "count(*) OVER (PARTITION BY h.mask)" in reads(trips[0])[0]
     assert transaction_status().name == "IDLE"
 
 
@@ -328,3 +342,54 @@ def test_a_search_with_server_side_binding_sends_each_statement_alone(store, big
     finally:
         connection.close()
         del options["server_side_binding"]
+
+
+@pytest.fixture
+def scaled_plans() -> Iterator[None]:
+    """The default thresholds scaled down as ``bench.statements`` scales them, so that
+    ``bob``'s 180 messages take the routes of a 50,000-message tenant at 1M (past the
+    one-statement size; on PostgreSQL found in GIN)."""
+    with mock.patch.object(policy, "DEFAULT_POLICY", scaled_policy(0.01)):
+        yield
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_five_word_search_of_a_big_tenant_reads_at_most_eight_statements(scaled_plans):
+    """At most eight reads, each (on PostgreSQL) a round trip with the transaction
+    control and the settings it needs; the tenant's and its words' counts stored (as
+    ``bench.statements`` refreshes them)."""
+    tenant = {**settings.DEUZ_TRANSCRIPTS, "TENANT_KEY": "userId"}
+    with override_settings(DEUZ_TRANSCRIPTS=tenant):
+        store = users_store()
+        assert store.transcript.backend.matcher.policy.single_statement_max < 12 * 15
+        if connection.vendor == "postgresql":
+            from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
+
+            with connection.cursor() as cursor:
+                refresh_term_counts(cursor, 10, tenant_min_rows=100)
+        _, both = searches(store, BOB, WORDS)
+    for trips in both:
+        assert len(reads(statements_of(trips))) <= 8
+        assert len(trips) == len(reads(statements_of(trips)))
+
+
+@pytest.mark.django_db
+def test_n_and_a_small_scopes_candidates_come_in_one_statement(store):
+    """The candidates read with N are those ``candidates`` reads once N is known; past
+    ``most`` N comes alone, and the matches are not read."""
+    postgresql_only()
+    matcher = store.transcript.backend.matcher
+    terms = WORDS.split()
+
+    def chats_of(scope: dict[str, str]) -> ChatFilter:
+        return ChatFilter(scope, tenant=matcher.tested_tenant(scope))
+
+    ada = chats_of(ADA)
+    with CaptureQueriesContext(connection) as captured, connection.cursor() as cursor:
+        size, read = matcher.sized_candidates(cursor, ada, terms, 4, 15)
+        assert len(captured.captured_queries) == 1 and size == 15
+        known = replace(ada, size=size)
+        assert read == matcher.candidates(cursor, known, terms, 4, size)
+        assert read is not None and sum(read[0].values()) == 15  # each message holds a word
+        assert matcher.sized_candidates(cursor, ada, terms, 4, 14) == (15, None)
+        assert matcher.sized_candidates(cursor, chats_of(BOB), terms, 4, 15) == (180, None)

@@ -68,6 +68,10 @@ class SearchMatcher(ABC):
     #: Whether ``term_counts_up_to`` counts terms in the index alone for any filter that
     #: tokens describe, cheaply enough to decide a capped total before any match is read.
     caps_by_term_counts: ClassVar[bool] = False
+    #: Whether a small scope's N travels in the statement of its ranked candidates
+    #: (``sized_candidates``): where N is one statement read whole (SQLite FTS5 steps a
+    #: scope's per-chat counts and stops past a big scope's first chats).
+    sizes_with_candidates: ClassVar[bool] = False
     #: Whether the search data holds a role token per row (``ChatFilter.role_tokens``).
     role_tokens: ClassVar[bool] = False
     #: Whether statements test the tenant column (PostgreSQL: partitions, shards pruned).
@@ -190,21 +194,77 @@ class SearchMatcher(ABC):
         """``candidates`` over the rows of ``matches`` (``SELECT id, mask, chat_pk, ...``;
         ``expected`` of them, when known)."""
         cursor.execute(
-            f"WITH h AS MATERIALIZED ({matches}), "
+            f"WITH {self._ranked_ctes(matches, expected)} "
+            f"SELECT {self._ranked_columns()} FROM r WHERE r.rank <= %s",
+            [*params, depth],
+        )
+        return _ranked_rows(cursor.fetchall())
+
+    def _ranked_ctes(self, matches: str, expected: int | None) -> str:
+        """``h``, each match read and its mask computed once, and ``r``, its rows with
+        their chats, numbered by mask in tie order and counted by mask."""
+        return (
+            f"h AS MATERIALIZED ({matches}), "
             "r AS (SELECT h.id, h.mask, h.chat_pk, c.chat_id, c.updated_at, h.position, "
             "h.visible_position, count(*) OVER (PARTITION BY h.mask) AS n, "
             f"row_number() OVER (PARTITION BY h.mask ORDER BY {self.tie_order('h.position')}) "
             "AS rank "
-            f"FROM h {self.chat_join('h.chat_pk', expected)}) "
-            "SELECT r.mask, r.n, r.id, r.chat_pk, r.chat_id, "  # the time of kept rows only
-            f"{self.updated_at_sql.format('r.updated_at')}, r.position, r.visible_position "
-            "FROM r WHERE r.rank <= %s",
-            [*params, depth],
+            f"FROM h {self.chat_join('h.chat_pk', expected)})"
+        )
+
+    def _ranked_columns(self) -> str:
+        """The columns of a kept row of ``r`` (the chat's time of kept rows only)."""
+        updated_at = self.updated_at_sql.format("r.updated_at")
+        return (
+            f"r.mask, r.n, r.id, r.chat_pk, r.chat_id, {updated_at}, r.position, r.visible_position"
+        )
+
+    def total_sql(self, chats: ChatFilter) -> tuple[str, list[Any]] | None:
+        """N as the one statement ``total`` reads it with; ``None`` where it takes more
+        (roles from role tokens: which count pays off follows the scope's size)."""
+        if chats.roles is not None and chats.role_tokens and chats.tokens_suffice:
+            return None
+        return chats.total_sql()
+
+    def one_statement_scope_max(self) -> int:
+        """The largest N of a scope that every plan ranks in one statement (``candidates``)
+        whose matches are found as for any smaller N."""
+        return self.policy.single_statement_max
+
+    def sized_candidates(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        depth: int,
+        most: int,
+    ) -> tuple[int, tuple[dict[int, int], list[Candidate]] | None] | None:
+        """N of the scope ``chats`` and, where it is at most ``most`` (at most
+        ``one_statement_scope_max``), ``candidates`` in the same statement: a small
+        scope's ranking needs N only to know it is small, so one statement reads both.
+        A bigger N skips the matches (a one-time filter on N) and comes alone (``None``
+        beside it). ``None``: N is read otherwise here (``sizes_with_candidates``)."""
+        if not self.sizes_with_candidates:
+            return None
+        total = self.total_sql(chats)
+        if total is None:
+            return None
+        total_sql, total_params = total
+        # the matches of every N up to ``most``: the same SQL as for the N found
+        matches, params = self.candidate_matches_sql(replace(chats, size=most), terms, most)
+        cursor.execute(
+            f"WITH s AS (SELECT ({total_sql}) AS total), "
+            + self._ranked_ctes(  # at most ``most`` rows: none to join when N is bigger
+                f"SELECT x.* FROM ({matches}) x WHERE (SELECT s.total FROM s) <= %s", most
+            )
+            + f" SELECT s.total, {self._ranked_columns()} FROM s LEFT JOIN r ON r.rank <= %s",
+            [*total_params, *params, most, depth],
         )
         rows = cursor.fetchall()
-        histogram = {row[0]: row[1] for row in rows}
-        found = [Candidate(row[2], row[0], row[3], row[4], row[5], row[6], row[7]) for row in rows]
-        return histogram, found
+        size = int(rows[0][0] or 0) if rows else 0
+        if size > most:
+            return size, None
+        return size, _ranked_rows([row[1:] for row in rows if row[1] is not None])
 
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
@@ -405,3 +465,10 @@ class SearchMatcher(ABC):
             [*admitted_params, *params, *more_params, depth],
         )
         return [Candidate(row[0], mask, *row[1:]) for row in cursor.fetchall()]
+
+
+def _ranked_rows(rows: Sequence[Sequence[Any]]) -> tuple[dict[int, int], list[Candidate]]:
+    """The mask histogram and the candidates of rows of ``_ranked_columns``."""
+    histogram = {row[0]: row[1] for row in rows}
+    found = [Candidate(row[2], row[0], row[3], row[4], row[5], row[6], row[7]) for row in rows]
+    return histogram, found

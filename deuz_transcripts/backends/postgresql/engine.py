@@ -27,6 +27,7 @@ from ..chat_filter import ChatFilter, table
 from ..search_backend import SearchBackend
 from .checks import PostgresChecks
 from .counts.statistics import PostgresCounts
+from .counts.stored import stored_total_sql
 from .rows import PostgresRows
 from .session import SessionCursor, search_session
 from .session import bitmap_scans as _bitmap_scans
@@ -47,6 +48,7 @@ class PostgresMatcher(PostgresCounts):
     tenant_column = True  # a partitioned table reads one partition (docs/scaling.md)
     role_tokens = True  # every vector holds its message's role lexeme (migration 0003)
     reads_rare_terms_counted = True  # every n_t is a stored count or one GIN count
+    sizes_with_candidates = True  # a round trip saved: N is read whole here anyway
 
     def chat_join(self, chat_pk: str, expected: int | None = None) -> str:
         """A known few rows look their chats up one by one through the primary key: a
@@ -62,6 +64,21 @@ class PostgresMatcher(PostgresCounts):
 
     def reads_scope_rows(self, size: int) -> bool:
         return size <= self.policy.lexeme_scope_min
+
+    def total_sql(self, chats: ChatFilter) -> tuple[str, list[Any]] | None:
+        """The stored counts' N where they are the filter's (as ``total`` reads it)."""
+        stored = self.stored_counts_of(chats)
+        if stored is not None:
+            return stored_total_sql(stored.tenant, stored.roles)
+        return super().total_sql(chats)
+
+    def one_statement_scope_max(self) -> int:
+        """Up to ``rare_lexeme_scope_min`` messages a scope reads its own rows whatever
+        its words (``routed``)."""
+        policy = self.policy
+        return min(
+            policy.single_statement_max, policy.rare_lexeme_scope_min, policy.lexeme_scope_min
+        )
 
     def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:
         """One ``'a' & 'b' & !'c'`` tsquery: one vector test per row, GIN-searchable."""

@@ -57,6 +57,10 @@ class Collected(NamedTuple):
     total: int | None
 
 
+#: A mask histogram and the first rows of each mask (``SearchMatcher.candidates``).
+_Read = tuple[dict[int, int], list[Candidate]]
+
+
 class _Ranked(NamedTuple):
     """A page ranked by masks, with the filter it was read from (N known)."""
 
@@ -134,10 +138,16 @@ class Collector:
             # a small one); past every size that picks a route, the walk needs no N
             if sized:
                 past = max(self.policy.walk_min_rows, depth)  # the walk's probe below it
-                size, exact = statistics.total_past(chats, past)
+                sized_read = self._sized_first(chats, terms, depth, past - 1)
+                if sized_read is None:
+                    size, exact, read = (*statistics.total_past(chats, past), None)
+                else:
+                    size, exact, read = sized_read
                 if not size:
                     return None
                 chats = statistics.sized(chats, terms, size if exact else None)
+                if read is not None:  # too small to walk: ranked with N, in its statement
+                    return self._by_masks(chats, request, size, exact=False, pin=pin, read=read)
             newest = self.walks.newest_page(chats, terms, depth, guess=not chats.windowed)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
             if len(newest) <= request.offset:  # one term's few matches (or none) before it
@@ -158,6 +168,18 @@ class Collector:
         if not total:
             return None
         return self._by_masks(chats, request, total, exact=False, pin=pin)
+
+    def _sized_first(
+        self, chats: ChatFilter, terms: Sequence[str], depth: int, most: int
+    ) -> tuple[int, bool, _Read | None] | None:
+        """N of a scope (exact), and where N is at most ``most`` and one statement ranks
+        such a scope, that statement's mask histogram and candidates, read with N in one
+        statement (``sized_candidates``). ``None``: N is to be read alone."""
+        if chats.windowed:
+            return None
+        most = min(most, self.source.one_statement_scope_max())
+        sized = self.source.sized_candidates(self.cursor, chats, terms, depth, most)
+        return None if sized is None else (sized[0], True, sized[1])
 
     def _past_cap(
         self, chats: ChatFilter, request: SearchRequest, after: PageAfter | None, cap: int
@@ -211,7 +233,11 @@ class Collector:
         ranking needs anyway) and the ranking to pin; with ``after``, the rows after
         the cursor's hit ranked by its pinned ranking."""
         terms = request.terms
-        total = self.statistics.total(chats)
+        sized = None
+        if after is None and (chats.scope or chats.chat_ids is not None):
+            depth = request.offset + request.limit
+            sized = self._sized_first(chats, terms, depth, self.policy.single_statement_max)
+        total, _, read = (self.statistics.total(chats), True, None) if sized is None else sized
         if not total:
             return None
         if chats.narrowed:
@@ -219,7 +245,7 @@ class Collector:
         if after is not None:
             every = self._histogram(chats, terms, total)
             return self._page_after(chats, terms, every, after, request)
-        ranked = self._by_masks(chats, request, total, exact=True, pin=True)
+        ranked = self._by_masks(chats, request, total, exact=True, pin=True, read=read)
         if ranked is None or ranked.pinned is None:
             return None
         return Collected(ranked.page, ranked.plan, ranked.pinned, ranked.total)
@@ -227,17 +253,24 @@ class Collector:
     # masks best first, N known
 
     def _by_masks(
-        self, chats: ChatFilter, request: SearchRequest, total: int, *, exact: bool, pin: bool
+        self,
+        chats: ChatFilter,
+        request: SearchRequest,
+        total: int,
+        *,
+        exact: bool,
+        pin: bool,
+        read: _Read | None = None,
     ) -> _Ranked | None:
         """The page ranked mask by mask once N is known: MaxScore over the essential
         terms where n_t are cheap, else the mask histogram and the page's masks (big
-        scopes), else every match ranked in one statement. ``exact``: the total too
-        (so every mask's count); an uncounted page past the last match is ``None``, a
-        counted one is empty."""
+        scopes), else every match ranked in one statement (``read`` with N already, for
+        a small scope). ``exact``: the total too (so every mask's count); an uncounted
+        page past the last match is ``None``, a counted one is empty."""
         source, cursor = self.source, self.cursor
         depth = request.offset + request.limit
         terms = request.terms
-        tried = self.essential.tried(chats, terms, total)
+        tried = read is None and self.essential.tried(chats, terms, total)
         # counts alone may give every mask (the total): then the page is read by masks
         counted = source.subset_histogram(cursor, chats, terms, total) if exact and tried else None
         if tried and counted is None:
@@ -259,10 +292,14 @@ class Collector:
                     else source.count_matches(cursor, chats, terms, (pinned.total, pinned.matching))
                 )
                 return _Ranked(essential.page, plan, chats, pinned, matches)
-        masks_first = counted is not None or source.plans_masks(chats, terms, total)
+        masks_first = read is None and (
+            counted is not None or source.plans_masks(chats, terms, total)
+        )
         candidates: list[Candidate] = []
         if counted is not None:
             histogram = counted
+        elif read is not None:
+            histogram, candidates = read
         elif masks_first:
             histogram = self._histogram(chats, terms, total, over_budget=tried)
         else:

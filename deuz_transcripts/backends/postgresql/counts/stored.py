@@ -57,6 +57,7 @@ __all__ = [
     "stored_or",
     "stored_term_counts",
     "stored_total",
+    "stored_total_sql",
 ]
 
 #: Terms in at least this many indexed messages get stored counts (fewer: GIN counts
@@ -364,10 +365,17 @@ def stored_total(
 ) -> int:
     """N: the indexed messages of ``tenant`` (``None``: of every tenant) of ``roles``
     (``None``: any role)."""
+    cursor.execute(*stored_total_sql(tenant, roles))
+    row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def stored_total_sql(
+    tenant: str | None, roles: Collection[str] | None = None
+) -> tuple[str, list[Any]]:
+    """``stored_total``'s statement."""
     where, params = _where(tenant, roles)
-    cursor.execute(
+    return (
         f"SELECT COALESCE(sum(t.rows), 0) FROM {table(TermCount)} t WHERE t.lexeme = ''{where}",
         params,
     )
-    row = cursor.fetchone()
-    return int(row[0]) if row else 0
