@@ -89,6 +89,37 @@ class PagingContract(ContractBase):
         )
         assert _summary(skipped.hits) == _summary(expected[5:7])
 
+    @pytest.mark.parametrize(
+        "window",
+        [
+            {"updated_after": T0 + timedelta(minutes=3)},
+            {"updated_before": T0 + timedelta(minutes=2)},
+            {"updated_after": T0, "updated_before": T0 + timedelta(minutes=5)},
+        ],
+    )
+    @pytest.mark.parametrize("query", ["alpha beta", "beta delta", "gamma"])
+    def test_a_window_s_pages_keep_the_scores_of_the_search_without_it(
+        self, store, index, window, query
+    ):
+        """A window filters hits only: its pages, cursors and capped totals serve the
+        hits of the search without it that the window holds, scored as there."""
+        _corpus(store)
+        after, before = window.get("updated_after"), window.get("updated_before")
+        kept = [
+            hit
+            for hit in index.search(ADA, query, limit=1000)
+            if (after is None or store.load_chat(hit.chat_id)[0].updated_at > after)
+            and (before is None or store.load_chat(hit.chat_id)[0].updated_at < before)
+        ]
+        assert 0 < len(kept) < 30
+        for limit in (1, 4):
+            hits, totals = _walk(index, ADA, query, limit=limit, **window)
+            assert _summary(hits) == _summary(kept)
+            assert set(totals) == {len(kept)}
+            hits, totals = _walk(index, ADA, query, limit=limit, total_cap=2, **window)
+            assert _summary(hits) == _summary(kept)
+            assert set(totals) == {min(2, len(kept))}
+
     def test_limit_zero_counts_only(self, store, index):
         _corpus(store)
         page = index.search_page(ADA, "gamma", limit=0)
