@@ -10,6 +10,8 @@ import pytest
 from django.test import override_settings
 
 from deuz_transcripts import InvalidRecord, SearchPage
+from deuz_transcripts.cursors import decode_cursor
+from deuz_transcripts.search_request import SearchRequest
 from tests.contract.base import ContractBase
 from tests.contract.helpers import ADA, BOB, T0, assistant, chat, keys, user
 from tests.cursor_forgery import HUGE, forged_cursors, resigned
@@ -119,6 +121,24 @@ class PagingContract(ContractBase):
             hits, totals = _walk(index, ADA, query, limit=limit, total_cap=2, **window)
             assert _summary(hits) == _summary(kept)
             assert set(totals) == {min(2, len(kept))}
+
+    def test_a_window_s_cursor_pins_the_ranking_of_the_search_without_it(self, store, index):
+        """N, every n_t and the best mask a windowed page's cursor carries are those of the
+        search without the window, whatever the window keeps."""
+        _corpus(store)
+
+        def pinned(**window):
+            page = index.search_page(ADA, "alpha beta delta", limit=1, **window)
+            request = SearchRequest.build(ADA, "alpha beta delta", limit=1, **window)
+            return decode_cursor(page.next_cursor, request).pinned
+
+        every = pinned()
+        for window in (
+            {"updated_after": T0 + timedelta(minutes=3)},
+            {"updated_before": T0 + timedelta(minutes=1)},
+            {"updated_after": T0, "updated_before": T0 + timedelta(minutes=4)},
+        ):
+            assert pinned(**window) == every
 
     def test_limit_zero_counts_only(self, store, index):
         _corpus(store)
