@@ -55,7 +55,8 @@ _DESCRIPTION = (
     "Search the user's past conversations by words (full-text, not semantic). Returns the "
     "best matching messages first, each with its chat id, message id, role, the time its "
     "chat was last updated (updated_at), a short snippet and a score from 0 to 1 (1 is the "
-    'best hit), plus the total count (with "count_exact": false, more match than it says), '
+    "best hit; a date range filters hits without changing scores, so its best may score "
+    'less), plus the total count (with "count_exact": false, more match than it says), '
     "a cursor for the next page, and the query's words past the 32nd, which were not "
     "searched (ignored_terms)."
 )

@@ -8,7 +8,6 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
-from . import ranking
 from .base import BaseTranscriptIndex, check_chat_id
 from .paging import HitKey, PageAfter, PinnedRanking, to_micros
 from .prepared import PreparedChat, PreparedMessage
@@ -128,7 +127,8 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
     # reading
 
     def _candidates(self, request: SearchRequest) -> set[str] | None:
-        """Chat ids the search may return; ``None`` means every chat."""
+        """Chat ids the search may score (its window left out: a window filters hits
+        only); ``None`` means every chat."""
         candidates: set[str] | None = None
         if request.chat_ids is not None:
             candidates = {chat_id for chat_id in request.chat_ids if chat_id in self._chats}
@@ -137,19 +137,11 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
         )
         for holders in fields:
             candidates = set(holders) if candidates is None else candidates & holders
-        after, before = request.updated_after, request.updated_before
-        if after is not None or before is not None:
-            candidates = {
-                chat_id
-                for chat_id in (self._chats if candidates is None else candidates)
-                if (after is None or self._chats[chat_id].updated_at > after)
-                and (before is None or self._chats[chat_id].updated_at < before)
-            }
         return candidates
 
     def _matches(self, request: SearchRequest) -> tuple[dict[str, _Chat], dict[_Row, int], int]:
-        """The chats the search may return, ``{(chat id, index): mask}`` of every match
-        and N (the caller holds the lock)."""
+        """The chats the search scores, ``{(chat id, index): mask}`` of every match and N,
+        all without the window (the caller holds the lock)."""
         candidates = self._candidates(request)
         chats = self._chats if candidates is None else {c: self._chats[c] for c in candidates}
         roles = request.roles
@@ -169,25 +161,41 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
         total = sum(chat.indexed(roles) for chat in chats.values())
         return chats, masks, total
 
+    def _ranked(
+        self, request: SearchRequest, after: PageAfter | None
+    ) -> tuple[PinnedRanking | None, list[tuple[HitKey, _Chat, int]], int]:
+        """The ranking (the cursor's, else N and n_t of the search without its window),
+        the page's rows after ``after`` (the window's hits, best first) and how many hits
+        the window holds (the caller holds the lock)."""
+        chats, masks, total = self._matches(request)
+        pinned = (
+            PinnedRanking.of(Counter(masks.values()), len(request.terms), total)
+            if after is None
+            else after.pinned
+        )
+        if pinned is None:
+            return None, [], 0
+        start, end = request.updated_after, request.updated_before
+        keys = (
+            (HitKey(mask, to_micros(chats[c].updated_at), c, i), chats[c], i)
+            for (c, i), mask in masks.items()
+            if (start is None or chats[c].updated_at > start)
+            and (end is None or chats[c].updated_at < end)
+        )
+        hits = list(keys)
+        following = (row for row in hits if after is None or after.admits(row[0]))
+        depth = request.offset + request.limit
+        ranked = heapq.nsmallest(depth, following, key=lambda row: row[0].sort_key(pinned))
+        return pinned, ranked[request.offset :], len(hits)
+
     def _search(self, request: SearchRequest) -> list[TranscriptHit]:
         with self._lock:
-            chats, masks, total = self._matches(request)
-            plan = ranking.plan_page(
-                Counter(masks.values()), len(request.terms), total, request.offset, request.limit
-            )
-            if plan is None:
+            pinned, page, _total = self._ranked(request, None)
+            if pinned is None:
                 return []
-            ranked = heapq.nsmallest(
-                request.offset + request.limit,
-                (
-                    (ranking.sort_key(plan.raws[mask], chats[c].updated_at, c, i), c, i, mask)
-                    for (c, i), mask in masks.items()
-                    if mask in plan.page_masks
-                ),
-            )[request.offset :]
             hits = [
-                self._hit(chats[chat_id], index, plan.score(mask), request.around)
-                for _key, chat_id, index, mask in ranked
+                self._hit(chat, index, pinned.score(key.mask), request.around)
+                for key, chat, index in page
             ]
         return with_spans(hits, request.terms)
 
@@ -196,33 +204,19 @@ class InMemoryTranscriptIndex(BaseTranscriptIndex):
     ) -> CountedHits:
         """Every match is in memory: the count is always exact (the index caps it)."""
         with self._lock:
-            chats, masks, total = self._matches(request)
-            pinned = (
-                PinnedRanking.of(Counter(masks.values()), len(request.terms), total)
-                if after is None
-                else after.pinned
-            )
-            if pinned is None:
+            pinned, page, total = self._ranked(request, after)
+            if pinned is None or not total:
                 return CountedHits([], [], 0, None)
-            keys = (
-                (HitKey(mask, to_micros(chats[c].updated_at), c, i), c, i, mask)
-                for (c, i), mask in masks.items()
-            )
-            if after is not None:
-                keys = (row for row in keys if after.admits(row[0]))
-            depth = request.offset + request.limit
-            ranked = heapq.nsmallest(depth, keys, key=lambda row: row[0].sort_key(pinned))
-            page = ranked[request.offset :]
             return CountedHits(
                 hits=with_spans(
                     [
-                        self._hit(chats[chat_id], index, pinned.score(mask), request.around)
-                        for _key, chat_id, index, mask in page
+                        self._hit(chat, index, pinned.score(key.mask), request.around)
+                        for key, chat, index in page
                     ],
                     request.terms,
                 ),
-                keys=[row[0] for row in page],
-                total=len(masks),
+                keys=[key for key, _chat, _index in page],
+                total=total,
                 pinned=pinned,
             )
 

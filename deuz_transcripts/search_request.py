@@ -83,7 +83,8 @@ class SearchRequest:
     chat_ids: frozenset[str] | None
     #: Only messages of these roles take part (hits, N and n_t); ``None``: every role.
     roles: frozenset[str] | None = None
-    #: Only chats updated strictly after / before these take part (hits, N and n_t).
+    #: Only messages of chats updated strictly after / before these can be hits; N and
+    #: n_t are the search's without them (a window filters hits only, SPEC §8).
     updated_after: datetime | None = None
     updated_before: datetime | None = None
 

@@ -40,8 +40,9 @@ def search(
     updated_before: datetime | None = None,
     substring: bool = False,
 ) -> list[OracleHit]:
-    """SPEC sections 2-4 and the filters of section 8: every other message is left out
-    before N and n_t are counted."""
+    """SPEC sections 2-4 and the filters of section 8: messages of other chats, chat ids or
+    roles are left out before N and n_t are counted; the ``updated_at`` window only
+    filters the hits of that ranking (scores, order and the best raw left as they are)."""
     terms = query_terms(query)
     wanted = None if chat_ids is None else set(chat_ids)
     kept_roles = None if roles is None else set(roles)
@@ -50,8 +51,6 @@ def search(
         for r in records
         if all(r.scope.get(k) == v for k, v in scope.items())
         and (wanted is None or r.chat_id in wanted)
-        and (updated_after is None or r.updated_at > updated_after)
-        and (updated_before is None or r.updated_at < updated_before)
     ]
     rows = []  # (record, index, message terms)
     for record in chats:
@@ -81,6 +80,12 @@ def search(
     if not scored:
         return []
     best = max(raw for raw, _, _ in scored)
+    scored = [
+        (raw, record, index)
+        for raw, record, index in scored
+        if (updated_after is None or record.updated_at > updated_after)
+        and (updated_before is None or record.updated_at < updated_before)
+    ]
     scored.sort(key=lambda s: (-s[0], -s[1].updated_at.timestamp(), s[1].chat_id, s[2]))
     hits = []
     for raw, record, index in scored[offset : offset + limit]:

@@ -352,3 +352,20 @@ def test_words_past_the_32nd_are_named(support_client: Any) -> None:
     )
     assert html_lib.escape(notice) in response.content.decode()
     assert search(support_client, q="deploy", scope=ADA).context["ignored_notice"] == ""
+
+
+def test_a_window_filters_hits_and_keeps_their_scores(support_client: Any) -> None:
+    """A window filters hits only: each row scores as in the search without it."""
+    write(
+        record("best", [{"role": "user", "content": "deploy staging"}], n=0),
+        *(record(f"c{n}", [{"role": "user", "content": f"deploy {n}"}], n=n) for n in (1, 2)),
+    )
+
+    def scored(response: Any) -> list[tuple[str, float]]:
+        return [(row.hit.chat_id, row.hit.score) for row in response.context["rows"]]
+
+    every = dict(scored(search(support_client, q="deploy staging", scope=ADA)))
+    assert every["best"] == 1.0
+    recent = search(support_client, q="deploy staging", scope=ADA, updated_after="2025-03-01 12:00")
+    assert scored(recent) == [("c2", every["c2"]), ("c1", every["c1"])]
+    assert recent.context["total"] == 2 and every["c2"] < 1.0

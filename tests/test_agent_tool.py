@@ -353,3 +353,14 @@ def test_ignored_terms_too_long_for_the_budget_are_cut_and_said_so(index: Any) -
     assert answer["truncated"] is True and answer["next_cursor"] is None
     assert 0 < len(answer["ignored_terms"]) < 168
     assert answer["ignored_terms"][0] == "w032"
+
+
+def test_a_date_range_filters_hits_and_keeps_their_scores(index: Any) -> None:
+    """start_date and end_date filter hits only: each scores as without them (its best
+    hit, ada-0's, is outside the range), in the same order."""
+    every = _run(index, {"query": "flight 0", "limit": 20})
+    recent = _run(index, {"query": "flight 0", "start_date": "2026-01-11T00:00:00Z", "limit": 20})
+    assert every["hits"][0]["chat_id"] == "ada-0" and every["hits"][0]["score"] == 1.0
+    kept = [(hit["message_id"], hit["score"]) for hit in every["hits"][1:]]
+    assert [(hit["message_id"], hit["score"]) for hit in recent["hits"]] == kept
+    assert recent["count"] == len(kept) == 5 and all(score < 1.0 for _, score in kept)

@@ -8,7 +8,7 @@ checked on both runs, every backend finds the same hits in the same order.
 from __future__ import annotations
 
 import string
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from unittest import mock
@@ -196,9 +196,36 @@ def check_corpus(
                 for index in (sql,) if substring else (sql, memory):
                     assert_same(index.search(**search), expected)
                     check_pages(index, search, expected, everything)
+                    check_window_filters_hits(index, search, unique)
             raise Rollback
     except Rollback:
         pass
+
+
+def check_window_filters_hits(index, search: dict, records: Iterable[ChatRecord]) -> None:
+    """SPEC §8: a windowed search's hits are the search without the window, filtered by
+    it: the same order and the same scores (N and n_t are not the window's)."""
+    after, before = search["updated_after"], search["updated_before"]
+    if after is None and before is None:
+        return
+    updated = {record.chat_id: record.updated_at for record in records}
+    every = index.search(
+        **{**search, "updated_after": None, "updated_before": None, "offset": 0, "limit": 10**6}
+    )
+    kept = [
+        (hit.chat_id, hit.index, hit.score)
+        for hit in every
+        if (after is None or updated[hit.chat_id] > after)
+        and (before is None or updated[hit.chat_id] < before)
+    ]
+    end = search["offset"] + search["limit"]
+    windowed = index.search(**search)
+    assert [(hit.chat_id, hit.index, hit.score) for hit in windowed] == kept[search["offset"] : end]
+    page = index.search_page(**search)
+    assert page.total == len(kept)
+    assert [(hit.chat_id, hit.index, hit.score) for hit in page.hits] == kept[
+        search["offset"] : end
+    ]
 
 
 def check_pages(index, search: dict, expected: list, everything: list) -> None:

@@ -716,3 +716,29 @@ def test_hostile_arguments_work_or_are_one_clear_line(slot: list[Any], value: st
 
 class Rollback(Exception):
     """Undoes one example's writes."""
+
+
+def test_a_window_filters_hits_and_keeps_their_scores() -> None:
+    """``--updated-after`` filters hits only: each scores as in the search without it."""
+    store = DjangoConditionalChatStore()
+    store.write_chat(record("c0", "izmir flight"), expected_revision=0)
+    for number in (1, 2):
+        store.write_chat(record(f"c{number}", "izmir", n=number), expected_revision=0)
+    out, _ = run("search_transcripts", "--scope", "userId=ada", "izmir flight", "--json")
+    every = {hit["message_id"]: hit["score"] for hit in json.loads(out)["hits"]}
+    assert every["c0:1"] == 1.0
+    out, _ = run(
+        "search_transcripts",
+        "--scope",
+        "userId=ada",
+        "izmir flight",
+        "--json",
+        "--updated-after",
+        (BASE + timedelta(seconds=30)).isoformat(),
+    )
+    recent = json.loads(out)
+    assert [(hit["message_id"], hit["score"]) for hit in recent["hits"]] == [
+        ("c2:1", every["c2:1"]),
+        ("c1:1", every["c1:1"]),
+    ]
+    assert recent["count"] == 2 and every["c2:1"] < 1.0

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -296,6 +297,42 @@ def test_http_endpoint_refuses_a_page_of_another_origin(asgi_server, django_user
     same = httpx2.post(url, json=call, headers={**headers, "Origin": asgi_server})
     assert same.status_code == 200
     assert [tool["name"] for tool in same.json()["result"]["tools"]] == [TOOL]
+
+
+@pytest.mark.django_db
+def test_a_date_range_over_mcp_filters_hits_and_keeps_their_scores(client, django_user_model):
+    """The tool's start_date filters hits only: each scores as without it."""
+    store = DjangoConditionalChatStore()
+    when = datetime(2026, 1, 10, tzinfo=UTC)
+    for chat_id, text, days in [
+        ("ada-best", "Book the flight to Izmir.", 0),
+        ("ada-later", "Izmir again.", 2),
+    ]:
+        message = [{"role": "user", "content": text}]
+        record = ChatRecord(chat_id, {"userId": "ada"}, message, updated_at=when + timedelta(days))
+        store.write_chat(record, expected_revision=0)
+    client.force_login(django_user_model.objects.create_user("ada"))
+
+    def scores(**arguments: Any) -> list[tuple[str, float]]:
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": TOOL, "arguments": {"query": "izmir flight", **arguments}},
+        }
+        answer = client.post(
+            "/transcripts/mcp/",
+            call,
+            content_type="application/json",
+            HTTP_ACCEPT="application/json, text/event-stream",
+            HTTP_MCP_PROTOCOL_VERSION="2025-11-25",
+        )
+        hits = json.loads(answer.json()["result"]["content"][0]["text"])["hits"]
+        return [(hit["chat_id"], hit["score"]) for hit in hits]
+
+    every = scores()
+    assert every[0] == ("ada-best", 1.0) and every[1][1] < 1.0
+    assert scores(start_date="2026-01-11T00:00:00Z") == every[1:]
 
 
 # ------------------------------------------------------------------ the view, the extra

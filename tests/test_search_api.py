@@ -388,3 +388,15 @@ def test_a_database_that_cannot_say_who_asks_is_503_not_500(
     assert _get(ada, q="izmir")[0] == 503
     settings.DEUZ_TRANSCRIPTS = {"SEARCH_SCOPE": "testproject.scopes.user_scope"}
     assert _get(ada, q="izmir")[0] == 200
+
+
+def test_a_window_filters_hits_and_keeps_their_scores(chats: None, ada: Client) -> None:
+    """A window filters hits only (SPEC §8): each hit scores as in the search without it,
+    so the window's best hit scores below 1 where a better one is outside it."""
+    every = _get(ada, q="izmir flight", limit=20)[1]
+    scores = {hit["message_id"]: hit["score"] for hit in every["hits"]}
+    status, recent = _get(ada, q="izmir flight", updated_after=(T0 + timedelta(days=1)).isoformat())
+    assert status == 200, recent
+    assert [hit["message_id"] for hit in recent["hits"]] == ["ada-2:0"]
+    assert recent["hits"][0]["score"] == scores["ada-2:0"] < 1.0
+    assert recent["count"] == 1

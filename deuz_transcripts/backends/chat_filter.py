@@ -68,8 +68,6 @@ class ChatFilter:
     #: Only chats whose ``updated_at`` is strictly after / before these (database values).
     updated_after: Any = None
     updated_before: Any = None
-    #: Admit the chats outside the window instead (``outside_window()``).
-    outside: bool = False
     #: Only rows after this ``(updated_at, chat_id, position)`` in tie order (a cursor's
     #: last hit, database values), with chat ids compared by ``chat_id_sql``.
     after: tuple[Any, str, int] | None = None
@@ -122,13 +120,9 @@ class ChatFilter:
         return self.updated_after is not None or self.updated_before is not None
 
     def without_window(self) -> ChatFilter:
-        """This filter without its ``updated_at`` window (and without its N)."""
-        return replace(self, updated_after=None, updated_before=None, outside=False, size=None)
-
-    def outside_window(self) -> ChatFilter:
-        """The chats of this filter that its ``updated_at`` window leaves out (without N):
-        with those of the window, every chat of ``without_window()``."""
-        return replace(self, outside=True, size=None)
+        """This filter without its ``updated_at`` window (and without its N): the search
+        whose N and n_t score a windowed one (a window filters hits only)."""
+        return replace(self, updated_after=None, updated_before=None, size=None)
 
     @property
     def tenant_only(self) -> bool:
@@ -155,8 +149,6 @@ class ChatFilter:
         if self.updated_before is not None:
             conditions.append("c.updated_at < %s")
             params.append(self.updated_before)
-        if self.outside and conditions:
-            conditions = [f"NOT ({' AND '.join(conditions)})"]
         if self.after is not None:  # chats from the cursor's on, in tie order
             moment, chat_id, _position = self.after
             conditions.append(

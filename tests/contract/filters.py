@@ -1,12 +1,15 @@
 """Search filters of SPEC section 8: ``roles`` and the ``updated_at`` window.
 
-Each narrows the messages a search may return, and N and every n_t with them, as
-``chat_ids`` does: the scores below are written out from the IDF formula.
+``roles`` narrows the messages a search may return, and N and every n_t with them, as
+``chat_ids`` does. A window filters hits only: N and every n_t are those of the same
+search without it, so a hit scores the same with or without a window. The scores below
+are written out from the IDF formula.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -19,13 +22,20 @@ T1 = T0 + timedelta(minutes=1)
 T2 = T0 + timedelta(minutes=2)
 
 
+def window_admits(window: dict[str, datetime]) -> Callable[[datetime], bool]:
+    """Whether a chat updated at a time is strictly inside ``window``."""
+    after, before = window.get("updated_after"), window.get("updated_before")
+    return lambda moment: (after is None or moment > after) and (before is None or moment < before)
+
+
 def _tool(text: str) -> dict:
     return {"role": "tool", "content": text}
 
 
 class FilterContract(ContractBase):
     """``roles=`` keeps messages of those roles; ``updated_after=``/``updated_before=``
-    keep chats updated strictly inside the window; N and n_t follow both."""
+    keep chats updated strictly inside the window; N and n_t follow the roles, never
+    the window."""
 
     # ------------------------------------------------------------------ roles
 
@@ -119,15 +129,60 @@ class FilterContract(ContractBase):
         plus_two = T1.astimezone(timezone(timedelta(hours=2)))
         assert chats(updated_after=plus_two) == ["new"]
 
-    def test_window_counts_n_and_n_t_inside_it(self, store, index):
+    def test_a_window_leaves_n_and_n_t_as_without_it(self, store, index):
         self._three_chats(store)
         hits = index.search(ADA, "alpha beta", updated_before=T2)
-        total, n_alpha, n_beta = 4, 2, 1  # old and mid: alpha, beta, alpha, gamma
-        best = idf(total, n_beta)
-        assert [(h.chat_id, h.index) for h in hits] == [("old", 1), ("mid", 0), ("old", 0)]
+        # every chat: alpha, beta, alpha, gamma, alpha beta
+        total, n_alpha, n_beta = 5, 3, 2
+        best = idf(total, n_alpha) + idf(total, n_beta)  # "new", outside the window
+        assert keys(hits) == [("old", 1), ("mid", 0), ("old", 0)]
         assert [h.score for h in hits] == pytest.approx(
-            [1.0, idf(total, n_alpha) / best, idf(total, n_alpha) / best]
+            [idf(total, n_beta) / best, idf(total, n_alpha) / best, idf(total, n_alpha) / best]
         )
+        assert hits[0].score < 1.0  # the best hit of every chat is outside the window
+
+    def test_a_window_keeps_the_order_of_the_search_without_it(self, store, index):
+        # Among every message xray (2 of 7) is rarer than yoke (5 of 7); inside the
+        # window yoke (1 of 3) is rarer than xray (2 of 3). The window's hits keep the
+        # order and scores of the search without it.
+        store.write_chat(
+            chat("old", "yoke", "yoke", "yoke", "yoke", updated_at=T0), expected_revision=0
+        )
+        store.write_chat(chat("new", "xray", "xray", "yoke", updated_at=T1), expected_revision=0)
+        hits = index.search(ADA, "xray yoke", updated_after=T0)
+        assert keys(hits) == [("new", 0), ("new", 1), ("new", 2)]
+        assert [h.score for h in hits] == pytest.approx([1.0, 1.0, idf(7, 5) / idf(7, 2)])
+
+    @pytest.mark.parametrize(
+        "window",
+        [
+            {"updated_after": T0},
+            {"updated_before": T2},
+            {"updated_after": T0, "updated_before": T2},
+            {"updated_before": T1},
+            {"updated_after": T2},
+        ],
+    )
+    @pytest.mark.parametrize("query", ["alpha", "alpha beta", "beta gamma", "gamma alpha beta"])
+    def test_a_window_filters_the_hits_of_the_search_without_it(self, store, index, window, query):
+        self._three_chats(store)
+        store.write_chat(
+            chat("more", "beta gamma", "alpha", "gamma", updated_at=T1 + timedelta(seconds=30)),
+            expected_revision=0,
+        )
+        inside = window_admits(window)
+        for options in ({}, {"roles": ["user"]}, {"chat_ids": ["old", "new", "more"]}):
+            every = index.search(ADA, query, limit=100, **options)
+            kept = [
+                (h.chat_id, h.index, h.score)
+                for h in every
+                if inside(store.load_chat(h.chat_id)[0].updated_at)
+            ]
+            hits = index.search(ADA, query, limit=100, **window, **options)
+            assert [(h.chat_id, h.index, h.score) for h in hits] == kept
+            page = index.search_page(ADA, query, limit=2, **window, **options)
+            assert page.total == len(kept)
+            assert [(h.chat_id, h.index, h.score) for h in page.hits] == kept[:2]
 
     def test_window_follows_rewrites(self, store, index):
         self._three_chats(store)

@@ -10,6 +10,8 @@ import pytest
 from django.test import override_settings
 
 from deuz_transcripts import InvalidRecord, SearchPage
+from deuz_transcripts.cursors import decode_cursor
+from deuz_transcripts.search_request import SearchRequest
 from tests.contract.base import ContractBase
 from tests.contract.helpers import ADA, BOB, T0, assistant, chat, keys, user
 from tests.cursor_forgery import HUGE, forged_cursors, resigned
@@ -88,6 +90,55 @@ class PagingContract(ContractBase):
             ADA, "alpha beta", limit=2, offset=3, cursor=first.next_cursor, **options
         )
         assert _summary(skipped.hits) == _summary(expected[5:7])
+
+    @pytest.mark.parametrize(
+        "window",
+        [
+            {"updated_after": T0 + timedelta(minutes=3)},
+            {"updated_before": T0 + timedelta(minutes=2)},
+            {"updated_after": T0, "updated_before": T0 + timedelta(minutes=5)},
+        ],
+    )
+    @pytest.mark.parametrize("query", ["alpha beta", "beta delta", "gamma"])
+    def test_a_window_s_pages_keep_the_scores_of_the_search_without_it(
+        self, store, index, window, query
+    ):
+        """A window filters hits only: its pages, cursors and capped totals serve the
+        hits of the search without it that the window holds, scored as there."""
+        _corpus(store)
+        after, before = window.get("updated_after"), window.get("updated_before")
+        kept = [
+            hit
+            for hit in index.search(ADA, query, limit=1000)
+            if (after is None or store.load_chat(hit.chat_id)[0].updated_at > after)
+            and (before is None or store.load_chat(hit.chat_id)[0].updated_at < before)
+        ]
+        assert 0 < len(kept) < 30
+        for limit in (1, 4):
+            hits, totals = _walk(index, ADA, query, limit=limit, **window)
+            assert _summary(hits) == _summary(kept)
+            assert set(totals) == {len(kept)}
+            hits, totals = _walk(index, ADA, query, limit=limit, total_cap=2, **window)
+            assert _summary(hits) == _summary(kept)
+            assert set(totals) == {min(2, len(kept))}
+
+    def test_a_window_s_cursor_pins_the_ranking_of_the_search_without_it(self, store, index):
+        """N, every n_t and the best mask a windowed page's cursor carries are those of the
+        search without the window, whatever the window keeps."""
+        _corpus(store)
+
+        def pinned(**window):
+            page = index.search_page(ADA, "alpha beta delta", limit=1, **window)
+            request = SearchRequest.build(ADA, "alpha beta delta", limit=1, **window)
+            return decode_cursor(page.next_cursor, request).pinned
+
+        every = pinned()
+        for window in (
+            {"updated_after": T0 + timedelta(minutes=3)},
+            {"updated_before": T0 + timedelta(minutes=1)},
+            {"updated_after": T0, "updated_before": T0 + timedelta(minutes=4)},
+        ):
+            assert pinned(**window) == every
 
     def test_limit_zero_counts_only(self, store, index):
         _corpus(store)

@@ -15,6 +15,11 @@ and a cursor's next page; what differs is a parameter (``count``, ``cap``, ``aft
    mask histogram, reading only the page's masks (``page_rows``), or, for a small
    scope, ranking every match in one statement.
 
+A date window filters hits only (SPEC §8): its search is ranked by the search without
+it (N, every n_t and the best raw score, pinned by that search's first hit), and its
+rows are read within the window: the rows holding every term walked newest first where
+they outscore the rest, else the window's masks, best first.
+
 Every route is exact: the same hits, order and scores (``tests/test_backend_parity``).
 How the engine finds rows is its row source's business (``backends``); which route
 pays off is its ``PlanPolicy``.
@@ -104,6 +109,8 @@ class Collector:
         ``count`` says (``"capped"``: exactly up to ``cap`` matches, past it ``cap + 1``).
         ``None``: nothing matches (or, uncounted, the page is past the last match)."""
         chats = self.chat_filter(request)
+        if chats.windowed and after is None:
+            return self._windowed(chats, request, count, cap)
         if count == "capped":
             if cap is None:
                 raise ValueError("a capped count needs its cap")
@@ -130,25 +137,21 @@ class Collector:
         depth = request.offset + request.limit
         terms = request.terms
         sized = chats.narrowed and (bool(chats.scope) or chats.chat_ids is not None)
-        # a date window's N is a pass over its chats, which a guessed walk that fills the
-        # page never needs: that walk first
-        newest = self.walks.guessed(chats, terms, depth) if chats.windowed else None
-        if newest is None:
-            # N first where its size picks how the engine finds a scope's rows (a scan of
-            # a small one); past every size that picks a route, the walk needs no N
-            if sized:
-                past = max(self.policy.walk_min_rows, depth)  # the walk's probe below it
-                sized_read = self._sized_first(chats, terms, depth, past - 1)
-                if sized_read is None:
-                    size, exact, read = (*statistics.total_past(chats, past), None)
-                else:
-                    size, exact, read = sized_read
-                if not size:
-                    return None
-                chats = statistics.sized(chats, terms, size if exact else None)
-                if read is not None:  # too small to walk: ranked with N, in its statement
-                    return self._by_masks(chats, request, size, exact=False, pin=pin, read=read)
-            newest = self.walks.newest_page(chats, terms, depth, guess=not chats.windowed)
+        # N first where its size picks how the engine finds a scope's rows (a scan of a
+        # small one); past every size that picks a route, the walk needs no N
+        if sized:
+            past = max(self.policy.walk_min_rows, depth)  # the walk's probe below it
+            sized_read = self._sized_first(chats, terms, depth, past - 1)
+            if sized_read is None:
+                size, exact, read = (*statistics.total_past(chats, past), None)
+            else:
+                size, exact, read = sized_read
+            if not size:
+                return None
+            chats = statistics.sized(chats, terms, size if exact else None)
+            if read is not None:  # too small to walk: ranked with N, in its statement
+                return self._by_masks(chats, request, size, exact=False, pin=pin, read=read)
+        newest = self.walks.newest_page(chats, terms, depth)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
             if len(newest) <= request.offset:  # one term's few matches (or none) before it
                 return None
@@ -223,6 +226,91 @@ class Collector:
         if rows is None or (len(rows) < depth and len(terms) > 1):
             return None
         return rows[:depth]
+
+    # a date window: hits filtered, ranked as without it
+
+    def _windowed(
+        self, chats: ChatFilter, request: SearchRequest, count: Count, cap: int | None
+    ) -> Collected | None:
+        """The first page of a windowed search: ranked by the search without the window,
+        its rows read within the window. Rows holding every term, where they outscore the
+        rest, are walked newest first from the window's upper bound, stopping after the
+        page (or at its lower bound); else the window's masks are counted and their page
+        rows read, best first."""
+        pinned = self._unwindowed_ranking(chats, request)
+        if pinned is None:  # nothing matches without the window: nothing within it
+            return None
+        if count == "capped":
+            if cap is None:
+                raise ValueError("a capped count needs its cap")
+            if not self.source.matches_more_than(self.cursor, chats, request.terms, cap):
+                count = "exact"  # within the cap, counting costs about the cap
+        if count != "exact":
+            rows = self._every_term_rows(chats, request, pinned)
+            if rows is not None and len(rows) > request.offset:
+                full = (1 << len(request.terms)) - 1
+                plan = pinned.plan({full: len(rows)}, frozenset({full}))
+                total = None if count == "none" else (cap or 0) + 1
+                return Collected(rows[request.offset :], plan, pinned, total)
+            if rows is not None and count == "none":  # the page is past the last match
+                return None
+        return self._window_by_masks(chats, request, pinned, counted=count != "none")
+
+    def _unwindowed_ranking(
+        self, chats: ChatFilter, request: SearchRequest
+    ) -> PinnedRanking | None:
+        """N, every n_t and the best mask of the search without the window, as its own
+        first page pins them (its first hit, by whichever route that search takes);
+        ``None``: nothing matches it."""
+        whole = chats.without_window()
+        first = replace(
+            request, updated_after=None, updated_before=None, offset=0, limit=1, around=None
+        )
+        ranked = self._first_page(whole, first, pin=True)
+        if ranked is None:
+            return None
+        return ranked.pinned or self.statistics.pin_every_term(ranked.chats, request.terms)
+
+    def _every_term_rows(
+        self, chats: ChatFilter, request: SearchRequest, pinned: PinnedRanking
+    ) -> list[Candidate] | None:
+        """The window's first rows holding every term, in tie order, where such rows
+        outscore every other under ``pinned`` (the walk of a first page without a
+        window); ``None``: the page needs the window's masks."""
+        terms = request.terms
+        full = (1 << len(terms)) - 1
+        if pinned.best_mask != full or not _only_full_scores_best(pinned, len(terms)):
+            return None
+        depth = request.offset + request.limit
+        rows = self.walks.newest_page(chats, terms, depth)
+        return None if rows is None else rows[:depth]
+
+    def _window_by_masks(
+        self, chats: ChatFilter, request: SearchRequest, pinned: PinnedRanking, *, counted: bool
+    ) -> Collected | None:
+        """The window's page from its mask histogram, each mask scored by ``pinned``: only
+        the masks reaching the page are read (``counted``: the total is the window's
+        matches)."""
+        terms = request.terms
+        total = self.statistics.total(chats)  # the window's messages: how to read them
+        if not total:
+            return None
+        if chats.narrowed:
+            chats = self.statistics.sized(chats, terms, total)
+        histogram = self._histogram(chats, terms, total)
+        histogram = {mask: rows for mask, rows in histogram.items() if mask and rows}
+        if not histogram:
+            return None
+        matches = sum(histogram.values()) if counted else None
+        planned = ranking.plan_page_by_idfs(histogram, pinned.idfs, request.offset, request.limit)
+        if planned is None:  # past the last match
+            if not counted:
+                return None
+            return Collected([], pinned.plan(histogram, frozenset()), pinned, matches)
+        plan = pinned.plan(histogram, planned.page_masks)  # the best raw: without the window
+        depth = request.offset + request.limit
+        rows = page_rows(self.source, self.cursor, chats, terms, plan, histogram, depth, total)
+        return Collected(order_page(rows, plan)[request.offset : depth], plan, pinned, matches)
 
     # exact totals
 

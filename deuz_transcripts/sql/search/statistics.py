@@ -68,9 +68,9 @@ class SearchStatistics:
     def pin_every_term(self, chats: ChatFilter, terms: Sequence[str]) -> PinnedRanking:
         """The ranking of a walked page, whose best rows hold every term: N and every n_t
         as the exact route reads them (stored counts, else counted in the index, else
-        from every match's mask); stored counts are the filter's own unless windowed."""
+        from every match's mask)."""
         full = (1 << len(terms)) - 1
-        density = None if chats.windowed else self.stored(chats, terms)
+        density = self.stored(chats, terms)
         if density is not None:
             total, counts = density
             return PinnedRanking(max(total, *counts), tuple(counts), full)

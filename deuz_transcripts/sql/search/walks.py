@@ -60,7 +60,7 @@ class NewestWalks:
     ) -> list[Candidate] | None:
         """The page walked at once, without the probe, where the counts predict that
         the newest chats hold it (``walk_if_dense`` of the rows holding every term). A
-        date window is guessed as dense as its tenant's rows, and a tenant without
+        date window is guessed as dense as the search without it, and a tenant without
         counts of its own as the whole index. ``None``: not tried, or ended short."""
         policy = self.policy
         if not policy.walk_guess_max_rows or len(terms) > policy.walk_max_terms:

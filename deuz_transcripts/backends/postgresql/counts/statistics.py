@@ -98,9 +98,8 @@ class PostgresCounts(SearchMatcher):
     ) -> tuple[int, list[int]] | None:
         """N and each n_t from the stored counts: one statement for the n_t (a term not
         counted, rare or new, ends it there), and one for N unless the filter knows it.
-        A date window gets its tenant's (or the whole index's) figures: it admits part
-        of each tenant's chats, which no count follows, and the guess only bounds a walk
-        that the window's own rows decide."""
+        A date window gets the figures of the search without it (a window filters hits
+        only, SPEC §8): as a walk's guess, they only bound a walk of the window's rows."""
         whole = chats.without_window() if chats.windowed else chats
         stored = self.stored_counts_of(whole)
         if stored is None:
@@ -132,8 +131,7 @@ class PostgresCounts(SearchMatcher):
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """N from the stored counts where they are the filter's, else as every backend;
-        read once per filter (a window's N, a pass over its chats, decides its counts
-        too: ``_window_complement``)."""
+        read once per filter."""
         for seen, size in self._totals:
             if seen == chats:
                 return size
@@ -144,29 +142,6 @@ class PostgresCounts(SearchMatcher):
             size = stored_total(cursor, stored.tenant, stored.roles)
         self._totals.append((chats, size))
         return size
-
-    def _window_complement(
-        self, cursor: CursorWrapper, chats: ChatFilter
-    ) -> tuple[StoredCounts, ChatFilter] | None:
-        """For a date window over every chat holding most of the indexed messages: the
-        whole index's stored counts and the chats outside the window (their N known). A
-        counted term's rows in the window are then its stored count less its rows
-        outside, and counting those visits the smaller side: a GIN count visits each found
-        row's heap tuple, so a common word's count over 90% of every chat cost as much as
-        over all of them. Not for a tenant's window: either side's GIN count there ANDs
-        the tenant's whole btree range (33 of 61 ms of the 50,000-message user's count at
-        1M, EXPLAIN ANALYZE), so the other side saved nothing (1.4x its newest 90%)."""
-        if not chats.windowed or chats.outside:
-            return None
-        whole = chats.without_window()
-        stored = self.stored_counts_of(whole)  # none past a cursor: tokens do not suffice
-        if stored is None or stored.tenant is not None:
-            return None
-        inside = self.total(cursor, chats) if chats.size is None else chats.size
-        size = self.total(cursor, whole)
-        if 2 * inside <= size:
-            return None
-        return stored, replace(chats.outside_window(), size=size - inside)
 
     def essential_min_terms(self, chats: ChatFilter) -> int:
         if self.stored_counts_of(chats) is not None:
@@ -226,43 +201,29 @@ class PostgresCounts(SearchMatcher):
     ) -> dict[int, int]:
         """Every non-empty term subset's rows, in one statement (one snapshot): a term's
         own count as ``_term_count`` takes it, every other count in GIN."""
-        stored, outside = self._stored_counts_for(cursor, chats)
+        stored = self.stored_counts_of(chats)
         columns = {}
         for subset in range(1, 1 << len(terms)):
             query = every_term_tsquery(terms, subset)
             if subset.bit_count() == 1:
                 term = terms[subset.bit_length() - 1]
-                columns[subset] = _term_count(chats, term, query, stored, outside)
+                columns[subset] = _term_count(chats, term, query, stored)
             else:
                 columns[subset] = gin_count(chats, filtered_tsquery(chats, query))
         with _bitmap_scans(self.alias, cursor):
             return count_subsets(cursor, columns)
 
-    def _stored_counts_for(
-        self, cursor: CursorWrapper, chats: ChatFilter
-    ) -> tuple[StoredCounts | None, ChatFilter | None]:
-        """The stored counts a term's n_t takes, and the chats whose rows it takes off
-        them: the filter's own (nothing off), or for a window over every chat keeping most
-        of the messages, the whole index's less the chats outside the window
-        (``_window_complement``); ``None`` and ``None``: counted in GIN."""
-        stored = self.stored_counts_of(chats)
-        if stored is None:
-            complement = self._window_complement(cursor, chats)
-            if complement is not None:
-                return complement
-        return stored, None
-
     def counts_terms(self, chats: ChatFilter, total: int) -> bool:
         """GIN (or the stored counts) give each n_t without reading rows where GIN filters
-        the scope, a date window's too: counted over its chats (``_term_count``)."""
+        the scope; a date window's rows (a windowed histogram's) are counted over its
+        chats."""
         return chats.without_window().tokens_suffice and self.uses_lexemes(chats)
 
     def term_counts(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> list[int]:
         """Each term's rows in the filter: stored (common terms of unscoped and tenant
-        searches), or one GIN count per term (no vector is read); in a date window, as
-        ``_term_count`` takes them.
+        searches), or one GIN count per term (no vector is read).
 
         One statement per term, not one holding a subquery per term: a statement keeps
         every bitmap it built until it ends, and 30 counts of common words in one
@@ -274,22 +235,12 @@ class PostgresCounts(SearchMatcher):
         )
         missing = [position for position, count in enumerate(counts) if count is None]
         if missing:  # the bitmap settings cost a savepoint and two statements: only for GIN
-            whole, outside = (
-                (None, None) if stored is not None else self._stored_counts_for(cursor, chats)
-            )
             with _bitmap_scans(self.alias, cursor):
                 for position in missing:
-                    term = terms[position]
-                    if whole is None:
-                        sql, params = gin_rows(
-                            chats, filtered_tsquery(chats, tsquery_literal(term))
-                        )
-                        cursor.execute(f"SELECT count(*) {sql}", params)
-                    else:
-                        sql, params = _term_count(
-                            chats, term, tsquery_literal(term), whole, outside
-                        )
-                        cursor.execute(f"SELECT {sql}", params)
+                    sql, params = gin_rows(
+                        chats, filtered_tsquery(chats, tsquery_literal(terms[position]))
+                    )
+                    cursor.execute(f"SELECT count(*) {sql}", params)
                     counts[position] = fetch_int(cursor)
         return [int(count or 0) for count in counts]
 
@@ -372,20 +323,11 @@ class PostgresCounts(SearchMatcher):
 
 
 def _term_count(
-    chats: ChatFilter,
-    term: str,
-    query: str,
-    stored: StoredCounts | None,
-    outside: ChatFilter | None,
+    chats: ChatFilter, term: str, query: str, stored: StoredCounts | None
 ) -> tuple[str, list[Any]]:
     """Scalar SQL: ``term``'s rows in the filter (``query``: its tsquery): its ``stored``
-    count where it is counted, less its rows in the chats ``outside`` (N known) if given
-    and the count has more rows than they hold, else a GIN count."""
+    count where it is counted, else a GIN count."""
     counted = gin_count(chats, filtered_tsquery(chats, query))
     if stored is None:
         return counted
-    less = None
-    if outside is not None and outside.size is not None:
-        left_out, params = gin_count(outside, filtered_tsquery(outside, query))
-        less = (left_out, params, outside.size)
-    return stored_or(term, stored.tenant, stored.roles, counted, less)
+    return stored_or(term, stored.tenant, stored.roles, counted)
