@@ -54,13 +54,15 @@ def sequence_name() -> str:
     return f"{table(TermCountDelta)}_serial_seq"
 
 
-def counts_relation() -> str:
-    """A relation of every count's parts ``(lexeme, tenant, role, rows)``: the stored rows
-    and the pending deltas, for readers to sum in one statement (the planner pushes their
-    conditions into both branches: an index lookup each)."""
+def counts_relation(*, tenant: bool = True) -> str:
+    """A relation of every count's parts ``(lexeme, tenant, role, rows)`` (without
+    ``tenant``: a reader of every tenant's, whose statement names no tenant): the stored
+    rows and the pending deltas, for readers to sum in one statement (the planner pushes
+    their conditions into both branches: an index lookup each)."""
+    columns = "lexeme, tenant, role, rows" if tenant else "lexeme, role, rows"
     return (
-        f"(SELECT lexeme, tenant, role, rows FROM {table(TermCount)} "
-        f"UNION ALL SELECT lexeme, tenant, role, rows FROM {table(TermCountDelta)})"
+        f"(SELECT {columns} FROM {table(TermCount)} "
+        f"UNION ALL SELECT {columns} FROM {table(TermCountDelta)})"
     )
 
 

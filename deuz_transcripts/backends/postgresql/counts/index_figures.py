@@ -60,7 +60,7 @@ def index_term_counts(
         f"SELECT {table_rows}, EXISTS (SELECT 1 FROM {table(CountedTerm)}), "
         f"EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = q.lexeme), "
         f"(SELECT ARRAY[COALESCE(sum(t.rows), 0), COALESCE({role_rows}, 0)] "
-        f"FROM {counts_relation()} t WHERE t.lexeme = q.lexeme) "
+        f"FROM {counts_relation(tenant=False)} t WHERE t.lexeme = q.lexeme) "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, n) ORDER BY q.n",
         [
             table(Message),

@@ -376,7 +376,7 @@ def stored_term_counts(
     where, params = _where(tenant, roles)
     cursor.execute(
         f"SELECT EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = q.lexeme){own}, "
-        f"COALESCE((SELECT sum(t.rows) FROM {counts_relation()} t "
+        f"COALESCE((SELECT sum(t.rows) FROM {counts_relation(tenant=tenant is not None)} t "
         f"WHERE t.lexeme = q.lexeme{where}), 0) "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, n) ORDER BY q.n",
         [*own_params, *params, [stored_term(term) for term in terms]],
@@ -404,9 +404,8 @@ def stored_or(
         own_params = [tenant]
     where, params = _where(tenant, roles)
     lexeme = stored_term(term)
-    count = (
-        f"COALESCE((SELECT sum(t.rows) FROM {counts_relation()} t WHERE t.lexeme = %s{where}), 0)"
-    )
+    parts = counts_relation(tenant=tenant is not None)
+    count = f"COALESCE((SELECT sum(t.rows) FROM {parts} t WHERE t.lexeme = %s{where}), 0)"
     counted: tuple[str, list[Any]] = (count, [lexeme, *params])
     if less is not None:
         outside, outside_params, visits = less
@@ -429,7 +428,8 @@ def stored_total(
     (``None``: any role)."""
     where, params = _where(tenant, roles)
     cursor.execute(
-        f"SELECT COALESCE(sum(t.rows), 0) FROM {counts_relation()} t WHERE t.lexeme = ''{where}",
+        f"SELECT COALESCE(sum(t.rows), 0) FROM {counts_relation(tenant=tenant is not None)} t "
+        f"WHERE t.lexeme = ''{where}",
         params,
     )
     row = cursor.fetchone()
