@@ -1,7 +1,7 @@
 """PostgreSQL's stored term counts as appended deltas (``TermCountDelta``): writers of one
 counted tenant never wait for each other, folds neither wait nor lose a delta, every
 snapshot reads exactly its counts, and ``verify``, ``--fix``, a partition conversion and
-migration 0009 both ways keep them true."""
+migration 0009 both ways (``tests/test_migrations.py``) keep them true."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection, transaction
-from django.test import override_settings
 
 from deuz_transcripts.backends.postgresql.counts.deltas import (
     FOLD_EVERY,
@@ -249,46 +248,3 @@ def test_a_partition_conversion_keeps_the_deltas_and_the_triggers():
         with connection.cursor() as cursor:
             fold(cursor)
         assert drift() == []
-
-
-@override_settings(DEUZ_TRANSCRIPTS={"TENANT_KEY": "userId"})
-def test_migration_0009_sums_the_shards_and_back_folds_the_deltas():
-    """Forward, the locked counts' shards become one row per count and the triggers
-    append deltas; backwards, the deltas are added into the rows and the locked triggers
-    count again; nothing drifts either way."""
-    store = DjangoConditionalChatStore()
-    counted_tenant_with_pending_deltas(store)
-    try:
-        call_command("migrate", "deuz_transcripts", "0008", verbosity=0)
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass('deuz_transcripts_termcountdelta')")
-            assert cursor.fetchone() == (None,)
-        for chat_id in ("locked1", "locked2"):  # consecutive pks: two shards
-            store.write_chat(chat(chat_id, "", "alpha"), expected_revision=0)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(DISTINCT shard), sum(rows) FROM deuz_transcripts_termcount "
-                "WHERE lexeme = '' AND tenant = ''"
-            )
-            assert cursor.fetchone() == (2, 2)
-        assert drift_without_deltas() == []
-        call_command("migrate", "deuz_transcripts", verbosity=0)
-        assert set(TermCount.objects.values_list("shard", flat=True)) == {0}
-        assert not TermCountDelta.objects.exists()
-        store.write_chat(chat("appended", "", "alpha"), expected_revision=0)
-        assert TermCountDelta.objects.filter(tenant="").exists()
-        assert stored("", "") == 3 and drift() == []
-    finally:
-        call_command("migrate", "deuz_transcripts", verbosity=0)
-
-
-def drift_without_deltas() -> list[tuple[str, str, str, int, int]]:
-    """``count_drift`` before migration 0009: the count rows alone against the vectors."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT 1 FROM (SELECT tenant, role, lexeme, sum(rows) AS n "
-            "FROM deuz_transcripts_termcount GROUP BY 1, 2, 3) s "
-            "WHERE s.lexeme = '' AND s.n <> (SELECT count(*) FROM deuz_transcripts_message m "
-            "WHERE m.search_vector IS NOT NULL AND m.tenant = s.tenant AND m.role = s.role)"
-        )
-        return cursor.fetchall()
