@@ -21,6 +21,7 @@ __all__ = [
     "Message",
     "StoredForm",
     "TermCount",
+    "TermCountDelta",
     "Tombstone",
     "TranscriptSearch",
 ]
@@ -151,10 +152,10 @@ class TermCount(models.Model):
     so an unscoped or tenant search reads n_t and N from here instead of counting matches.
 
     N is kept for every tenant; a term's count only for a ``CountedTenant``, the other
-    tenants' (and chats without a tenant) summed under tenant ``""``. ``shard`` (tenant
-    ``""``: the chat's pk modulo ``SHARDS``; other tenants 0) splits those so that writes
-    to chats of different shards never wait for each other; a count is the sum over
-    shards. Empty on SQLite.
+    tenants' (and chats without a tenant) summed under tenant ``""``. A count is this row
+    plus its pending ``TermCountDelta`` rows. ``shard``: 0 since migration 0009 (before,
+    tenant ``""``'s counts were split by chat so that writers of other shards did not
+    queue on one row; kept for migrating back). Empty on SQLite.
     """
 
     pk = models.CompositePrimaryKey("lexeme", "tenant", "role", "shard")
@@ -170,6 +171,27 @@ class TermCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant}/{self.role}/{self.shard}/{self.lexeme}={self.rows}"
+
+
+class TermCountDelta(models.Model):
+    """A change to a ``TermCount`` not added into it yet: the message table's triggers
+    only append these (no writer updates a row another writer updates, so writers of one
+    tenant never wait for each other), readers add them to the ``TermCount`` row, and
+    folds move them into it (``postgresql.counts.deltas``). ``serial`` (a sequence) keeps
+    each row apart and says when a write folds. Empty on SQLite."""
+
+    pk = models.CompositePrimaryKey("lexeme", "tenant", "role", "serial")
+    lexeme = models.TextField()
+    tenant = models.CharField(max_length=MAX_ID_LENGTH)
+    role = models.CharField(max_length=MAX_ID_LENGTH)
+    serial = models.BigIntegerField()
+    rows = models.BigIntegerField()
+
+    class Meta:
+        verbose_name = _("term count delta")
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.role}/{self.lexeme}{self.rows:+d}"
 
 
 class StoredForm(models.Model):

@@ -18,6 +18,7 @@ __all__ = [
     "AddRoleTokens",
     "AddScopeLexemes",
     "CountBigTenantsTerms",
+    "CountTermDeltas",
     "CountTerms",
     "CreateSearchStorage",
     "ReplaceTermCounts",
@@ -154,3 +155,18 @@ class CountBigTenantsTerms(VendorStorageOperation):
     @property
     def migration_name_fragment(self) -> str:
         return "counted_tenants"
+
+
+class CountTermDeltas(VendorStorageOperation):
+    """PostgreSQL: triggers that append ``TermCountDelta`` rows instead of updating the
+    counts under a lock, each count's shards summed into one row; backwards, the deltas
+    added into their counts and the locked triggers again (SQLite: nothing)."""
+
+    change = "term_count_deltas"
+
+    def describe(self) -> str:
+        return "Keep term counts by appended deltas, without a lock between writers (PostgreSQL)"
+
+    @property
+    def migration_name_fragment(self) -> str:
+        return "term_count_deltas"

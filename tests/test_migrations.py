@@ -10,10 +10,13 @@ from django.test import override_settings
 from deuz_transcripts.backends.postgresql.counts import refresh as count_refresh
 from deuz_transcripts.backends.sqlite import common as sqlite_backend
 from deuz_transcripts.checks import check_search_backends, check_search_index, check_settings
+from deuz_transcripts.models import TermCount, TermCountDelta
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 from deuz_transcripts.verify import Verifier
 from tests.factories import ChatRecordFactory, MessageFactory
 from tests.sql_support import vectors_holding_lexemes
+from tests.test_count_deltas import counted_tenant_with_pending_deltas
+from tests.test_term_counts import chat, drift, stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -204,3 +207,48 @@ def test_the_counted_tenants_migration_keeps_own_counts_for_big_tenants_only(mon
             assert term_rows("alpha") == {"ada": 4, "bob": 2}
         finally:
             call_command("migrate", "deuz_transcripts", verbosity=0)
+
+
+@override_settings(DEUZ_TRANSCRIPTS={"TENANT_KEY": "userId"})
+def test_migration_0009_sums_the_shards_and_back_folds_the_deltas():
+    """Forward, the locked counts' shards become one row per count and the triggers
+    append deltas; backwards, the deltas are added into the rows and the locked triggers
+    count again; nothing drifts either way."""
+    if connection.vendor != "postgresql":
+        pytest.skip("stored term counts are PostgreSQL's (FTS5 counts)")
+    store = DjangoConditionalChatStore()
+    counted_tenant_with_pending_deltas(store)
+    try:
+        call_command("migrate", "deuz_transcripts", "0008", verbosity=0)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('deuz_transcripts_termcountdelta')")
+            assert cursor.fetchone() == (None,)
+        for chat_id in ("locked1", "locked2"):  # consecutive pks: two shards
+            store.write_chat(chat(chat_id, "", "alpha"), expected_revision=0)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(DISTINCT shard), sum(rows) FROM deuz_transcripts_termcount "
+                "WHERE lexeme = '' AND tenant = ''"
+            )
+            assert cursor.fetchone() == (2, 2)
+        assert drift_without_deltas() == []
+        call_command("migrate", "deuz_transcripts", verbosity=0)
+        assert set(TermCount.objects.values_list("shard", flat=True)) == {0}
+        assert not TermCountDelta.objects.exists()
+        store.write_chat(chat("appended", "", "alpha"), expected_revision=0)
+        assert TermCountDelta.objects.filter(tenant="").exists()
+        assert stored("", "") == 3 and drift() == []
+    finally:
+        call_command("migrate", "deuz_transcripts", verbosity=0)
+
+
+def drift_without_deltas() -> list[tuple[str, str, str, int, int]]:
+    """``count_drift`` before migration 0009: the count rows alone against the vectors."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM (SELECT tenant, role, lexeme, sum(rows) AS n "
+            "FROM deuz_transcripts_termcount GROUP BY 1, 2, 3) s "
+            "WHERE s.lexeme = '' AND s.n <> (SELECT count(*) FROM deuz_transcripts_message m "
+            "WHERE m.search_vector IS NOT NULL AND m.tenant = s.tenant AND m.role = s.role)"
+        )
+        return cursor.fetchall()

@@ -81,7 +81,7 @@ def maintenance_for(alias: str) -> EngineMaintenance:
 def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] | None:
     """The vendor's ``(forward, backward)`` steps of a search-storage ``change`` of the
     migrations (``"create"``, ``"scope_lexemes"``, ``"role_lexemes"``, ``"term_counts"``,
-    ``"replace_term_counts"``, ``"tenant_counts"``); ``None`` when it has none."""
+    ``"replace_term_counts"``, ``"tenant_counts"``, ``"term_count_deltas"``); ``None`` when it has none."""
     if vendor == "postgresql":
         from .postgresql import storage
         from .postgresql.counts import refresh as counts
@@ -94,6 +94,7 @@ def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] |
             "term_counts": (counts.create_term_counts, term_counts.drop_term_counts),
             "replace_term_counts": (counts.keep_counts, counts.count_every_tenant),
             "tenant_counts": (counts.count_big_tenants_only, counts.keep_counts),
+            "term_count_deltas": (counts.count_by_deltas, counts.count_with_locks),
         }[change]
     if vendor == "sqlite":
         from .sqlite import common as sqlite

@@ -14,10 +14,11 @@ from typing import Any, NamedTuple
 
 from django.db.backends.utils import CursorWrapper
 
-from ....models import CountedTerm, Message, TermCount
+from ....models import CountedTerm, Message
 from ....text import stored_term
 from ...chat_filter import table
 from . import stored as term_counts
+from .deltas import counts_relation
 
 __all__ = ["IndexTermCounts", "index_term_counts"]
 
@@ -59,7 +60,7 @@ def index_term_counts(
         f"SELECT {table_rows}, EXISTS (SELECT 1 FROM {table(CountedTerm)}), "
         f"EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = q.lexeme), "
         f"(SELECT ARRAY[COALESCE(sum(t.rows), 0), COALESCE({role_rows}, 0)] "
-        f"FROM {table(TermCount)} t WHERE t.lexeme = q.lexeme) "
+        f"FROM {counts_relation(tenant=False)} t WHERE t.lexeme = q.lexeme) "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, n) ORDER BY q.n",
         [
             table(Message),

@@ -16,17 +16,19 @@ from django.db import transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
 
-from ....models import Chat, CountedTenant, CountedTerm, Message, TermCount
+from ....models import Chat, CountedTenant, CountedTerm, Message, TermCount, TermCountDelta
 from ...chat_filter import table
 from ..storage import tsquery_operand
+from .deltas import sequence_name
 from .stored import (
     COUNTED_MIN_ROWS,
     COUNTED_TENANT_MIN_ROWS,
     IS_TERM,
-    SHARDS,
     TERMS,
+    absorb_deltas,
     bucket_sql,
     create_triggers,
+    has_deltas,
     rebuild_term_counts,
     replace_function,
     stored_total,
@@ -34,7 +36,9 @@ from .stored import (
 
 __all__ = [
     "count_big_tenants_only",
+    "count_by_deltas",
     "count_every_tenant",
+    "count_with_locks",
     "create_term_counts",
     "keep_counts",
     "refresh_term_counts",
@@ -44,7 +48,7 @@ __all__ = [
 def create_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Migration 0005's PostgreSQL step: the triggers (counting every tenant's terms),
     then the terms to count and their counts from the rows already there."""
-    create_triggers(schema_editor, legacy=True)
+    create_triggers(schema_editor, rule="every_tenant")
     with schema_editor.connection.cursor() as cursor:
         common = _common_terms(cursor, COUNTED_MIN_ROWS)
         with transaction.atomic(using=cursor.db.alias):
@@ -56,7 +60,7 @@ def create_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
 def count_big_tenants_only(schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Migration 0006's PostgreSQL step on its new ``TermCount``: own term counts for the
     big tenants only, by role."""
-    replace_function(schema_editor)
+    replace_function(schema_editor, rule="sharded")
     with schema_editor.connection.cursor() as cursor:
         refresh_term_counts(
             cursor, COUNTED_MIN_ROWS, tenant_min_rows=COUNTED_TENANT_MIN_ROWS, rebuild=True
@@ -66,9 +70,43 @@ def count_big_tenants_only(schema_editor: BaseDatabaseSchemaEditor) -> None:
 def count_every_tenant(schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Migration 0006 backwards, on 0005's ``TermCount`` again: every tenant's term
     counts on its own, no role."""
-    replace_function(schema_editor, legacy=True)
+    replace_function(schema_editor, rule="every_tenant")
     with schema_editor.connection.cursor() as cursor:
         rebuild_term_counts(cursor, legacy=True)
+
+
+def count_by_deltas(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """Migration 0009's PostgreSQL step, on its new ``TermCountDelta``: the serial's
+    sequence, each count's shards summed into one row (shard 0), and the triggers that
+    append deltas. Holds off message writers for as long as that takes (no pass over
+    the messages)."""
+    counts, deltas = table(TermCount), table(TermCountDelta)
+    sequence = sequence_name()
+    schema_editor.execute(f"CREATE SEQUENCE {sequence} AS bigint OWNED BY {deltas}.serial")
+    schema_editor.execute(
+        f"ALTER TABLE {deltas} ALTER COLUMN serial SET DEFAULT nextval('{sequence}'::regclass)"
+    )
+    with schema_editor.connection.cursor() as cursor, transaction.atomic(using=cursor.db.alias):
+        cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
+        cursor.execute(
+            f"WITH moved AS (DELETE FROM {counts} WHERE shard <> 0 "
+            "RETURNING lexeme, tenant, role, rows) "
+            f"INSERT INTO {counts} (lexeme, tenant, role, shard, rows) "
+            "SELECT lexeme, tenant, role, 0, sum(rows) FROM moved GROUP BY 1, 2, 3 "
+            "ON CONFLICT (lexeme, tenant, role, shard) "
+            f"DO UPDATE SET rows = {counts}.rows + EXCLUDED.rows"
+        )
+        cursor.execute(f"DELETE FROM {counts} WHERE rows = 0")
+        replace_function(cursor)
+
+
+def count_with_locks(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """Migration 0009 backwards (its ``TermCountDelta`` is dropped next): every delta
+    added into its count, and 0006's locked triggers again."""
+    with schema_editor.connection.cursor() as cursor, transaction.atomic(using=cursor.db.alias):
+        cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
+        absorb_deltas(cursor)
+        replace_function(cursor, rule="sharded")
 
 
 def keep_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
@@ -93,6 +131,8 @@ def refresh_term_counts(
     big = _tenants_in_rows(cursor, tenant_min_rows) if rebuild else []
     with transaction.atomic(using=cursor.db.alias):
         cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
+        if has_deltas(cursor):  # the counts below are read and changed in their rows
+            absorb_deltas(cursor)
         if rebuild:
             _replace(cursor, CountedTerm, "lexeme", sorted(common))
             _replace(cursor, CountedTenant, "tenant", big)
@@ -146,7 +186,7 @@ def _drop_and_find_new_terms(cursor: CursorWrapper, common: dict[str, int]) -> l
     counted = {str(row[0]) for row in cursor.fetchall()}
     dropped = sorted(counted - common.keys())
     if dropped:
-        for model in (TermCount, CountedTerm):
+        for model in (TermCount, CountedTerm):  # no delta is pending (absorbed)
             cursor.execute(
                 f"DELETE FROM {table(model)} WHERE lexeme IN (SELECT unnest(%s::text[]))",
                 [dropped],
@@ -182,7 +222,7 @@ def _move_tenants(cursor: CursorWrapper, min_rows: int) -> None:
         f"JOIN {table(Message)} r ON r.chat_id = c.id AND r.tenant = s.tenant "
         f"CROSS JOIN LATERAL {TERMS} AS l(lexeme) "
         "CROSS JOIN LATERAL (VALUES (r.tenant, 0::smallint, s.sign), "
-        f"('', mod(r.chat_id, {SHARDS})::smallint, -s.sign)) AS b(tenant, shard, n) "
+        "('', 0::smallint, -s.sign)) AS b(tenant, shard, n) "
         "WHERE r.search_vector IS NOT NULL "
         f"AND l.lexeme IN (SELECT lexeme FROM {table(CountedTerm)}) "
         "GROUP BY 1, 2, 3, 4 HAVING sum(b.n) <> 0 "

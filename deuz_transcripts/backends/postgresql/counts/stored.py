@@ -23,37 +23,45 @@ and the load fell to 1,000 messages a second (bench/RESULTS.md). ``refresh_term_
 (``postgresql.counts.refresh``: the migrations, ``backfill_transcripts --count-terms``)
 chooses both the terms and the tenants.
 
-Tenant ``""`` splits its counts over ``SHARDS`` rows per term (the chat's pk modulo
-``SHARDS``); other tenants use one. Each statement first takes a transaction-scoped
-advisory lock per (tenant, shard) it touches, in one order: writers of one shard queue
-instead of deadlocking on count rows, writers of other shards and tenants run on.
+Since migration 0009 the triggers only append ``TermCountDelta`` rows, which readers
+add to the ``TermCount`` rows and folds move into them (``postgresql.counts.deltas``):
+writers of one tenant no longer queue. Migrations 0005 to 0008's triggers (``RULES``,
+kept for migrating back) took an advisory lock per (tenant, shard) held to COMMIT and
+updated the count rows in place; tenant ``""`` split its counts over ``SHARDS`` rows per
+term so that writers of other shards ran on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from django.db import transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
 
-from ....models import CountedTenant, CountedTerm, Message, TermCount
+from ....models import CountedTenant, CountedTerm, Message, TermCount, TermCountDelta
 from ....text import stored_term
 from ...chat_filter import table
+from .deltas import counts_relation, delta_statements, drop_fold_sql, fold_function_sql
 
 __all__ = [
     "COUNTED_MIN_ROWS",
     "COUNTED_TENANT_MIN_ROWS",
     "IS_TERM",
+    "RULES",
     "SHARDS",
     "TERMS",
+    "Rule",
     "StoredCounts",
+    "absorb_deltas",
     "bucket_sql",
     "count_drift",
     "create_triggers",
     "drop_term_counts",
+    "has_deltas",
     "rebuild_term_counts",
+    "replace_function",
     "stored_or",
     "stored_term_counts",
     "stored_total",
@@ -66,7 +74,7 @@ COUNTED_MIN_ROWS = 2_000
 #: Tenants with at least this many indexed messages get their own term counts (fewer:
 #: GIN counts a term's rows in the tenant in a few milliseconds).
 COUNTED_TENANT_MIN_ROWS = 10_000
-#: Tenant ``""``'s counts are split over this many rows per term.
+#: Tenant ``""``'s counts were split over this many rows per term (migrations 0005-0008).
 SHARDS = 8
 _LOCK_NAMESPACE = 733_121  # the app's key space for count locks (733_120: chat locks)
 _FUNCTION = "deuz_count_terms"
@@ -82,14 +90,23 @@ TERMS = "unnest(tsvector_to_array(r.search_vector))"
 IS_TERM = "left(l.lexeme, 1) NOT IN (E'\\uE000', E'\\uE002', E'\\uE003')"
 
 
-def bucket_sql(*, legacy: bool = False) -> tuple[str, str]:
+#: Which triggers keep the counts: migration 0005's (every tenant's terms on its own, no
+#: role, locked), 0006's (the big tenants' own, by role, locked and sharded), 0009's
+#: (the same counts, appended as deltas).
+Rule = Literal["every_tenant", "sharded", "deltas"]
+RULES: tuple[Rule, ...] = ("every_tenant", "sharded", "deltas")
+
+
+def bucket_sql(*, legacy: bool = False, sharded: bool = False) -> tuple[str, str]:
     """``(tenant, shard)`` under which row ``r``'s terms are counted: its own tenant's
     when that is a ``CountedTenant`` (``legacy``, migration 0005's rule: any tenant but
-    ``""``), else ``""`` sharded by chat."""
+    ``""``), else ``""``; shard 0, or (``sharded``, ``legacy``: before migration 0009)
+    tenant ``""``'s split by chat."""
     own = "r.tenant <> ''" if legacy else f"r.tenant IN (SELECT tenant FROM {table(CountedTenant)})"
+    other = f"mod(r.chat_id, {SHARDS})" if sharded or legacy else "0"
     return (
         f"(CASE WHEN {own} THEN r.tenant ELSE '' END)",
-        f"(CASE WHEN {own} THEN 0 ELSE mod(r.chat_id, {SHARDS}) END)::smallint",
+        f"(CASE WHEN {own} THEN 0 ELSE {other} END)::smallint",
     )
 
 
@@ -103,17 +120,18 @@ def _key(*, legacy: bool) -> tuple[str, ...]:
     return _LEGACY_KEY if legacy else _KEY
 
 
-def _counted(rows: str, sign: int, *, legacy: bool = False) -> str:
+def _counted(rows: str, sign: int, *, legacy: bool = False, sharded: bool = False) -> str:
     """``(tenant, role, shard, lexeme, n)`` of the vectors of ``rows`` (``legacy``: no
     role, every tenant's own): each counted term, and ``""`` for every row with a vector."""
-    tenant, shard = bucket_sql(legacy=legacy)
+    tenant, shard = bucket_sql(legacy=legacy, sharded=sharded)
     role = "" if legacy else "r.role AS role, "
+    n_shard = _SHARD if sharded or legacy else "0::smallint"
     return (
         f"SELECT {tenant} AS tenant, {role}{shard} AS shard, l.lexeme, {sign} AS n "
         f"FROM {rows} r CROSS JOIN LATERAL {TERMS} AS l(lexeme) "
         "WHERE r.search_vector IS NOT NULL "
         f"AND l.lexeme IN (SELECT lexeme FROM {table(CountedTerm)}) "
-        f"UNION ALL SELECT r.tenant, {role}{_SHARD}, '', {sign} "
+        f"UNION ALL SELECT r.tenant, {role}{n_shard}, '', {sign} "
         f"FROM {rows} r WHERE r.search_vector IS NOT NULL"
     )
 
@@ -121,7 +139,7 @@ def _counted(rows: str, sign: int, *, legacy: bool = False) -> str:
 def _shards(rows: str, *, legacy: bool) -> str:
     """``(tenant, shard)`` of every count the rows of ``rows`` with a vector change (rows
     without one count nothing)."""
-    tenant, shard = bucket_sql(legacy=legacy)
+    tenant, shard = bucket_sql(legacy=legacy, sharded=True)
     return (
         f"SELECT r.tenant, {_SHARD} AS shard FROM {rows} r WHERE r.search_vector IS NOT NULL "
         f"UNION SELECT {tenant}, {shard} FROM {rows} r WHERE r.search_vector IS NOT NULL"
@@ -171,27 +189,43 @@ def _apply(shards: str, changes: str, *, removes: bool, legacy: bool) -> str:
         END IF;"""
 
 
-def _function_sql(*, legacy: bool) -> str:
+def _function_sql(rule: Rule) -> str:
+    legacy = rule == "every_tenant"
     changed = (
         "(SELECT o.* FROM deuz_old o JOIN deuz_new w ON w.id = o.id "
         "WHERE o.search_vector IS DISTINCT FROM w.search_vector "
         "OR o.tenant <> w.tenant OR o.chat_id <> w.chat_id OR o.role <> w.role)"
     )
     changed_new = changed.replace("SELECT o.*", "SELECT w.*")
-    rule = {"legacy": legacy}
-    inserted = _apply(
-        _shards("deuz_new", **rule), _counted("deuz_new", 1, **rule), removes=False, **rule
-    )
-    deleted = _apply(
-        _shards("deuz_old", **rule), _counted("deuz_old", -1, **rule), removes=True, **rule
-    )
-    updated = _apply(
-        f"{_shards(changed, **rule)} UNION ALL {_shards(changed_new, **rule)}",
-        f"{_counted(changed, -1, **rule)} UNION ALL {_counted(changed_new, 1, **rule)}",
-        removes=True,
-        **rule,
-    )
-    declared = "".join(f"gone_{c}s {_ARRAY_TYPES[c]}[];" for c in _key(legacy=legacy))
+    if rule == "deltas":
+        inserted = delta_statements(_counted("deuz_new", 1), removes=False)
+        deleted = delta_statements(_counted("deuz_old", -1), removes=True)
+        updated = delta_statements(
+            f"{_counted(changed, -1)} UNION ALL {_counted(changed_new, 1)}", removes=True
+        )
+        declared = "due boolean; keys_lexemes text[]; keys_tenants text[]; keys_roles text[];"
+    else:
+        counted = {"legacy": legacy, "sharded": True}
+        locked = {"legacy": legacy}
+        inserted = _apply(
+            _shards("deuz_new", **locked),
+            _counted("deuz_new", 1, **counted),
+            removes=False,
+            **locked,
+        )
+        deleted = _apply(
+            _shards("deuz_old", **locked),
+            _counted("deuz_old", -1, **counted),
+            removes=True,
+            **locked,
+        )
+        updated = _apply(
+            f"{_shards(changed, **locked)} UNION ALL {_shards(changed_new, **locked)}",
+            f"{_counted(changed, -1, **counted)} UNION ALL {_counted(changed_new, 1, **counted)}",
+            removes=True,
+            **locked,
+        )
+        declared = "".join(f"gone_{c}s {_ARRAY_TYPES[c]}[];" for c in _key(legacy=legacy))
     return f"""
         CREATE OR REPLACE FUNCTION {_FUNCTION}() RETURNS trigger LANGUAGE plpgsql
         SET jit = off AS $body$
@@ -211,19 +245,22 @@ def _trigger_name(event: str) -> str:
 
 
 def replace_function(
-    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, legacy: bool = False
+    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, rule: Rule = "deltas"
 ) -> None:
-    """The triggers' function: ``legacy`` keeps migration 0005's counts (each tenant's
-    terms on its own, no role), else 0006's (a ``CountedTenant``'s own, by role)."""
-    cursor_or_editor.execute(_function_sql(legacy=legacy))
+    """The triggers' function (and with ``deltas`` the folds' function) of ``rule``."""
+    if rule == "deltas":
+        cursor_or_editor.execute(fold_function_sql())
+    cursor_or_editor.execute(_function_sql(rule))
+    if rule != "deltas":
+        cursor_or_editor.execute(drop_fold_sql())
 
 
 def create_triggers(
-    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, legacy: bool = False
+    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, rule: Rule = "deltas"
 ) -> None:
     """The function and the message table's three triggers (again after the table is
     replaced: ``partition_messages``)."""
-    replace_function(cursor_or_editor, legacy=legacy)
+    replace_function(cursor_or_editor, rule=rule)
     for event, referencing in _TRIGGERS.items():
         cursor_or_editor.execute(
             f"CREATE TRIGGER {_trigger_name(event)} AFTER {event} ON {table(Message)} "
@@ -235,6 +272,30 @@ def drop_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
     for event in _TRIGGERS:
         schema_editor.execute(f"DROP TRIGGER IF EXISTS {_trigger_name(event)} ON {table(Message)}")
     schema_editor.execute(f"DROP FUNCTION IF EXISTS {_FUNCTION}()")
+    schema_editor.execute(drop_fold_sql())
+
+
+def has_deltas(cursor: CursorWrapper) -> bool:
+    """Whether the database has migration 0009's ``TermCountDelta`` (a migration before it
+    runs the code of today)."""
+    cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [table(TermCountDelta)])
+    row = cursor.fetchone()
+    return bool(row and row[0])
+
+
+def absorb_deltas(cursor: CursorWrapper) -> None:
+    """Every pending delta added into its count, without the folds' locks: for callers
+    holding off message writers (a ``SHARE`` lock on the message table: no write and no
+    fold runs, so every delta is committed and none is held)."""
+    counts, deltas = table(TermCount), table(TermCountDelta)
+    cursor.execute(
+        f"WITH taken AS (DELETE FROM {deltas} RETURNING lexeme, tenant, role, rows) "
+        f"INSERT INTO {counts} (lexeme, tenant, role, shard, rows) "
+        "SELECT lexeme, tenant, role, 0, sum(rows) FROM taken GROUP BY 1, 2, 3 "
+        "HAVING sum(rows) <> 0 ON CONFLICT (lexeme, tenant, role, shard) "
+        f"DO UPDATE SET rows = {counts}.rows + EXCLUDED.rows"
+    )
+    cursor.execute(f"DELETE FROM {counts} WHERE rows = 0")
 
 
 def rebuild_term_counts(cursor: CursorWrapper, *, legacy: bool = False) -> None:
@@ -246,6 +307,8 @@ def rebuild_term_counts(cursor: CursorWrapper, *, legacy: bool = False) -> None:
     grouped = ", ".join(f"c.{column}" for column in _key(legacy=legacy))
     with transaction.atomic(using=cursor.db.alias):
         cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
+        if not legacy and has_deltas(cursor):
+            cursor.execute(f"DELETE FROM {table(TermCountDelta)}")
         cursor.execute(f"DELETE FROM {table(TermCount)}")
         cursor.execute(
             f"INSERT INTO {table(TermCount)} ({columns}, rows) SELECT {grouped}, sum(c.n) "
@@ -264,7 +327,7 @@ def count_drift(cursor: CursorWrapper, limit: int = 20) -> list[tuple[str, str, 
     cursor.execute(
         f"WITH actual AS (SELECT c.tenant, c.role, c.lexeme, sum(c.n) AS n "
         f"FROM ({_counted(table(Message), 1)}) c GROUP BY c.tenant, c.role, c.lexeme), "
-        f"stored AS (SELECT tenant, role, lexeme, sum(rows) AS n FROM {table(TermCount)} "
+        f"stored AS (SELECT tenant, role, lexeme, sum(rows) AS n FROM {counts_relation()} t "
         "GROUP BY tenant, role, lexeme) "
         "SELECT COALESCE(s.tenant, a.tenant), COALESCE(s.role, a.role), "
         "COALESCE(s.lexeme, a.lexeme), COALESCE(s.n, 0), COALESCE(a.n, 0) "
@@ -314,7 +377,7 @@ def stored_term_counts(
     where, params = _where(tenant, roles)
     cursor.execute(
         f"SELECT EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = q.lexeme){own}, "
-        f"COALESCE((SELECT sum(t.rows) FROM {table(TermCount)} t "
+        f"COALESCE((SELECT sum(t.rows) FROM {counts_relation(tenant=tenant is not None)} t "
         f"WHERE t.lexeme = q.lexeme{where}), 0) "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, n) ORDER BY q.n",
         [*own_params, *params, [stored_term(term) for term in terms]],
@@ -342,9 +405,8 @@ def stored_or(
         own_params = [tenant]
     where, params = _where(tenant, roles)
     lexeme = stored_term(term)
-    count = (
-        f"COALESCE((SELECT sum(t.rows) FROM {table(TermCount)} t WHERE t.lexeme = %s{where}), 0)"
-    )
+    parts = counts_relation(tenant=tenant is not None)
+    count = f"COALESCE((SELECT sum(t.rows) FROM {parts} t WHERE t.lexeme = %s{where}), 0)"
     counted: tuple[str, list[Any]] = (count, [lexeme, *params])
     if less is not None:
         outside, outside_params, visits = less
@@ -376,6 +438,7 @@ def stored_total_sql(
     """``stored_total``'s statement."""
     where, params = _where(tenant, roles)
     return (
-        f"SELECT COALESCE(sum(t.rows), 0) FROM {table(TermCount)} t WHERE t.lexeme = ''{where}",
+        f"SELECT COALESCE(sum(t.rows), 0) FROM {counts_relation(tenant=tenant is not None)} t "
+        f"WHERE t.lexeme = ''{where}",
         params,
     )

@@ -1,0 +1,167 @@
+"""PostgreSQL: stored term counts that writers only append to, folded without waiting.
+
+Each message write's trigger statement INSERTs its changes as ``TermCountDelta`` rows,
+one per (lexeme, tenant, role) it changes, summed in one ``INSERT ... SELECT ... GROUP
+BY``: no writer updates a row another writer may be updating, so writers of one tenant
+(every one of them changes its N) never wait for each other. Before, each statement
+took an advisory lock per (tenant, shard) held to COMMIT, and the writers of one big
+tenant queued on it (bench/RESULTS.md, "Stored counts without a lock").
+
+A count is its ``TermCount`` row plus its deltas, summed in the reader's one statement
+(``counts_relation``): a committed fold deletes the deltas and adds them to the row in
+one transaction, so every snapshot sees either both before or both after, exactly.
+
+Folds (``deuz_fold_term_counts``) keep the deltas few: a write whose deltas take the
+sequence past a multiple of ``FOLD_EVERY`` folds every pending delta, so a count reads
+at most about that many rows, with no periodic chore. A fold takes a key only when
+``pg_try_advisory_xact_lock`` gets it (held to COMMIT; a key another fold holds is
+skipped, not waited for: the next fold takes it), deletes that key's deltas with ``FOR
+UPDATE SKIP LOCKED`` and adds their sum to the row (inserting it when new, deleting it
+at 0). No fold waits for another, so folds cannot deadlock either. A delete or update
+folds the keys it changed at once, so a word only the deleted messages held leaves the
+tables in the same transaction (docs/guarantees.md; a key another fold holds then
+waits for that fold's next turn). Folds run in READ COMMITTED only: under REPEATABLE
+READ a delete of a delta that a fold committed since the snapshot would fail the
+writer, so such a writer leaves its deltas for the next fold.
+"""
+
+from __future__ import annotations
+
+from ....models import CountedTenant, CountedTerm, TermCount, TermCountDelta
+from ...chat_filter import table
+
+__all__ = [
+    "FOLD_EVERY",
+    "FOLD_FUNCTION",
+    "counts_relation",
+    "delta_statements",
+    "drop_fold_sql",
+    "fold_function_sql",
+    "sequence_name",
+]
+
+#: A write folds every pending delta when its deltas' serials pass a multiple of this:
+#: a count sums at most about this many delta rows besides its own row.
+FOLD_EVERY = 1024
+FOLD_FUNCTION = "deuz_fold_term_counts"
+#: The app's advisory-lock key space for folds (733_120: chat locks; 733_121 was the
+#: locked counts' (tenant, shard) space before migration 0009).
+_FOLD_LOCKS = 733_122
+_KEY = ("lexeme", "tenant", "role")
+
+
+def sequence_name() -> str:
+    return f"{table(TermCountDelta)}_serial_seq"
+
+
+def counts_relation(*, tenant: bool = True) -> str:
+    """A relation of every count's parts ``(lexeme, tenant, role, rows)`` (without
+    ``tenant``: a reader of every tenant's, whose statement names no tenant): the stored
+    rows and the pending deltas, for readers to sum in one statement (the planner pushes
+    their conditions into both branches: an index lookup each)."""
+    columns = "lexeme, tenant, role, rows" if tenant else "lexeme, role, rows"
+    return (
+        f"(SELECT {columns} FROM {table(TermCount)} "
+        f"UNION ALL SELECT {columns} FROM {table(TermCountDelta)})"
+    )
+
+
+def delta_statements(changes: str, *, removes: bool) -> str:
+    """PL/pgSQL statements that append the sums of ``changes`` (``(tenant, role, shard,
+    lexeme, n)`` rows) as deltas, fold every pending delta when their serials pass a
+    multiple of ``FOLD_EVERY``, and with ``removes`` fold the keys they changed."""
+    fold_own = (
+        f"ELSIF keys_lexemes IS NOT NULL THEN "
+        f"PERFORM {FOLD_FUNCTION}(keys_lexemes, keys_tenants, keys_roles);"
+        if removes
+        else ""
+    )
+    return f"""
+        WITH d AS (
+            INSERT INTO {table(TermCountDelta)} (lexeme, tenant, role, rows)
+            SELECT c.lexeme, c.tenant, c.role, sum(c.n) FROM ({changes}) c
+            GROUP BY c.lexeme, c.tenant, c.role HAVING sum(c.n) <> 0
+            RETURNING serial, lexeme, tenant, role)
+        SELECT COALESCE(bool_or(d.serial % {FOLD_EVERY} = 0), FALSE),
+            array_agg(d.lexeme), array_agg(d.tenant), array_agg(d.role)
+        INTO due, keys_lexemes, keys_tenants, keys_roles FROM d;
+        IF due THEN PERFORM {FOLD_FUNCTION}(NULL, NULL, NULL);
+        {fold_own}
+        END IF;"""
+
+
+def fold_function_sql() -> str:
+    """``deuz_fold_term_counts(lexemes, tenants, roles)``: fold the pending deltas of those
+    keys (``NULL``: of every key) that no other fold holds; the delta rows folded. A
+    count left at 0 is deleted, a counted term no count holds any more stops being
+    counted, and a counted tenant with no N left leaves ``CountedTenant``."""
+    counts, deltas = table(TermCount), table(TermCountDelta)
+    same = " AND ".join(f"x.{column} = l.{column}" for column in _KEY)
+    return f"""
+        CREATE OR REPLACE FUNCTION {FOLD_FUNCTION}(
+            want_lexemes text[], want_tenants text[], want_roles text[])
+        RETURNS bigint LANGUAGE plpgsql SET jit = off AS $body$
+        DECLARE
+            folded bigint;
+            zero_lexemes text[]; zero_tenants text[]; zero_roles text[];
+            low_lexemes text[]; low_tenants text[];
+        BEGIN
+            IF current_setting('transaction_isolation') <> 'read committed' THEN
+                RETURN 0;
+            END IF;
+            WITH keys AS MATERIALIZED (
+                SELECT DISTINCT d.lexeme, d.tenant, d.role FROM {deltas} d
+                WHERE want_lexemes IS NULL OR (d.lexeme, d.tenant, d.role) IN (
+                    SELECT * FROM unnest(want_lexemes, want_tenants, want_roles))
+            ), locked AS MATERIALIZED (
+                SELECT k.lexeme, k.tenant, k.role FROM keys k
+                WHERE pg_try_advisory_xact_lock(
+                    {_FOLD_LOCKS}, hashtext(k.tenant || '/' || k.role || '/' || k.lexeme))
+            ), taken AS (
+                DELETE FROM {deltas} d WHERE (d.lexeme, d.tenant, d.role, d.serial) IN (
+                    SELECT x.lexeme, x.tenant, x.role, x.serial FROM {deltas} x
+                    JOIN locked l ON {same} FOR UPDATE OF x SKIP LOCKED)
+                RETURNING d.lexeme, d.tenant, d.role, d.rows
+            ), sums AS MATERIALIZED (
+                SELECT t.lexeme, t.tenant, t.role, sum(t.rows) AS n, count(*) AS parts
+                FROM taken t GROUP BY t.lexeme, t.tenant, t.role
+            ), up AS (
+                INSERT INTO {counts} (lexeme, tenant, role, shard, rows)
+                SELECT s.lexeme, s.tenant, s.role, 0, s.n FROM sums s WHERE s.n <> 0
+                ORDER BY s.lexeme, s.tenant, s.role
+                ON CONFLICT (lexeme, tenant, role, shard)
+                DO UPDATE SET rows = {counts}.rows + EXCLUDED.rows
+                RETURNING lexeme, tenant, role, rows
+            )
+            SELECT (SELECT COALESCE(sum(s.parts), 0) FROM sums s),
+                z.lexemes, z.tenants, z.roles, w.lexemes, w.tenants
+            INTO folded, zero_lexemes, zero_tenants, zero_roles, low_lexemes, low_tenants
+            FROM (SELECT array_agg(u.lexeme) AS lexemes, array_agg(u.tenant) AS tenants,
+                    array_agg(u.role) AS roles FROM up u WHERE u.rows = 0) z,
+                (SELECT array_agg(DISTINCT s.lexeme) AS lexemes,
+                    array_agg(DISTINCT s.tenant) FILTER (WHERE s.lexeme = '') AS tenants
+                FROM sums s WHERE s.n <= 0) w;
+            IF zero_lexemes IS NOT NULL THEN
+                DELETE FROM {counts} t
+                USING unnest(zero_lexemes, zero_tenants, zero_roles) AS z(lexeme, tenant, role)
+                WHERE t.lexeme = z.lexeme AND t.tenant = z.tenant AND t.role = z.role
+                    AND t.shard = 0 AND t.rows = 0;
+            END IF;
+            IF low_lexemes IS NOT NULL THEN
+                -- a word no count holds any more (its messages deleted) is not kept
+                DELETE FROM {table(CountedTerm)} k WHERE k.lexeme = ANY(low_lexemes)
+                    AND NOT EXISTS (SELECT 1 FROM {counts} t WHERE t.lexeme = k.lexeme)
+                    AND NOT EXISTS (SELECT 1 FROM {deltas} d WHERE d.lexeme = k.lexeme);
+                DELETE FROM {table(CountedTenant)} o WHERE o.tenant = ANY(low_tenants)
+                    AND NOT EXISTS (SELECT 1 FROM {counts} t
+                        WHERE t.lexeme = '' AND t.tenant = o.tenant)
+                    AND NOT EXISTS (SELECT 1 FROM {deltas} d
+                        WHERE d.lexeme = '' AND d.tenant = o.tenant);
+            END IF;
+            RETURN folded;
+        END
+        $body$"""
+
+
+def drop_fold_sql() -> str:
+    return f"DROP FUNCTION IF EXISTS {FOLD_FUNCTION}(text[], text[], text[])"
