@@ -1,0 +1,608 @@
+"""``python -m bench.concurrency --db postgres|sqlite --json PATH``: writers at once.
+
+N processes (``--writers``, default 1, 2, 8, 16) write new chats with ``write_chat`` (the
+store API, one transaction per chat, as ``bench.writes`` times it alone) for a fixed time
+(``--seconds``) or number of chats (``--chats``), in these layouts:
+
+- ``counted``: every writer into ONE tenant with stored term counts (``TENANT_KEY=userId``,
+  preloaded past ``COUNTED_TENANT_MIN_ROWS`` indexed messages by ``backfill_transcripts``
+  over legacy rows, then the terms and tenants chosen as ``backfill_transcripts
+  --count-terms`` does): every write adds to that tenant's count rows;
+- ``small``: every writer into ONE small tenant (its counts under tenant ``""``);
+- ``spread``: each chat into one of MANY small tenants (``--tenants``, default 3,000);
+- ``plain``: the same rows without search data (``bench.writes.plain_write``), spread;
+- ``native``: the same rows by plain ``INSERT`` into tables whose search data the engine
+  fills itself (``bench.native_writes``), spread.
+
+Chats are the bench corpus's (``bench.corpus``) of 5-13 messages, without log dumps. Per
+layout and N it reports chats and messages written per second, p50/p99 of one write, and
+on PostgreSQL the wait events of the writers' backends (``pg_stat_activity``, sampled
+every ``--sample-ms`` by a thread of the parent process), and per N the throughput ratios
+of the layouts, all from the same run; the layouts take turns within each N so that the
+shared machine's noise falls on all of them. The JSON names the commit measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from multiprocessing.synchronize import Event
+from pathlib import Path
+from queue import Empty
+from typing import Any
+
+from .marker import OUT
+from .progress import log
+
+#: Layouts in the order they take turns within each N.
+LAYOUTS = ("counted", "small", "spread", "plain", "native")
+COUNTED_TENANT = "counted"
+SMALL_TENANT = "small"
+#: Wait event types reported as columns (the rest add up under "other").
+WAIT_TYPES = ("Lock", "LWLock", "IO", "IPC", "Client", "CPU")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _int_list(value: str) -> list[int]:
+    try:
+        numbers = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        numbers = []
+    if not numbers or min(numbers) < 1:
+        raise argparse.ArgumentTypeError("a comma list of positive integers")
+    return numbers
+
+
+def _layouts(value: str) -> list[str]:
+    chosen = [part.strip() for part in value.split(",") if part.strip()]
+    if not chosen or set(chosen) - set(LAYOUTS):
+        raise argparse.ArgumentTypeError(f"layouts are a comma list of {', '.join(LAYOUTS)}")
+    return [layout for layout in LAYOUTS if layout in chosen]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.concurrency", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="postgres")
+    parser.add_argument("--writers", type=_int_list, default=[1, 2, 8, 16], help="e.g. 1,2,8,16")
+    parser.add_argument("--seconds", type=float, default=25.0, help="per layout and N")
+    parser.add_argument(
+        "--chats", type=int, default=0, help="stop each writer after this many chats (0: none)"
+    )
+    parser.add_argument("--layouts", type=_layouts, default=list(LAYOUTS))
+    parser.add_argument("--tenants", type=int, default=3_000, help="tenants of the spread layouts")
+    parser.add_argument(
+        "--counted-rows",
+        type=int,
+        default=None,
+        help="indexed messages that make a tenant counted (default: the app's "
+        "COUNTED_TENANT_MIN_ROWS; the term threshold scales with it)",
+    )
+    parser.add_argument("--sample-ms", type=float, default=10.0, help="wait event sampling")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pg-name", default="deuz_bench_concurrency")
+    parser.add_argument("--sqlite-path", type=Path, default=None)
+    parser.add_argument("--drop-db", action="store_true", help="drop the database at the end")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.seconds <= 0 or args.chats < 0 or args.tenants < 1:
+        parser.error("--seconds and --tenants are positive, --chats is 0 or more")
+    if args.counted_rows is not None and args.counted_rows < 2:
+        parser.error("--counted-rows is at least 2")
+    return args
+
+
+# set-up
+
+
+def _pg_admin(args: argparse.Namespace, statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(
+        host=os.environ.get("BENCH_PG_HOST", "127.0.0.1"),
+        port=os.environ.get("BENCH_PG_PORT", "5432"),
+        user=os.environ.get("BENCH_PG_USER", "postgres"),
+        dbname="postgres",
+        autocommit=True,
+    ) as conn:
+        conn.execute(statement)
+
+
+def _sqlite_path(args: argparse.Namespace) -> Path:
+    return Path(args.sqlite_path or OUT / "concurrency.sqlite3")
+
+
+def _remove_sqlite(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def setup_django(args: argparse.Namespace) -> None:
+    """A fresh database of its own, ``TENANT_KEY=userId``, migrated."""
+    if args.db == "postgres":
+        _pg_admin(args, f'DROP DATABASE IF EXISTS "{args.pg_name}" WITH (FORCE)')
+        _pg_admin(args, f'CREATE DATABASE "{args.pg_name}"')
+        os.environ["BENCH_DB"] = f"postgres:{args.pg_name}"
+    else:
+        path = _sqlite_path(args)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_sqlite(path)
+        os.environ["BENCH_DB"] = f"sqlite:{path}"
+    os.environ["BENCH_PEERS"] = ""
+    os.environ["BENCH_CJK_BIGRAMS"] = ""
+    os.environ["BENCH_TENANT_KEY"] = "userId"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+def chat_pool(seed: int) -> list[Any]:
+    """The corpus's chats of 5-13 messages, none holding a log dump (over 16 KB)."""
+    from .corpus import Corpus
+
+    corpus = Corpus(20_000, 20, seed + 500)
+    return [
+        chat
+        for chat in corpus.chats()
+        if 5 <= len(chat.messages) <= 13
+        and max(len(json.dumps(m, ensure_ascii=False)) for m in chat.messages) < 16_384
+    ]
+
+
+def preload_counted(counted_rows: int | None, seed: int) -> dict[str, Any]:
+    """The counted tenant: corpus chats as legacy rows until the tenant holds
+    ``counted_rows`` indexed messages, indexed by ``backfill_transcripts --source legacy``
+    (a child process), then on PostgreSQL the terms and tenants chosen as
+    ``backfill_transcripts --count-terms`` does, with the thresholds scaled when
+    ``counted_rows`` is not the app's."""
+    from django.db import connection
+
+    from deuz_transcripts.models import LegacyChat
+
+    from .corpus import Corpus
+    from .writes import legacy_row, run_backfill_command
+
+    stored_min, tenant_min = 2_000, 10_000
+    if connection.vendor == "postgresql":
+        from deuz_transcripts.backends.postgresql.counts.stored import (
+            COUNTED_MIN_ROWS,
+            COUNTED_TENANT_MIN_ROWS,
+        )
+
+        stored_min, tenant_min = COUNTED_MIN_ROWS, COUNTED_TENANT_MIN_ROWS
+    wanted = counted_rows or tenant_min
+    term_min = max(2, stored_min * wanted // tenant_min)
+    started = time.perf_counter()
+    rows, indexed, messages = [], 0, 0
+    corpus = Corpus(int(wanted * 1.3) + 200, 3, seed + 600)
+    for chat in corpus.chats():
+        if indexed >= wanted:
+            break
+        own = replace(chat, user=COUNTED_TENANT)
+        rows.append(legacy_row(own, f"pre-{chat.chat_id}"))
+        indexed += sum(text is not None for text in chat.indexed)
+        messages += len(chat.messages)
+    if indexed < wanted:
+        raise SystemExit(f"the preload corpus holds {indexed} indexed messages, not {wanted}")
+    LegacyChat.objects.bulk_create(rows, batch_size=500)
+    backfill = run_backfill_command()
+    if backfill["status"] != "ok":
+        raise SystemExit(f"backfill_transcripts failed: {backfill['summary']}")
+    LegacyChat.objects.all().delete()
+    out: dict[str, Any] = {
+        "chats": len(rows),
+        "messages": messages,
+        "indexed_rows": _tenant_rows(COUNTED_TENANT),
+        "backfill_seconds": round(backfill["seconds"], 1),
+        "tenant_min_rows": wanted,
+        "term_min_rows": term_min,
+    }
+    if connection.vendor == "postgresql":
+        from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
+        from deuz_transcripts.models import CountedTenant
+
+        with connection.cursor() as cursor:
+            out["counted_terms"] = refresh_term_counts(cursor, term_min, tenant_min_rows=wanted)
+            cursor.execute("ANALYZE")
+        counted = list(CountedTenant.objects.values_list("tenant", flat=True))
+        if counted != [COUNTED_TENANT]:
+            raise SystemExit(
+                f"the preload left counted tenants {counted}, not [{COUNTED_TENANT!r}]"
+            )
+        out["counted_tenants"] = counted
+    out["seconds"] = round(time.perf_counter() - started, 1)
+    return out
+
+
+def _tenant_rows(tenant: str) -> int:
+    """The tenant's indexed messages (SQLite: its messages)."""
+    from django.db import connection
+
+    from deuz_transcripts.models import Message
+
+    if connection.vendor != "postgresql":
+        return Message.objects.filter(tenant=tenant).count()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM {Message._meta.db_table} "
+            "WHERE tenant = %s AND search_vector IS NOT NULL",
+            [tenant],
+        )
+        return int(cursor.fetchone()[0])
+
+
+# the writers
+
+
+def _write_function(layout: str) -> Callable[[Any, str, str], None]:
+    from deuz_transcripts.stores import DjangoConditionalChatStore
+
+    from . import native_writes
+    from .writes import chat_record, plain_write
+
+    if layout == "plain":
+        return plain_write
+    if layout == "native":
+        return native_writes.native_write
+    store = DjangoConditionalChatStore()
+
+    def write(chat: Any, chat_id: str, tenant: str) -> None:
+        store.write_chat(chat_record(chat, chat_id, tenant), expected_revision=0)
+
+    return write
+
+
+def _tenant(layout: str, rng: random.Random, tenants: int) -> str:
+    if layout == "counted":
+        return COUNTED_TENANT
+    if layout == "small":
+        return SMALL_TENANT
+    return f"spread{rng.randrange(tenants):05d}"
+
+
+def _writer(
+    cell: str,
+    layout: str,
+    index: int,
+    options: dict[str, Any],
+    pool: list[Any],
+    ready: Any,
+    go: Event,
+    done: Any,
+) -> None:
+    """One writer process: one warm-up write, its backend's pid, then writes from ``go``
+    until the time or the chat count is reached; latencies and counts to ``done``."""
+    from django.db import connection
+
+    try:
+        write = _write_function(layout)
+        rng = random.Random(f"{cell}:{index}")
+        write(pool[index % len(pool)], f"{cell}-w{index}-warm", _tenant(layout, rng, 1))
+        pid = os.getpid()
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                pid = int(cursor.fetchone()[0])
+        ready.put((index, pid))
+        go.wait()
+        latencies: list[float] = []
+        errors: Counter[str] = Counter()
+        chats = messages = 0
+        started = time.perf_counter()
+        end = started + options["seconds"]
+        n = 0
+        while True:
+            chat = pool[(index * 7_919 + n) % len(pool)]
+            chat_id = f"{cell}-w{index}-{n}"
+            n += 1
+            before = time.perf_counter()
+            try:
+                write(chat, chat_id, _tenant(layout, rng, options["tenants"]))
+            except Exception as exc:  # counted and reported: a failed write is a result
+                errors[type(exc).__name__] += 1
+            else:
+                latencies.append((time.perf_counter() - before) * 1000)
+                chats += 1
+                messages += len(chat.messages)
+            if time.perf_counter() >= end or (options["chats"] and n >= options["chats"]):
+                break
+        done.put(
+            {
+                "index": index,
+                "chats": chats,
+                "messages": messages,
+                "seconds": time.perf_counter() - started,
+                "latencies_ms": latencies,
+                "errors": dict(errors),
+            }
+        )
+    except BaseException:
+        done.put({"index": index, "failed": traceback.format_exc()})
+    finally:
+        connection.close()
+
+
+class WaitSampler(threading.Thread):
+    """``pg_stat_activity``'s wait event of each writer backend every ``interval`` seconds,
+    on a connection of its own; the writers' backends are sampled whatever their state
+    (``Client:ClientRead`` is a backend waiting for its writer's next statement)."""
+
+    def __init__(self, pids: list[int], interval: float) -> None:
+        super().__init__(daemon=True)
+        self.pids = pids
+        self.interval = interval
+        self.counts: Counter[str] = Counter()
+        self.rounds = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        import psycopg
+        from django.db import connection
+
+        settings = connection.settings_dict
+        with psycopg.connect(
+            host=settings["HOST"],
+            port=settings["PORT"] or "5432",
+            user=settings["USER"],
+            dbname=settings["NAME"],
+            autocommit=True,
+        ) as conn:
+            tick = time.perf_counter()
+            while not self.stop.is_set():
+                rows = conn.execute(
+                    "SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = ANY(%s)",
+                    [self.pids],
+                ).fetchall()
+                self.rounds += 1
+                for kind, event in rows:
+                    self.counts[f"{kind}:{event}" if kind else "CPU:running"] += 1
+                tick += self.interval
+                self.stop.wait(max(0.0, tick - time.perf_counter()))
+
+
+def _collect(queue: Any, count: int, timeout: float, processes: list[Any]) -> list[Any]:
+    items: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(items) < count:
+        try:
+            items.append(queue.get(timeout=1.0))
+        except Empty:
+            if time.monotonic() > deadline or not any(p.is_alive() for p in processes):
+                raise SystemExit(f"{count - len(items)} writer(s) never answered") from None
+    return items
+
+
+def run_cell(layout: str, writers: int, options: dict[str, Any], pool: list[Any]) -> dict[str, Any]:
+    """``writers`` processes writing in ``layout`` at once, and their wait events."""
+    from django.db import connection, connections
+
+    from . import measures
+
+    cell = f"{layout}-n{writers}"
+    connections.close_all()  # the writers are forked: none may inherit a connection
+    context = multiprocessing.get_context("fork")
+    ready, done, go = context.Queue(), context.Queue(), context.Event()
+    processes = [
+        context.Process(target=_writer, args=(cell, layout, i, options, pool, ready, go, done))
+        for i in range(writers)
+    ]
+    for process in processes:
+        process.start()
+    pids = [pid for _, pid in _collect(ready, writers, 300, processes)]
+    sampler = (
+        WaitSampler(pids, options["sample_ms"] / 1000)
+        if connection.vendor == "postgresql"
+        else None
+    )
+    if sampler:
+        sampler.start()
+    go.set()
+    results = _collect(done, writers, options["seconds"] + 600, processes)
+    if sampler:
+        sampler.stop.set()
+        sampler.join()
+    for process in processes:
+        process.join()
+    failed = [r["failed"] for r in results if "failed" in r]
+    if failed:
+        raise SystemExit(f"a writer of {cell} failed:\n{failed[0]}")
+    latencies = [ms for r in results for ms in r["latencies_ms"]]
+    errors: Counter[str] = Counter()
+    for r in results:
+        errors.update(r["errors"])
+    chats = sum(r["chats"] for r in results)
+    messages = sum(r["messages"] for r in results)
+    # each writer's rate over its own time (the last write runs past --seconds), summed
+    chats_per_s = sum(r["chats"] / r["seconds"] for r in results if r["seconds"] > 0)
+    summary = measures.summarize(latencies)
+    out: dict[str, Any] = {
+        "layout": layout,
+        "writers": writers,
+        "chats": chats,
+        "messages": messages,
+        "seconds": round(max(r["seconds"] for r in results), 2),
+        "chats_per_s": round(chats_per_s, 1),
+        "msgs_per_s": round(chats_per_s * messages / chats, 1) if chats else 0.0,
+        "p50_ms": summary.get("p50"),
+        "p99_ms": summary.get("p99"),
+        "errors": dict(errors),
+    }
+    if sampler:
+        total = sum(sampler.counts.values())
+        by_type: Counter[str] = Counter()
+        for key, n in sampler.counts.items():
+            by_type[key.split(":", 1)[0]] += n
+        out["wait_samples"] = total
+        out["wait_rounds"] = sampler.rounds
+        out["wait_types"] = {k: round(n / total, 3) for k, n in by_type.most_common()}
+        out["wait_events"] = {k: round(n / total, 3) for k, n in sampler.counts.most_common()}
+    return out
+
+
+def ratios(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per N, the throughput (chats/s) of one layout over another's, of the same run."""
+    pairs = [
+        ("counted", "spread"),
+        ("counted", "plain"),
+        ("spread", "plain"),
+        ("counted", "native"),
+    ]
+    rate = {(c["layout"], c["writers"]): c["chats_per_s"] for c in cells}
+    out = []
+    for writers in sorted({c["writers"] for c in cells}):
+        row: dict[str, Any] = {"writers": writers}
+        for top, bottom in pairs:
+            a, b = rate.get((top, writers)), rate.get((bottom, writers))
+            if a is not None and b:
+                row[f"{top}/{bottom}"] = round(a / b, 3)
+        out.append(row)
+    return out
+
+
+# the report
+
+
+def _git(*command: str) -> str:
+    proc = subprocess.run(["git", *command], cwd=ROOT, capture_output=True, text=True, check=False)
+    return proc.stdout.strip()
+
+
+def _uptime() -> str:
+    proc = subprocess.run(["uptime"], capture_output=True, text=True, check=False)
+    return proc.stdout.strip() or f"load average {os.getloadavg()}"
+
+
+def table(results: dict[str, Any]) -> str:
+    """The run as Markdown: one row per layout and N, then the ratios per N."""
+    meta = results["meta"]
+    lines = [
+        f"commit `{meta['commit'][:10]}`{' (with uncommitted changes)' if meta['dirty'] else ''}, "
+        f"{meta['db']}, {meta['seconds']} s per cell, {meta['tenants']:,} spread tenants, "
+        f"counted tenant preloaded with {results['preload'].get('indexed_rows', 0):,} indexed "
+        "messages",
+        f"before: {meta['uptime_before']}",
+        f"after: {meta['uptime_after']}",
+        "",
+        "| layout | N | chats/s | msgs/s | p50 ms | p99 ms | "
+        + " | ".join(WAIT_TYPES)
+        + " | other | top wait events | errors |",
+        "|---|---:|---:|---:|---:|---:|" + "---:|" * (len(WAIT_TYPES) + 1) + "---|---|",
+    ]
+    idle = ("CPU", "Client")  # running, or waiting for the writer's next statement
+    for c in results["cells"]:
+        types = c.get("wait_types")
+        if types is None:
+            shares = ["n/a"] * (len(WAIT_TYPES) + 1)
+            top = "n/a"
+        else:
+            shares = [f"{100 * types.get(t, 0):.0f}%" for t in WAIT_TYPES]
+            other = sum(v for k, v in types.items() if k not in WAIT_TYPES)
+            shares.append(f"{100 * other:.0f}%")
+            waits = [(k, v) for k, v in c["wait_events"].items() if k.split(":")[0] not in idle]
+            top = ", ".join(f"{k} {100 * v:.0f}%" for k, v in waits[:3])
+        errors = ", ".join(f"{k} {v}" for k, v in c["errors"].items()) or "-"
+        lines.append(
+            f"| {c['layout']} | {c['writers']} | {c['chats_per_s']:.1f} | {c['msgs_per_s']:.0f} | "
+            f"{c['p50_ms'] or 0:.1f} | {c['p99_ms'] or 0:.1f} | {' | '.join(shares)} | "
+            f"{top or '-'} | {errors} |"
+        )
+    if results["ratios"]:
+        names = [k for k in results["ratios"][0] if k != "writers"]
+        lines += [
+            "",
+            "| N | " + " | ".join(names) + " |",
+            "|---:|" + "---:|" * len(names),
+        ]
+        for row in results["ratios"]:
+            lines.append(
+                f"| {row['writers']} | "
+                + " | ".join(f"{row.get(k, float('nan')):.2f}" for k in names)
+                + " |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    meta: dict[str, Any] = {
+        "db": args.db,
+        "commit": _git("rev-parse", "HEAD"),
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "writers": args.writers,
+        "layouts": args.layouts,
+        "seconds": args.seconds,
+        "chats_per_writer": args.chats or None,
+        "tenants": args.tenants,
+        "sample_ms": args.sample_ms,
+        "cpus": os.cpu_count(),
+        "uptime_before": _uptime(),
+    }
+    log(f"concurrency on {args.db}, commit {meta['commit'][:10]}; {meta['uptime_before']}")
+    setup_django(args)
+    from django.db import connection
+
+    from . import native_writes
+
+    pool = chat_pool(args.seed)
+    log(f"{len(pool)} chats of 5-13 messages in the pool")
+    preload = preload_counted(args.counted_rows, args.seed) if "counted" in args.layouts else {}
+    log(f"preload: {preload}")
+    if "native" in args.layouts:
+        native_writes.create_tables()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW server_version")
+            meta["server"] = f"PostgreSQL {cursor.fetchone()[0]}"
+    options = {
+        "seconds": args.seconds,
+        "chats": args.chats,
+        "tenants": args.tenants,
+        "sample_ms": args.sample_ms,
+    }
+    cells = []
+    for turn, writers in enumerate(args.writers):
+        # the layouts take turns; each N starts with another one
+        order = args.layouts[turn % len(args.layouts) :] + args.layouts[: turn % len(args.layouts)]
+        for layout in order:
+            cell = run_cell(layout, writers, options, pool)
+            log(
+                f"{layout} N={writers}: {cell['chats_per_s']} chats/s, p50 {cell['p50_ms']} ms, "
+                f"p99 {cell['p99_ms']} ms, waits {cell.get('wait_types')}"
+            )
+            cells.append(cell)
+    cells.sort(key=lambda c: (c["writers"], LAYOUTS.index(c["layout"])))
+    if "native" in args.layouts:
+        native_writes.drop_tables()
+    connection.close()
+    meta["uptime_after"] = _uptime()
+    results = {"meta": meta, "preload": preload, "cells": cells, "ratios": ratios(cells)}
+    print(table(results))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1, ensure_ascii=False))
+        print(f"\nJSON written to {args.json}")
+    if args.drop_db:
+        if args.db == "postgres":
+            _pg_admin(args, f'DROP DATABASE IF EXISTS "{args.pg_name}" WITH (FORCE)')
+        else:
+            _remove_sqlite(_sqlite_path(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
