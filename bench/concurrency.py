@@ -18,8 +18,10 @@ Chats are the bench corpus's (``bench.corpus``) of 5-13 messages, without log du
 layout and N it reports chats and messages written per second, p50/p99 of one write, and
 on PostgreSQL the wait events of the writers' backends (``pg_stat_activity``, sampled
 every ``--sample-ms`` by a thread of the parent process), and per N the throughput ratios
-of the layouts, all from the same run; the layouts take turns within each N so that the
-shared machine's noise falls on all of them. The JSON names the commit measured.
+of the layouts, all from the same run. Each layout's time at one N is split into
+``--turns`` turns, the layouts alternating, so that the shared machine's changing load
+falls on all of them; the report gives each turn's rate beside their mean. The JSON
+names the commit measured.
 """
 
 from __future__ import annotations
@@ -77,9 +79,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="postgres")
     parser.add_argument("--writers", type=_int_list, default=[1, 2, 8, 16], help="e.g. 1,2,8,16")
-    parser.add_argument("--seconds", type=float, default=25.0, help="per layout and N")
     parser.add_argument(
-        "--chats", type=int, default=0, help="stop each writer after this many chats (0: none)"
+        "--seconds", type=float, default=25.0, help="per layout and N, over all its turns"
+    )
+    parser.add_argument(
+        "--turns",
+        type=int,
+        default=2,
+        help="each layout and N runs in this many turns, the layouts alternating (default 2)",
+    )
+    parser.add_argument(
+        "--chats",
+        type=int,
+        default=0,
+        help="stop each writer after this many chats per turn (0: --seconds only)",
     )
     parser.add_argument("--layouts", type=_layouts, default=list(LAYOUTS))
     parser.add_argument("--tenants", type=int, default=3_000, help="tenants of the spread layouts")
@@ -97,8 +110,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--drop-db", action="store_true", help="drop the database at the end")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    if args.seconds <= 0 or args.chats < 0 or args.tenants < 1:
-        parser.error("--seconds and --tenants are positive, --chats is 0 or more")
+    if args.seconds <= 0 or args.chats < 0 or args.tenants < 1 or args.turns < 1:
+        parser.error("--seconds, --turns and --tenants are positive, --chats is 0 or more")
     if args.counted_rows is not None and args.counted_rows < 2:
         parser.error("--counted-rows is at least 2")
     return args
@@ -289,6 +302,7 @@ def _writer(
     until the time or the chat count is reached; latencies and counts to ``done``."""
     from django.db import connection
 
+    announced = False
     try:
         write = _write_function(layout)
         rng = random.Random(f"{cell}:{index}")
@@ -298,7 +312,8 @@ def _writer(
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_backend_pid()")
                 pid = int(cursor.fetchone()[0])
-        ready.put((index, pid))
+        ready.put((index, pid, None))
+        announced = True
         go.wait()
         latencies: list[float] = []
         errors: Counter[str] = Counter()
@@ -332,7 +347,10 @@ def _writer(
             }
         )
     except BaseException:
-        done.put({"index": index, "failed": traceback.format_exc()})
+        if announced:
+            done.put({"index": index, "failed": traceback.format_exc()})
+        else:
+            ready.put((index, 0, traceback.format_exc()))
     finally:
         connection.close()
 
@@ -387,13 +405,29 @@ def _collect(queue: Any, count: int, timeout: float, processes: list[Any]) -> li
     return items
 
 
-def run_cell(layout: str, writers: int, options: dict[str, Any], pool: list[Any]) -> dict[str, Any]:
-    """``writers`` processes writing in ``layout`` at once, and their wait events."""
+def _stored_chats(layout: str, cell: str) -> int:
+    """The chats of the cell found in the database afterwards (the warm-up writes too)."""
+    from django.db import connection
+
+    from deuz_transcripts.models import Chat
+
+    if layout != "native":
+        return Chat.objects.filter(chat_id__startswith=f"{cell}-").count()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM bench_native_chat WHERE chat_id LIKE %s", [f"{cell}-%"]
+        )
+        return int(cursor.fetchone()[0])
+
+
+def run_turn(
+    layout: str, writers: int, turn: int, options: dict[str, Any], pool: list[Any]
+) -> dict[str, Any]:
+    """``writers`` processes writing in ``layout`` at once for one turn: each writer's
+    counts and latencies, their backends' wait events, the chats found afterwards."""
     from django.db import connection, connections
 
-    from . import measures
-
-    cell = f"{layout}-n{writers}"
+    cell = f"{layout}-n{writers}-t{turn}"
     connections.close_all()  # the writers are forked: none may inherit a connection
     context = multiprocessing.get_context("fork")
     ready, done, go = context.Queue(), context.Queue(), context.Event()
@@ -403,12 +437,14 @@ def run_cell(layout: str, writers: int, options: dict[str, Any], pool: list[Any]
     ]
     for process in processes:
         process.start()
-    pids = [pid for _, pid in _collect(ready, writers, 300, processes)]
-    sampler = (
-        WaitSampler(pids, options["sample_ms"] / 1000)
-        if connection.vendor == "postgresql"
-        else None
-    )
+    answers = _collect(ready, writers, 300, processes)
+    failed = [problem for _, _, problem in answers if problem]
+    if failed:
+        go.set()
+        raise SystemExit(f"a writer of {cell} failed before the start:\n{failed[0]}")
+    pids = [pid for _, pid, _ in answers]
+    postgres = connection.vendor == "postgresql"
+    sampler = WaitSampler(pids, options["sample_ms"] / 1000) if postgres else None
     if sampler:
         sampler.start()
     go.set()
@@ -421,36 +457,59 @@ def run_cell(layout: str, writers: int, options: dict[str, Any], pool: list[Any]
     failed = [r["failed"] for r in results if "failed" in r]
     if failed:
         raise SystemExit(f"a writer of {cell} failed:\n{failed[0]}")
-    latencies = [ms for r in results for ms in r["latencies_ms"]]
+    return {
+        "writers": results,
+        "waits": sampler.counts if sampler else None,
+        "wait_rounds": sampler.rounds if sampler else 0,
+        "stored_chats": _stored_chats(layout, cell),
+    }
+
+
+def summarize_cell(layout: str, writers: int, turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """One layout and N over its turns: throughput (the mean of the turns', each the sum
+    of its writers' own rates, since a writer's last write runs past the time), latency
+    percentiles and wait event shares over every write and sample of the turns."""
+    from . import measures
+
+    results = [r for turn in turns for r in turn["writers"]]
+    rates = [
+        sum(r["chats"] / r["seconds"] for r in turn["writers"] if r["seconds"] > 0)
+        for turn in turns
+    ]
+    chats = sum(r["chats"] for r in results)
+    messages = sum(r["messages"] for r in results)
     errors: Counter[str] = Counter()
     for r in results:
         errors.update(r["errors"])
-    chats = sum(r["chats"] for r in results)
-    messages = sum(r["messages"] for r in results)
-    # each writer's rate over its own time (the last write runs past --seconds), summed
-    chats_per_s = sum(r["chats"] / r["seconds"] for r in results if r["seconds"] > 0)
-    summary = measures.summarize(latencies)
+    chats_per_s = sum(rates) / len(rates)
+    summary = measures.summarize([ms for r in results for ms in r["latencies_ms"]])
     out: dict[str, Any] = {
         "layout": layout,
         "writers": writers,
+        "turns": len(turns),
         "chats": chats,
         "messages": messages,
-        "seconds": round(max(r["seconds"] for r in results), 2),
+        "seconds": round(sum(max(r["seconds"] for r in t["writers"]) for t in turns), 2),
         "chats_per_s": round(chats_per_s, 1),
+        "turn_chats_per_s": [round(rate, 1) for rate in rates],
         "msgs_per_s": round(chats_per_s * messages / chats, 1) if chats else 0.0,
         "p50_ms": summary.get("p50"),
         "p99_ms": summary.get("p99"),
         "errors": dict(errors),
+        "stored_chats": sum(turn["stored_chats"] for turn in turns),
     }
-    if sampler:
-        total = sum(sampler.counts.values())
+    if turns[0]["waits"] is not None:
+        waits: Counter[str] = Counter()
+        for turn in turns:
+            waits.update(turn["waits"])
+        total = sum(waits.values())
         by_type: Counter[str] = Counter()
-        for key, n in sampler.counts.items():
+        for key, n in waits.items():
             by_type[key.split(":", 1)[0]] += n
         out["wait_samples"] = total
-        out["wait_rounds"] = sampler.rounds
+        out["wait_rounds"] = sum(turn["wait_rounds"] for turn in turns)
         out["wait_types"] = {k: round(n / total, 3) for k, n in by_type.most_common()}
-        out["wait_events"] = {k: round(n / total, 3) for k, n in sampler.counts.most_common()}
+        out["wait_events"] = {k: round(n / total, 3) for k, n in waits.most_common()}
     return out
 
 
@@ -492,16 +551,16 @@ def table(results: dict[str, Any]) -> str:
     meta = results["meta"]
     lines = [
         f"commit `{meta['commit'][:10]}`{' (with uncommitted changes)' if meta['dirty'] else ''}, "
-        f"{meta['db']}, {meta['seconds']} s per cell, {meta['tenants']:,} spread tenants, "
+        f"{meta['db']}, {meta['seconds']} s per cell in {meta.get('turns', 1)} turns, {meta['tenants']:,} spread tenants, "
         f"counted tenant preloaded with {results['preload'].get('indexed_rows', 0):,} indexed "
         "messages",
         f"before: {meta['uptime_before']}",
         f"after: {meta['uptime_after']}",
         "",
-        "| layout | N | chats/s | msgs/s | p50 ms | p99 ms | "
+        "| layout | N | chats/s | per turn | msgs/s | p50 ms | p99 ms | "
         + " | ".join(WAIT_TYPES)
         + " | other | top wait events | errors |",
-        "|---|---:|---:|---:|---:|---:|" + "---:|" * (len(WAIT_TYPES) + 1) + "---|---|",
+        "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(WAIT_TYPES) + 1) + "---|---|",
     ]
     idle = ("CPU", "Client")  # running, or waiting for the writer's next statement
     for c in results["cells"]:
@@ -513,11 +572,17 @@ def table(results: dict[str, Any]) -> str:
             shares = [f"{100 * types.get(t, 0):.0f}%" for t in WAIT_TYPES]
             other = sum(v for k, v in types.items() if k not in WAIT_TYPES)
             shares.append(f"{100 * other:.0f}%")
-            waits = [(k, v) for k, v in c["wait_events"].items() if k.split(":")[0] not in idle]
+            waits = [
+                (k, v)
+                for k, v in c["wait_events"].items()
+                if k.split(":")[0] not in idle and v >= 0.005
+            ]
             top = ", ".join(f"{k} {100 * v:.0f}%" for k, v in waits[:3])
         errors = ", ".join(f"{k} {v}" for k, v in c["errors"].items()) or "-"
         lines.append(
-            f"| {c['layout']} | {c['writers']} | {c['chats_per_s']:.1f} | {c['msgs_per_s']:.0f} | "
+            f"| {c['layout']} | {c['writers']} | {c['chats_per_s']:.1f} | "
+            f"{' / '.join(f'{r:.0f}' for r in c.get('turn_chats_per_s', []))} | "
+            f"{c['msgs_per_s']:.0f} | "
             f"{c['p50_ms'] or 0:.1f} | {c['p99_ms'] or 0:.1f} | {' | '.join(shares)} | "
             f"{top or '-'} | {errors} |"
         )
@@ -531,7 +596,7 @@ def table(results: dict[str, Any]) -> str:
         for row in results["ratios"]:
             lines.append(
                 f"| {row['writers']} | "
-                + " | ".join(f"{row.get(k, float('nan')):.2f}" for k in names)
+                + " | ".join(f"{row[k]:.2f}" if k in row else "-" for k in names)
                 + " |"
             )
     return "\n".join(lines)
@@ -546,7 +611,8 @@ def main(argv: list[str] | None = None) -> int:
         "writers": args.writers,
         "layouts": args.layouts,
         "seconds": args.seconds,
-        "chats_per_writer": args.chats or None,
+        "turns": args.turns,
+        "chats_per_writer_turn": args.chats or None,
         "tenants": args.tenants,
         "sample_ms": args.sample_ms,
         "cpus": os.cpu_count(),
@@ -569,20 +635,25 @@ def main(argv: list[str] | None = None) -> int:
             cursor.execute("SHOW server_version")
             meta["server"] = f"PostgreSQL {cursor.fetchone()[0]}"
     options = {
-        "seconds": args.seconds,
+        "seconds": args.seconds / args.turns,
         "chats": args.chats,
         "tenants": args.tenants,
         "sample_ms": args.sample_ms,
     }
     cells = []
-    for turn, writers in enumerate(args.writers):
-        # the layouts take turns; each N starts with another one
-        order = args.layouts[turn % len(args.layouts) :] + args.layouts[: turn % len(args.layouts)]
-        for layout in order:
-            cell = run_cell(layout, writers, options, pool)
+    layouts = args.layouts
+    for step, writers in enumerate(args.writers):
+        turns: dict[str, list[dict[str, Any]]] = {layout: [] for layout in layouts}
+        for turn in range(args.turns):
+            # the layouts take turns; each turn starts with another one
+            first = (step + turn) % len(layouts)
+            for layout in layouts[first:] + layouts[:first]:
+                turns[layout].append(run_turn(layout, writers, turn, options, pool))
+        for layout in layouts:
+            cell = summarize_cell(layout, writers, turns[layout])
             log(
-                f"{layout} N={writers}: {cell['chats_per_s']} chats/s, p50 {cell['p50_ms']} ms, "
-                f"p99 {cell['p99_ms']} ms, waits {cell.get('wait_types')}"
+                f"{layout} N={writers}: {cell['turn_chats_per_s']} chats/s, p50 "
+                f"{cell['p50_ms']} ms, p99 {cell['p99_ms']} ms, waits {cell.get('wait_types')}"
             )
             cells.append(cell)
     cells.sort(key=lambda c: (c["writers"], LAYOUTS.index(c["layout"])))
