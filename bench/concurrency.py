@@ -366,6 +366,7 @@ class WaitSampler(threading.Thread):
         self.interval = interval
         self.counts: Counter[str] = Counter()
         self.rounds = 0
+        self.elapsed = 0.0
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -380,7 +381,7 @@ class WaitSampler(threading.Thread):
             dbname=settings["NAME"],
             autocommit=True,
         ) as conn:
-            tick = time.perf_counter()
+            tick = started = time.perf_counter()
             while not self.stop.is_set():
                 rows = conn.execute(
                     "SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = ANY(%s)",
@@ -391,6 +392,7 @@ class WaitSampler(threading.Thread):
                     self.counts[f"{kind}:{event}" if kind else "CPU:running"] += 1
                 tick += self.interval
                 self.stop.wait(max(0.0, tick - time.perf_counter()))
+            self.elapsed = time.perf_counter() - started
 
 
 def _collect(queue: Any, count: int, timeout: float, processes: list[Any]) -> list[Any]:
@@ -461,6 +463,7 @@ def run_turn(
         "writers": results,
         "waits": sampler.counts if sampler else None,
         "wait_rounds": sampler.rounds if sampler else 0,
+        "wait_seconds": sampler.elapsed if sampler else 0.0,
         "stored_chats": _stored_chats(layout, cell),
     }
 
@@ -508,6 +511,9 @@ def summarize_cell(layout: str, writers: int, turns: list[dict[str, Any]]) -> di
             by_type[key.split(":", 1)[0]] += n
         out["wait_samples"] = total
         out["wait_rounds"] = sum(turn["wait_rounds"] for turn in turns)
+        # the sampler is a thread of a busy machine too: the interval it kept
+        sampled = sum(turn["wait_seconds"] for turn in turns)
+        out["sampled_every_ms"] = round(1000 * sampled / max(1, out["wait_rounds"]), 1)
         out["wait_types"] = {k: round(n / total, 3) for k, n in by_type.most_common()}
         out["wait_events"] = {k: round(n / total, 3) for k, n in waits.most_common()}
     return out

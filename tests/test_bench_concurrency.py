@@ -86,6 +86,7 @@ def test_concurrent_writers_run_write_and_report(tmp_path: Path) -> None:
         if connection.vendor == "postgresql":
             assert cell["wait_samples"] >= cell["writers"]
             assert abs(sum(cell["wait_types"].values()) - 1) < 0.01
+            assert cell["sampled_every_ms"] >= 9  # never faster than asked
         else:
             assert "wait_types" not in cell
     if connection.vendor == "postgresql":
