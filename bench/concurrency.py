@@ -185,21 +185,18 @@ def preload_counted(counted_rows: int | None, seed: int) -> dict[str, Any]:
     ``counted_rows`` is not the app's."""
     from django.db import connection
 
+    # PostgreSQL's thresholds; SQLite (FTS5 counts terms itself) gets a tenant as big
+    from deuz_transcripts.backends.postgresql.counts.stored import (
+        COUNTED_MIN_ROWS,
+        COUNTED_TENANT_MIN_ROWS,
+    )
     from deuz_transcripts.models import LegacyChat
 
     from .corpus import Corpus
     from .writes import legacy_row, run_backfill_command
 
-    stored_min, tenant_min = 2_000, 10_000
-    if connection.vendor == "postgresql":
-        from deuz_transcripts.backends.postgresql.counts.stored import (
-            COUNTED_MIN_ROWS,
-            COUNTED_TENANT_MIN_ROWS,
-        )
-
-        stored_min, tenant_min = COUNTED_MIN_ROWS, COUNTED_TENANT_MIN_ROWS
-    wanted = counted_rows or tenant_min
-    term_min = max(2, stored_min * wanted // tenant_min)
+    wanted = counted_rows or COUNTED_TENANT_MIN_ROWS
+    term_min = max(2, COUNTED_MIN_ROWS * wanted // COUNTED_TENANT_MIN_ROWS)
     started = time.perf_counter()
     rows, indexed, messages = [], 0, 0
     corpus = Corpus(int(wanted * 1.3) + 200, 3, seed + 600)
@@ -552,46 +549,55 @@ def _uptime() -> str:
     return proc.stdout.strip() or f"load average {os.getloadavg()}"
 
 
+def _waits(cell: dict[str, Any]) -> list[str]:
+    """The wait columns of one row: the share of each type, the rest, the top events."""
+    types = cell["wait_types"]
+    shares = [f"{100 * types.get(t, 0):.0f}%" for t in WAIT_TYPES]
+    shares.append(f"{100 * sum(v for k, v in types.items() if k not in WAIT_TYPES):.0f}%")
+    idle = ("CPU", "Client")  # running, or waiting for the writer's next statement
+    waits = [
+        (k, v) for k, v in cell["wait_events"].items() if k.split(":")[0] not in idle and v >= 0.01
+    ]
+    return [*shares, ", ".join(f"{k} {100 * v:.0f}%" for k, v in waits[:3]) or "-"]
+
+
 def table(results: dict[str, Any]) -> str:
-    """The run as Markdown: one row per layout and N, then the ratios per N."""
+    """The run as Markdown: one row per layout and N (with the wait events where the
+    engine has them), then the ratios per N."""
     meta = results["meta"]
+    sampled = any("wait_types" in c for c in results["cells"])
+    waits = [*WAIT_TYPES, "other", "top wait events"] if sampled else []
     lines = [
-        f"commit `{meta['commit'][:10]}`{' (with uncommitted changes)' if meta['dirty'] else ''}, "
-        f"{meta['db']}, {meta['seconds']} s per cell in {meta.get('turns', 1)} turns, {meta['tenants']:,} spread tenants, "
-        f"counted tenant preloaded with {results['preload'].get('indexed_rows', 0):,} indexed "
-        "messages",
+        f"commit `{meta['commit'][:10]}`{' (with uncommitted changes)' if meta['dirty'] else ''}"
+        f", {meta['db']}, {meta['seconds']} s per cell in {meta.get('turns', 1)} turns, "
+        f"{meta['tenants']:,} spread tenants, counted tenant preloaded with "
+        f"{results['preload'].get('indexed_rows', 0):,} indexed messages",
         f"before: {meta['uptime_before']}",
         f"after: {meta['uptime_after']}",
         "",
-        "| layout | N | chats/s | per turn | msgs/s | p50 ms | p99 ms | "
-        + " | ".join(WAIT_TYPES)
-        + " | other | top wait events | errors |",
-        "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * (len(WAIT_TYPES) + 1) + "---|---|",
-    ]
-    idle = ("CPU", "Client")  # running, or waiting for the writer's next statement
-    for c in results["cells"]:
-        types = c.get("wait_types")
-        if types is None:
-            shares = ["n/a"] * (len(WAIT_TYPES) + 1)
-            top = "n/a"
-        else:
-            shares = [f"{100 * types.get(t, 0):.0f}%" for t in WAIT_TYPES]
-            other = sum(v for k, v in types.items() if k not in WAIT_TYPES)
-            shares.append(f"{100 * other:.0f}%")
-            waits = [
-                (k, v)
-                for k, v in c["wait_events"].items()
-                if k.split(":")[0] not in idle and v >= 0.005
-            ]
-            top = ", ".join(f"{k} {100 * v:.0f}%" for k, v in waits[:3])
-        errors = ", ".join(f"{k} {v}" for k, v in c["errors"].items()) or "-"
-        lines.append(
-            f"| {c['layout']} | {c['writers']} | {c['chats_per_s']:.1f} | "
-            f"{' / '.join(f'{r:.0f}' for r in c.get('turn_chats_per_s', []))} | "
-            f"{c['msgs_per_s']:.0f} | "
-            f"{c['p50_ms'] or 0:.1f} | {c['p99_ms'] or 0:.1f} | {' | '.join(shares)} | "
-            f"{top or '-'} | {errors} |"
+        "| "
+        + " | ".join(
+            ["layout", "N", "chats/s", "per turn", "msgs/s", "p50 ms", "p99 ms", *waits, "errors"]
         )
+        + " |",
+        "|---|"
+        + "---:|" * (6 + len(WAIT_TYPES) + 1 if sampled else 6)
+        + "---|" * (2 if sampled else 1),
+    ]
+    for c in results["cells"]:
+        cells = [
+            c["layout"],
+            str(c["writers"]),
+            f"{c['chats_per_s']:.1f}",
+            " / ".join(f"{r:.0f}" for r in c.get("turn_chats_per_s", [])),
+            f"{c['msgs_per_s']:.0f}",
+            f"{c['p50_ms'] or 0:.1f}",
+            f"{c['p99_ms'] or 0:.1f}",
+        ]
+        if sampled:
+            cells += _waits(c) if "wait_types" in c else ["n/a"] * len(waits)
+        cells.append(", ".join(f"{k} {v}" for k, v in c["errors"].items()) or "-")
+        lines.append("| " + " | ".join(cells) + " |")
     if results["ratios"]:
         names = [k for k in results["ratios"][0] if k != "writers"]
         lines += [
