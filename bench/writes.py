@@ -25,17 +25,20 @@ from .corpus import BIG_USER, Corpus, CorpusChat
 __all__ = [
     "append_cost",
     "backfill",
+    "chat_record",
     "delete_cost",
     "legacy_row",
     "pending_list",
     "plain_bulk",
+    "plain_write",
     "run_backfill_command",
     "size",
     "write_cost",
 ]
 
 
-def _record(chat: CorpusChat, chat_id: str, user: str) -> ChatRecord:
+def chat_record(chat: CorpusChat, chat_id: str, user: str) -> ChatRecord:
+    """``chat`` as the store takes it, under ``chat_id`` in user ``user``'s scope."""
     return ChatRecord(chat_id, {"userId": user}, chat.messages, None, chat.updated_at_ms)
 
 
@@ -86,7 +89,9 @@ def write_cost(store: DjangoConditionalChatStore, seed: int, quick: bool) -> dic
             elif kind == "native":
                 native_writes.native_write(chat, f"nb-{chat.chat_id}", "nativebench")
             else:
-                store.write_chat(_record(chat, f"wb-{chat.chat_id}", "wbench"), expected_revision=0)
+                store.write_chat(
+                    chat_record(chat, f"wb-{chat.chat_id}", "wbench"), expected_revision=0
+                )
             timing[kind] += time.perf_counter() - start
         count += len(chat.messages)
     native_writes.drop_tables()
@@ -163,7 +168,7 @@ def pending_list(sql: measures.SqlEngines, corpus: Corpus, budget: float) -> dic
     extra = Corpus(3_000, 5, 99)
     chats = list(extra.chats())[:60]
     for i, chat in enumerate(chats):
-        store.write_chat(_record(chat, f"pl-{chat.chat_id}", BIG_USER), expected_revision=0)
+        store.write_chat(chat_record(chat, f"pl-{chat.chat_id}", BIG_USER), expected_revision=0)
         start = time.perf_counter()
         sql.deuz(BIG_USER, queries[i % len(queries)])
         during.append((time.perf_counter() - start) * 1000)
