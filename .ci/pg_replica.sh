@@ -7,7 +7,8 @@
 # The primary is cluster `main` of PostgreSQL $PG_VERSION (default 15) on 127.0.0.1:5432; the
 # standby is cluster `replica` on 127.0.0.1:5433, a streaming copy made by pg_basebackup
 # (-R: standby.signal + primary_conninfo; -X stream). No replication slot: a standby that is
-# stopped for long never makes the primary keep WAL for it (it may then need --recreate).
+# stopped for long never makes the primary keep more than wal_keep_size (1 GB, set below) of
+# WAL for it (it may then need --recreate).
 # PG_PRIMARY_CLUSTER / PG_PRIMARY_PORT / PG_REPLICA_CLUSTER / PG_REPLICA_PORT name another
 # pair (the soak's own, soak/cluster.py: `soak` on 5440, `soak_standby` on 5441).
 # Runs as root (pg_createcluster, pg_ctlcluster, editing pg_hba.conf). Idempotent: an existing
@@ -38,6 +39,13 @@ if [ "$wal_level" = minimal ] || [ "$senders" = 0 ]; then
     say "ERROR: the primary has wal_level=$wal_level, max_wal_senders=$senders;" \
         "set wal_level=replica and max_wal_senders>0 in $primary_conf/postgresql.conf and restart it"
     exit 1
+fi
+# A standby stopped by the tests (or slowed by a busy machine) must find the WAL it missed:
+# the primary keeps 1 GB of it (wal_keep_size needs a reload only, never a restart).
+if [ "$(psql_primary 'SHOW wal_keep_size')" = 0 ]; then
+    say "keeping 1GB of WAL on the primary for a standby that falls behind (wal_keep_size)"
+    psql_primary "ALTER SYSTEM SET wal_keep_size = '1GB'"
+    psql_primary "SELECT pg_reload_conf()" >/dev/null
 fi
 hba="$primary_conf/pg_hba.conf"
 if ! grep -qE '^host\s+replication\s+all\s+127\.0\.0\.1/32\s+trust' "$hba"; then
