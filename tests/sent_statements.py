@@ -12,7 +12,18 @@ from django.test.utils import CaptureQueriesContext
 
 from bench.statements import CONTROL, split
 
-__all__ = ["CONTROL", "reads", "reads_with_params", "round_trips", "statements_sent"]
+__all__ = [
+    "CONTROL",
+    "reads",
+    "reads_matches",
+    "reads_with_params",
+    "round_trips",
+    "statements_sent",
+]
+
+#: The filter on N behind which N's statement holds a small scope's ranked candidates
+#: (``SearchMatcher.sized_candidates``), its bound as sent.
+_SIZED = re.compile(r"\(SELECT s\.total FROM s\) <= (\d+)")
 
 #: A placeholder, or an escaped ``%`` (not one).
 _PLACEHOLDER = re.compile(r"%[%s]")
@@ -43,3 +54,10 @@ def reads_with_params(sql: str, params: Sequence[Any] | None) -> list[tuple[str,
         if not CONTROL.match(statement):
             found.append((statement, own))
     return found
+
+
+def reads_matches(sql: str, size: int) -> bool:
+    """Whether ``sql`` (as sent) reads the matches it holds for a scope of ``size``
+    indexed messages: any statement but N's where the filter on N leaves them unread."""
+    gate = _SIZED.search(sql)
+    return gate is None or size <= int(gate.group(1))
