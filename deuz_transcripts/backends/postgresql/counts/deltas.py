@@ -96,7 +96,6 @@ def fold_function_sql() -> str:
     count left at 0 is deleted, a counted term no count holds any more stops being
     counted, and a counted tenant with no N left leaves ``CountedTenant``."""
     counts, deltas = table(TermCount), table(TermCountDelta)
-    same = " AND ".join(f"x.{column} = l.{column}" for column in _KEY)
     return f"""
         CREATE OR REPLACE FUNCTION {FOLD_FUNCTION}(
             want_lexemes text[], want_tenants text[], want_roles text[])
@@ -109,18 +108,20 @@ def fold_function_sql() -> str:
             IF current_setting('transaction_isolation') <> 'read committed' THEN
                 RETURN 0;
             END IF;
-            WITH keys AS MATERIALIZED (
-                SELECT DISTINCT d.lexeme, d.tenant, d.role FROM {deltas} d
-                WHERE want_lexemes IS NULL OR (d.lexeme, d.tenant, d.role) IN (
-                    SELECT * FROM unnest(want_lexemes, want_tenants, want_roles))
-            ), locked AS MATERIALIZED (
-                SELECT k.lexeme, k.tenant, k.role FROM keys k
-                WHERE pg_try_advisory_xact_lock(
-                    {_FOLD_LOCKS}, hashtext(k.tenant || '/' || k.role || '/' || k.lexeme))
+            WITH claimed AS MATERIALIZED (
+                -- one pass over the deltas: a key is taken where this transaction gets
+                -- its lock (re-entrant, so once per row costs no more than once per key);
+                -- a join of the deltas to a list of locked keys ran as a nested loop
+                SELECT x.ctid AS row_id FROM {deltas} x
+                WHERE (want_lexemes IS NULL OR (x.lexeme, x.tenant, x.role) IN (
+                        SELECT * FROM unnest(want_lexemes, want_tenants, want_roles)))
+                    AND pg_try_advisory_xact_lock(
+                        {_FOLD_LOCKS}, hashtext(x.tenant || '/' || x.role || '/' || x.lexeme))
+                FOR UPDATE OF x SKIP LOCKED
             ), taken AS (
-                DELETE FROM {deltas} d WHERE (d.lexeme, d.tenant, d.role, d.serial) IN (
-                    SELECT x.lexeme, x.tenant, x.role, x.serial FROM {deltas} x
-                    JOIN locked l ON {same} FOR UPDATE OF x SKIP LOCKED)
+                -- by the claimed rows' ctids (locked above, so unmoved): a join, where an
+                -- IN over the locking subquery ran it again for every delta row
+                DELETE FROM {deltas} d USING claimed c WHERE d.ctid = c.row_id
                 RETURNING d.lexeme, d.tenant, d.role, d.rows
             ), sums AS MATERIALIZED (
                 SELECT t.lexeme, t.tenant, t.role, sum(t.rows) AS n, count(*) AS parts
