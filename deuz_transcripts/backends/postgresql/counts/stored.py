@@ -390,15 +390,10 @@ def stored_or(
     tenant: str | None,
     roles: Collection[str] | None,
     fallback: tuple[str, list[Any]],
-    less: tuple[str, list[Any], int] | None = None,
 ) -> tuple[str, list[Any]]:
     """A scalar SQL expression: ``term``'s stored count (as ``stored_term_counts``) where
     it is counted for ``tenant``, else ``fallback``; each evaluated only when its branch
-    is taken, so counts of a statement share its snapshot.
-
-    ``less``: scalar SQL of rows the search leaves out, and how many rows it may visit.
-    The stored count less those rows, where the count passes that many; else
-    ``fallback``, which visits no more (a GIN count visits each of the term's rows)."""
+    is taken, so counts of a statement share its snapshot."""
     own, own_params = "", list[Any]()
     if tenant is not None:
         own = f" AND EXISTS (SELECT 1 FROM {table(CountedTenant)} o WHERE o.tenant = %s)"
@@ -407,18 +402,10 @@ def stored_or(
     lexeme = stored_term(term)
     parts = counts_relation(tenant=tenant is not None)
     count = f"COALESCE((SELECT sum(t.rows) FROM {parts} t WHERE t.lexeme = %s{where}), 0)"
-    counted: tuple[str, list[Any]] = (count, [lexeme, *params])
-    if less is not None:
-        outside, outside_params, visits = less
-        counted = (
-            f"(SELECT CASE WHEN s.n > %s THEN s.n - {outside} ELSE {fallback[0]} END "
-            f"FROM (SELECT {count} AS n) AS s)",
-            [visits, *outside_params, *fallback[1], lexeme, *params],
-        )
     return (
         f"CASE WHEN EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = %s){own} "
-        f"THEN {counted[0]} ELSE {fallback[0]} END",
-        [lexeme, *own_params, *counted[1], *fallback[1]],
+        f"THEN {count} ELSE {fallback[0]} END",
+        [lexeme, *own_params, lexeme, *params, *fallback[1]],
     )
 
 
