@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .marker import OUT, check_reusable, marker_path
+from .pg_admin import admin_execute
 
 #: Measure phases after the load, in the order they run (``--phases``).
 PHASES = ("search", "cjk", "filters", "writes")
@@ -133,17 +134,10 @@ def prepare_database(args: argparse.Namespace) -> str:
         return f"sqlite:{args.sqlite_path or OUT / f'bench-{args.messages}.sqlite3'}"
     args.marker.unlink(missing_ok=True)
     if args.db == "postgres":
-        import psycopg
-
-        with psycopg.connect(
-            host=os.environ.get("BENCH_PG_HOST", "127.0.0.1"),
-            port=os.environ.get("BENCH_PG_PORT", "5432"),
-            user=os.environ.get("BENCH_PG_USER", "postgres"),
-            dbname="postgres",
-            autocommit=True,
-        ) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{args.pg_name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{args.pg_name}"')
+        admin_execute(
+            f'DROP DATABASE IF EXISTS "{args.pg_name}" WITH (FORCE)',
+            f'CREATE DATABASE "{args.pg_name}"',
+        )
         return f"postgres:{args.pg_name}"
     path = args.sqlite_path or OUT / f"bench-{args.messages}.sqlite3"
     path.parent.mkdir(parents=True, exist_ok=True)

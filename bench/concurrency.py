@@ -45,6 +45,7 @@ from queue import Empty
 from typing import Any
 
 from .marker import OUT
+from .pg_admin import admin_execute
 from .progress import log
 
 #: Layouts in the order they take turns within each N.
@@ -120,19 +121,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # set-up
 
 
-def _pg_admin(args: argparse.Namespace, statement: str) -> None:
-    import psycopg
-
-    with psycopg.connect(
-        host=os.environ.get("BENCH_PG_HOST", "127.0.0.1"),
-        port=os.environ.get("BENCH_PG_PORT", "5432"),
-        user=os.environ.get("BENCH_PG_USER", "postgres"),
-        dbname="postgres",
-        autocommit=True,
-    ) as conn:
-        conn.execute(statement)
-
-
 def _sqlite_path(args: argparse.Namespace) -> Path:
     return Path(args.sqlite_path or OUT / "concurrency.sqlite3")
 
@@ -145,8 +133,10 @@ def _remove_sqlite(path: Path) -> None:
 def setup_django(args: argparse.Namespace) -> None:
     """A fresh database of its own, ``TENANT_KEY=userId``, migrated."""
     if args.db == "postgres":
-        _pg_admin(args, f'DROP DATABASE IF EXISTS "{args.pg_name}" WITH (FORCE)')
-        _pg_admin(args, f'CREATE DATABASE "{args.pg_name}"')
+        admin_execute(
+            f'DROP DATABASE IF EXISTS "{args.pg_name}" WITH (FORCE)',
+            f'CREATE DATABASE "{args.pg_name}"',
+        )
         os.environ["BENCH_DB"] = f"postgres:{args.pg_name}"
     else:
         path = _sqlite_path(args)
@@ -681,7 +671,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nJSON written to {args.json}")
     if args.drop_db:
         if args.db == "postgres":
-            _pg_admin(args, f'DROP DATABASE IF EXISTS "{args.pg_name}" WITH (FORCE)')
+            admin_execute(f'DROP DATABASE IF EXISTS "{args.pg_name}" WITH (FORCE)')
         else:
             _remove_sqlite(_sqlite_path(args))
     return 0

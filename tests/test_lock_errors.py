@@ -90,6 +90,13 @@ def test_sqlite_busy_is_a_lock_conflict_and_retried(tmp_path: Any, sqlite_run: N
         assert store.write_chat(user_chat("c1", "busyword"), expected_revision=0) == 1
 
 
+def _write_lock_held(path: Any) -> sqlite3.Connection:
+    """Another connection holding the file's write lock until it rolls back."""
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
 def _legacy_chats(alias: str, count: int) -> None:
     store = DjangoChatStore(alias)
     for n in range(count):
@@ -108,8 +115,7 @@ def test_a_backfill_group_stopped_by_another_writer_is_tried_again_and_counted_o
         sqlite_file_database(tmp_path, timeout=0.05) as database,
     ):
         _legacy_chats(database.alias, 3)
-        holder = sqlite3.connect(database.path, isolation_level=None, check_same_thread=False)
-        holder.execute("BEGIN IMMEDIATE")
+        holder = _write_lock_held(database.path)
         release = threading.Timer(0.08, holder.rollback)  # after the first attempt gave up
         release.start()
         failures: list[str] = []
@@ -135,8 +141,7 @@ def test_a_backfill_that_never_gets_the_lock_stops_with_the_apps_error(
         sqlite_file_database(tmp_path, timeout=0.05) as database,
     ):
         _legacy_chats(database.alias, 2)
-        holder = sqlite3.connect(database.path, isolation_level=None, check_same_thread=False)
-        holder.execute("BEGIN IMMEDIATE")
+        holder = _write_lock_held(database.path)
         try:
             with pytest.raises(TranscriptError) as raised:
                 Backfill(database.alias).run("legacy")
