@@ -24,6 +24,7 @@ from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.backends.postgresql.session import (
     BITMAP_WORK_MEM,
     bitmap_scans,
+    keep_bitmap_scans,
     search_session,
 )
 from deuz_transcripts.sql.search.collector import Collector
@@ -185,6 +186,29 @@ def test_bitmap_scans_in_a_search_cost_a_setting_only_where_the_mode_changes():
     finally:
         with connection.cursor() as cursor:
             cursor.execute("RESET work_mem")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("how", ["last read", "kept"])
+def test_a_read_after_bitmap_scans_keeps_their_mode_where_told(how):
+    """The search's last read (the hits, by key), and every read after
+    ``keep_bitmap_scans``, runs in the bitmap mode in force: no ``set_config`` back."""
+    postgresql_only()
+    probe = "SELECT current_setting('enable_seqscan'), current_setting('work_mem')"
+    with sent() as trips, search_session("default", 5_000) as cursor:
+        with bitmap_scans("default", cursor):
+            cursor.execute(probe)
+        if how == "kept":
+            keep_bitmap_scans(cursor)
+            cursor.execute(probe)
+            assert cursor.fetchone() == ("off", BITMAP_WORK_MEM)
+        cursor.last_read_next()
+        cursor.execute(probe)
+        assert cursor.fetchone() == ("off", BITMAP_WORK_MEM)
+    assert trips[-1][-1] == "COMMIT"
+    settings = [s for trip in trips for s in trip if "set_config" in s]
+    assert len(settings) == 1 and "set_config('enable_seqscan', 'off', true)" in settings[0]
+    assert settings_now()[2] == "on" and transaction_status().name == "IDLE"
 
 
 @pytest.mark.django_db
@@ -353,24 +377,68 @@ def scaled_plans() -> Iterator[None]:
         yield
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_five_word_search_of_a_big_tenant_reads_at_most_eight_statements(scaled_plans):
-    """At most eight reads, each (on PostgreSQL) a round trip with the transaction
-    control and the settings it needs; the tenant's and its words' counts stored (as
-    ``bench.statements`` refreshes them)."""
-    tenant = {**settings.DEUZ_TRANSCRIPTS, "TENANT_KEY": "userId"}
-    with override_settings(DEUZ_TRANSCRIPTS=tenant):
-        store = users_store()
-        assert store.transcript.backend.matcher.policy.single_statement_max < 12 * 15
-        if connection.vendor == "postgresql":
-            from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
+def counted_users_store() -> DjangoConditionalChatStore:
+    """``users_store`` with ``bob`` a tenant whose counts are stored (and its words'), as
+    ``bench.statements`` refreshes them."""
+    store = users_store()
+    assert store.transcript.backend.matcher.policy.single_statement_max < 12 * 15
+    if connection.vendor == "postgresql":
+        from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
 
-            with connection.cursor() as cursor:
-                refresh_term_counts(cursor, 10, tenant_min_rows=100)
-        _, both = searches(store, BOB, WORDS)
-    for trips in both:
+        with connection.cursor() as cursor:
+            refresh_term_counts(cursor, 10, tenant_min_rows=100)
+    return store
+
+
+TENANTS = {**settings.DEUZ_TRANSCRIPTS, "TENANT_KEY": "userId"}
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(DEUZ_TRANSCRIPTS=TENANTS)
+def test_a_five_word_search_of_a_big_tenant_sends_at_most_eight_statements(scaled_plans):
+    """On PostgreSQL at most eight statements in all, ``BEGIN``, the settings and
+    ``COMMIT`` included (N and every n_t in one statement, the settings once, the hits
+    read in the mode in force), each round trip holding one read; at most eight reads
+    for an exact total too, and on SQLite."""
+    store = counted_users_store()
+    _, (searched, paged) = searches(store, BOB, WORDS)
+    for trips in (searched, paged):
         assert len(reads(statements_of(trips))) <= 8
         assert len(trips) == len(reads(statements_of(trips)))
+    if connection.vendor == "postgresql":
+        assert_in_one_transaction(searched)
+        assert len(statements_of(searched)) <= 8
+
+
+@pytest.mark.django_db
+@override_settings(DEUZ_TRANSCRIPTS=TENANTS)
+def test_n_and_every_n_t_of_a_big_tenant_come_in_one_statement(scaled_plans):
+    """Past the one-statement size, N's statement also reads every n_t of a tenant whose
+    counts are stored, the terms not stored counted in GIN (five terms: more than a walk
+    takes): the counts the plan reads next, the same as read alone, and no statement."""
+    postgresql_only()
+    store = counted_users_store()
+    matcher = store.transcript.backend.matcher
+    rare = [MessageFactory(text="zeta alpha") for _ in range(3)]  # a word written since
+    store.write_chat(
+        ChatRecordFactory(chat_id="b99", scope=BOB, messages=rare), expected_revision=0
+    )
+    alone = type(matcher)(matcher.alias, matcher.policy)
+    terms = [*WORDS.split()[:4], "zeta"]
+    bob = ChatFilter(BOB, tenant=matcher.tested_tenant(BOB))
+    sized = replace(bob, size=183)
+    with connection.cursor() as cursor:
+        stored = matcher.stored_counts_of(bob)
+        assert stored is not None
+        assert alone.stored_counts(cursor, terms, stored)[-1] is None  # not counted
+        expected = alone.term_counts(cursor, sized, terms)
+        assert expected[0] == 12 * 9 + 3 and expected[-1] == 3
+    with sent() as trips, search_session("default", 5_000) as cursor:
+        assert matcher.sized_candidates(cursor, bob, terms, 4, 15) == (183, None)
+        assert matcher.stored_density(cursor, sized, terms) is None
+        assert matcher.term_counts(cursor, sized, terms) == expected
+    assert [len(reads(trip)) for trip in trips] == [1, 0]  # then COMMIT alone
+    assert "set_config('enable_seqscan', 'off', true)" in trips[0][1]
 
 
 @pytest.mark.django_db

@@ -244,6 +244,21 @@ class SearchMatcher(ABC):
         scope's ranking needs N only to know it is small, so one statement reads both.
         A bigger N skips the matches (a one-time filter on N) and comes alone (``None``
         beside it). ``None``: N is read otherwise here (``sizes_with_candidates``)."""
+        sized = self._sized_read(cursor, chats, terms, depth, most)
+        return None if sized is None else sized[:2]
+
+    def _sized_read(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        depth: int,
+        most: int,
+        past: Sequence[tuple[str, list[Any]]] = (),
+    ) -> tuple[int, tuple[dict[int, int], list[Candidate]] | None, list[Any]] | None:
+        """``sized_candidates``, and the values of the scalar SQL expressions ``past``,
+        evaluated in the same statement only where N is past ``most`` (``None`` each
+        otherwise): what a big scope's plan reads next, without a statement of its own."""
         if not self.sizes_with_candidates:
             return None
         total = self.total_sql(chats)
@@ -252,19 +267,26 @@ class SearchMatcher(ABC):
         total_sql, total_params = total
         # the matches of every N up to ``most``: the same SQL as for the N found
         matches, params = self.candidate_matches_sql(replace(chats, size=most), terms, most)
+        columns = "".join(  # a CASE runs a branch's subqueries only where it is taken
+            f", CASE WHEN t.total > %s THEN {sql} END" for sql, _ in past
+        )
+        past_params = [param for _, own in past for param in (most, *own)]
         cursor.execute(
-            f"WITH s AS (SELECT ({total_sql}) AS total), "
+            f"WITH s AS (SELECT t.*{columns} FROM (SELECT ({total_sql}) AS total) t), "
             + self._ranked_ctes(  # at most ``most`` rows: none to join when N is bigger
                 f"SELECT x.* FROM ({matches}) x WHERE (SELECT s.total FROM s) <= %s", most
             )
-            + f" SELECT s.total, {self._ranked_columns()} FROM s LEFT JOIN r ON r.rank <= %s",
-            [*total_params, *params, most, depth],
+            + f" SELECT s.*, {self._ranked_columns()} FROM s LEFT JOIN r ON r.rank <= %s",
+            [*past_params, *total_params, *params, most, depth],
         )
         rows = cursor.fetchall()
         size = int(rows[0][0] or 0) if rows else 0
+        values = list(rows[0][1 : 1 + len(past)]) if rows else [None] * len(past)
         if size > most:
-            return size, None
-        return size, _ranked_rows([row[1:] for row in rows if row[1] is not None])
+            return size, None, values
+        skip = 1 + len(past)
+        ranked = _ranked_rows([row[skip:] for row in rows if row[skip] is not None])
+        return size, ranked, values
 
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]

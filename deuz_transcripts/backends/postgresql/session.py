@@ -27,7 +27,14 @@ from ...search_budget import SearchBudget
 from ...sql.errors import sqlstate
 from ..search_cursor import SearchCursor
 
-__all__ = ["BITMAP_WORK_MEM", "SessionCursor", "bitmap_scans", "search_session"]
+__all__ = [
+    "BITMAP_WORK_MEM",
+    "SessionCursor",
+    "bitmap_scans",
+    "bitmap_scans_free",
+    "keep_bitmap_scans",
+    "search_session",
+]
 
 #: ``work_mem`` of the GIN counts and bitmap reads (``bitmap_scans``): an exact bitmap of
 #: 1,000,000 rows fits in a few MB, so counts of common words need no recheck of each row.
@@ -64,7 +71,10 @@ class SearchSession:
     ``bitmap`` is the mode the next read wants, ``server_bitmap`` the mode in force: a
     ``set_config`` is sent only where they differ, with the next read, so consecutive
     GIN counts share one and a read outside them runs with the caller's
-    ``enable_seqscan`` and ``work_mem`` (read in the search's first statement).
+    ``enable_seqscan`` and ``work_mem`` (read in the search's first statement). The
+    search's last read (``last_read_next``: the page's rows by primary key and chat
+    position, through btrees either way) keeps the bitmap mode where it is in force, as
+    every read does after ``keep_bitmap_scans``: no ``set_config``.
     """
 
     def __init__(self, inner: CursorWrapper, timeout_ms: int) -> None:
@@ -80,6 +90,7 @@ class SearchSession:
         self.bitmap = False
         self.server_bitmap = False
         self.callers: tuple[str, str] | None = None  # enable_seqscan, work_mem
+        self.kept = False  # the bitmap mode serves every later read (``keep_bitmap_scans``)
 
     def execute(self, sql: Any, params: Any) -> Any:
         """``sql`` with what must precede it (and, if it is the last read, follow it)."""
@@ -152,7 +163,9 @@ class SearchSession:
             settings.add("set_config('jit', 'off', true)")
             if self.timeout_ms:
                 lowered = lowered or self.timeout_ms
-        if self.bitmap != self.server_bitmap:
+        if self.bitmap != self.server_bitmap and not (
+            self.server_bitmap and (self.ends_next or self.kept)
+        ):
             if self.bitmap:
                 settings.add("set_config('enable_seqscan', 'off', true)")
                 settings.add(
@@ -269,3 +282,22 @@ def bitmap_scans(alias: str, cursor: CursorWrapper) -> Iterator[None]:
                 "SELECT set_config('enable_seqscan', %s, true), set_config('work_mem', %s, true)",
                 [row[0], row[1]],
             )
+
+
+def keep_bitmap_scans(cursor: CursorWrapper) -> None:
+    """In a search (``SessionCursor``) in the bitmap mode: every later read keeps it, with
+    no ``set_config`` back to the caller's settings. For a search whose first statement
+    ran in that mode and whose N says every later read is of a scope the plan ranks
+    whole (through the chat btree or GIN, never a sequential scan of the table)."""
+    if isinstance(cursor, SessionCursor) and cursor.session.server_bitmap:
+        cursor.session.kept = True
+
+
+def bitmap_scans_free(cursor: CursorWrapper) -> bool:
+    """Whether the next read runs in the bitmap mode at no ``set_config`` of its own: in
+    a search (``SessionCursor``), its first statement (whose settings go with it anyway)
+    or one where the mode is in force."""
+    if not isinstance(cursor, SessionCursor):
+        return False
+    session = cursor.session
+    return not session.begun or session.server_bitmap

@@ -13,16 +13,18 @@ from django.db.backends.utils import CursorWrapper
 
 from .... import ranking
 from ....models import Message
-from ...base import Known, SearchMatcher, fetch_int, more_than_by_counts
+from ...base import Candidate, Known, SearchMatcher, fetch_int, more_than_by_counts
 from ...chat_filter import ChatFilter, table
 from ...policy import PlanPolicy
 from ..session import bitmap_scans as _bitmap_scans
+from ..session import bitmap_scans_free, keep_bitmap_scans
 from ..storage import VECTOR_COLUMN
 from ..tsquery import every_term_tsquery, filter_parts, filtered_tsquery, tsquery_literal
 from .index_figures import IndexTermCounts, index_term_counts
 from .stored import (
     COUNTED_TENANT_MIN_ROWS,
     StoredCounts,
+    is_stored_sql,
     stored_or,
     stored_term_counts,
     stored_total,
@@ -39,6 +41,9 @@ from .subsets import (
 
 __all__ = ["PostgresCounts"]
 
+#: Whose n_t: the terms, the tenant (``None``: every tenant) and the roles.
+_CountsKey = tuple[tuple[str, ...], str | None, frozenset[str] | None]
+
 
 class PostgresCounts(SearchMatcher):
     """N, n_t, histograms and totals of PostgreSQL searches (stored or GIN counts)."""
@@ -53,9 +58,9 @@ class PostgresCounts(SearchMatcher):
         self._totals: list[tuple[ChatFilter, int]] = []
         #: stored n_t already read (``stored_counts``): the walk's guess, the probe and
         #: the ranking of one search ask for the same ones
-        self._stored_counts: dict[
-            tuple[tuple[str, ...], str | None, frozenset[str] | None], list[int | None]
-        ] = {}
+        self._stored_counts: dict[_CountsKey, list[int | None]] = {}
+        #: n_t of the terms not stored, counted in GIN in N's statement (``sized_candidates``)
+        self._sized_counts: dict[_CountsKey, list[int | None]] = {}
 
     def index_counts(
         self, cursor: CursorWrapper, terms: Sequence[str], roles: frozenset[str] | None
@@ -82,8 +87,7 @@ class PostgresCounts(SearchMatcher):
     ) -> list[int | None]:
         """Each term's stored count in ``stored``'s tenant and roles (``None``: not
         stored), read once per search (``stored_term_counts``)."""
-        roles = None if stored.roles is None else frozenset(stored.roles)
-        key = (tuple(terms), stored.tenant, roles)
+        key = _counts_key(terms, stored)
         if key not in self._stored_counts:
             self._stored_counts[key] = stored_term_counts(
                 cursor, terms, stored.tenant, stored.roles
@@ -92,6 +96,65 @@ class PostgresCounts(SearchMatcher):
 
     def stores_term_counts(self, chats: ChatFilter) -> bool:
         return self.stored_counts_of(chats) is not None
+
+    def sized_candidates(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        depth: int,
+        most: int,
+    ) -> tuple[int, tuple[dict[int, int], list[Candidate]] | None] | None:
+        """As every backend, and where the filter's counts are stored and N is past
+        ``most``, every n_t in the same statement: the stored ones (what the walk's guess
+        and the statistics read next), and, for a query longer than a walk takes and N
+        past the sizes that rank every match, the others counted in GIN (the statistics
+        come next: the essential-terms plan). N and the n_t then share one snapshot and
+        one statement. Such a statement runs with the GIN counts' settings, as the rows
+        of the rarest terms read after it do (``bitmap_scans``), where that costs no
+        ``set_config`` of its own (the search's first statement): else its terms not
+        stored are counted later, as without it. A scope too small for the counts is
+        ranked whole, in the mode in force (``keep_bitmap_scans``)."""
+        stored = self.stored_counts_of(chats)
+        if stored is None:
+            return super().sized_candidates(cursor, chats, terms, depth, most)
+        policy = self.policy
+        counted = len(terms) > policy.walk_max_terms and bitmap_scans_free(cursor)
+        gate = max(policy.single_statement_max, policy.lexeme_scope_min)
+        past: list[tuple[str, list[Any]]] = []
+        for term in terms:
+            past.append(stored_or(term, stored.tenant, stored.roles, ("NULL", [])))
+            if counted:
+                is_stored, is_stored_params = is_stored_sql(term, stored.tenant)
+                gin, gin_params = gin_count(chats, filtered_tsquery(chats, tsquery_literal(term)))
+                past.append(
+                    (
+                        f"CASE WHEN t.total > %s AND NOT {is_stored} THEN {gin} END",
+                        [
+                            gate,
+                            *is_stored_params,
+                            *gin_params,
+                        ],
+                    )
+                )
+        if counted:
+            with _bitmap_scans(self.alias, cursor):
+                sized = self._sized_read(cursor, chats, terms, depth, most, past)
+        else:
+            sized = self._sized_read(cursor, chats, terms, depth, most, past)
+        if sized is None:
+            return None
+        size, read, values = sized
+        if counted and size <= gate:  # no n_t counted: the plan ranks this scope whole
+            keep_bitmap_scans(cursor)
+        if size > most:
+            key = _counts_key(terms, stored)
+            step = 2 if counted else 1
+            found = values[::step]
+            self._stored_counts[key] = [None if n is None else int(n) for n in found]
+            if counted:
+                self._sized_counts[key] = [None if n is None else int(n) for n in values[1::2]]
+        return size, read
 
     def stored_density(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
@@ -233,6 +296,11 @@ class PostgresCounts(SearchMatcher):
         counts: list[int | None] = (
             [None] * len(terms) if stored is None else self.stored_counts(cursor, terms, stored)
         )
+        if stored is not None:  # the ones counted with N already (``sized_candidates``)
+            sized = self._sized_counts.get(_counts_key(terms, stored), [])
+            for position, count in enumerate(sized):
+                if counts[position] is None:
+                    counts[position] = count
         missing = [position for position, count in enumerate(counts) if count is None]
         if missing:  # the bitmap settings cost a savepoint and two statements: only for GIN
             with _bitmap_scans(self.alias, cursor):
@@ -320,6 +388,11 @@ class PostgresCounts(SearchMatcher):
         # the counts again, in the subsets' statement: one snapshot for all of them
         together = self._count_subsets(cursor, chats, terms)
         return ranking.masks_from_subset_counts(together, len(terms))
+
+
+def _counts_key(terms: Sequence[str], stored: StoredCounts) -> _CountsKey:
+    roles = None if stored.roles is None else frozenset(stored.roles)
+    return tuple(terms), stored.tenant, roles
 
 
 def _term_count(

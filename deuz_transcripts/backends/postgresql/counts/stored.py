@@ -60,6 +60,7 @@ __all__ = [
     "create_triggers",
     "drop_term_counts",
     "has_deltas",
+    "is_stored_sql",
     "rebuild_term_counts",
     "replace_function",
     "stored_or",
@@ -394,18 +395,26 @@ def stored_or(
     """A scalar SQL expression: ``term``'s stored count (as ``stored_term_counts``) where
     it is counted for ``tenant``, else ``fallback``; each evaluated only when its branch
     is taken, so counts of a statement share its snapshot."""
+    counted, counted_params = is_stored_sql(term, tenant)
+    where, params = _where(tenant, roles)
+    parts = counts_relation(tenant=tenant is not None)
+    count = f"COALESCE((SELECT sum(t.rows) FROM {parts} t WHERE t.lexeme = %s{where}), 0)"
+    return (
+        f"CASE WHEN {counted} THEN {count} ELSE {fallback[0]} END",
+        [*counted_params, stored_term(term), *params, *fallback[1]],
+    )
+
+
+def is_stored_sql(term: str, tenant: str | None) -> tuple[str, list[Any]]:
+    """A boolean SQL expression: whether ``term``'s count is stored for ``tenant``
+    (``None``: every tenant's)."""
     own, own_params = "", list[Any]()
     if tenant is not None:
         own = f" AND EXISTS (SELECT 1 FROM {table(CountedTenant)} o WHERE o.tenant = %s)"
         own_params = [tenant]
-    where, params = _where(tenant, roles)
-    lexeme = stored_term(term)
-    parts = counts_relation(tenant=tenant is not None)
-    count = f"COALESCE((SELECT sum(t.rows) FROM {parts} t WHERE t.lexeme = %s{where}), 0)"
     return (
-        f"CASE WHEN EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = %s){own} "
-        f"THEN {count} ELSE {fallback[0]} END",
-        [lexeme, *own_params, lexeme, *params, *fallback[1]],
+        f"EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = %s){own}",
+        [stored_term(term), *own_params],
     )
 
 
