@@ -28,6 +28,7 @@ from .stored import (
     stored_or,
     stored_term_counts,
     stored_total,
+    tenant_counted_sql,
 )
 from .subsets import (
     count_subsets,
@@ -124,17 +125,16 @@ class PostgresCounts(SearchMatcher):
         past: list[tuple[str, list[Any]]] = []
         for term in terms:
             past.append(stored_or(term, stored.tenant, stored.roles, ("NULL", [])))
-            if counted:
+            if counted:  # a rare or new word of a counted tenant (or of every tenant)
                 is_stored, is_stored_params = is_stored_sql(term, stored.tenant)
+                own, own_params = "TRUE", list[Any]()
+                if stored.tenant is not None:
+                    own, own_params = tenant_counted_sql(stored.tenant)
                 gin, gin_params = gin_count(chats, filtered_tsquery(chats, tsquery_literal(term)))
                 past.append(
                     (
-                        f"CASE WHEN t.total > %s AND NOT {is_stored} THEN {gin} END",
-                        [
-                            gate,
-                            *is_stored_params,
-                            *gin_params,
-                        ],
+                        f"CASE WHEN t.total > %s AND {own} AND NOT {is_stored} THEN {gin} END",
+                        [gate, *own_params, *is_stored_params, *gin_params],
                     )
                 )
         if counted:
@@ -291,7 +291,9 @@ class PostgresCounts(SearchMatcher):
         One statement per term, not one holding a subquery per term: a statement keeps
         every bitmap it built until it ends, and 30 counts of common words in one
         statement took 6.0 s at 1M messages (36 s on 16 partitions) where the same counts
-        one by one take 2.6-3.5 s (bench/RESULTS.md, partitions by tenant)."""
+        one by one take 2.6-3.5 s (bench/RESULTS.md, partitions by tenant). Only the
+        words of a counted tenant that are not stored (rare in the whole index, or new)
+        may come counted already, in N's statement (``sized_candidates``)."""
         stored = self.stored_counts_of(chats)
         counts: list[int | None] = (
             [None] * len(terms) if stored is None else self.stored_counts(cursor, terms, stored)

@@ -67,6 +67,7 @@ __all__ = [
     "stored_term_counts",
     "stored_total",
     "stored_total_sql",
+    "tenant_counted_sql",
 ]
 
 #: Terms in at least this many indexed messages get stored counts (fewer: GIN counts
@@ -410,12 +411,17 @@ def is_stored_sql(term: str, tenant: str | None) -> tuple[str, list[Any]]:
     (``None``: every tenant's)."""
     own, own_params = "", list[Any]()
     if tenant is not None:
-        own = f" AND EXISTS (SELECT 1 FROM {table(CountedTenant)} o WHERE o.tenant = %s)"
-        own_params = [tenant]
+        own, own_params = tenant_counted_sql(tenant)
+        own = f" AND {own}"
     return (
         f"EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = %s){own}",
         [stored_term(term), *own_params],
     )
+
+
+def tenant_counted_sql(tenant: str) -> tuple[str, list[Any]]:
+    """A boolean SQL expression: whether ``tenant`` has term counts of its own."""
+    return f"EXISTS (SELECT 1 FROM {table(CountedTenant)} o WHERE o.tenant = %s)", [tenant]
 
 
 def stored_total(
