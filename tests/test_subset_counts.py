@@ -218,8 +218,9 @@ def test_a_total_left_to_count_is_counted_by_subsets_where_they_visit_fewer_rows
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's GIN counts")
 def test_a_write_between_the_statements_gives_a_total_of_before_or_after_it():
     """Under READ COMMITTED each statement has its own snapshot: a delete committed
-    right after the stored counts are read (for the choice) must not mix into the total.
-    The counts are read again with the subset counts, in one statement."""
+    right after the stored counts are read (for the choice: alone, or with N) must not
+    mix into the total. The counts are read again with the subset counts, in one
+    statement."""
     with tenant_key("userId"):
         store = DjangoConditionalChatStore()
         store.write_chat(chat("both", "ada", "alpha beta", minutes=0), expected_revision=0)
@@ -232,16 +233,25 @@ def test_a_write_between_the_statements_gives_a_total_of_before_or_after_it():
         assert store.transcript.search_page(scope, "alpha beta", limit=3).total == 16
         doomed = Message.objects.get(chat__chat_id="both").pk
         read_counts = postgresql_counts.stored_term_counts
+        read_sized = postgresql_counts.PostgresCounts.sized_candidates
 
         def then_a_delete_commits(cursor, *args, **kwargs):
             counts = read_counts(cursor, *args, **kwargs)
             cursor.execute(f"DELETE FROM {Message._meta.db_table} WHERE id = %s", [doomed])
             return counts
 
+        def sized_then_a_delete_commits(self, cursor, *args, **kwargs):
+            sized = read_sized(self, cursor, *args, **kwargs)
+            cursor.execute(f"DELETE FROM {Message._meta.db_table} WHERE id = %s", [doomed])
+            return sized
+
         with (
             mock.patch.object(policy, "DEFAULT_POLICY", EVERY_SUBSET),
             mock.patch.object(postgresql_counts, "subsets_beat_reading", lambda *_: True),
             mock.patch.object(postgresql_counts, "stored_term_counts", then_a_delete_commits),
+            mock.patch.object(
+                postgresql_counts.PostgresCounts, "sized_candidates", sized_then_a_delete_commits
+            ),
         ):
             page = store.transcript.search_page(scope, "alpha beta", limit=3)
         assert page.total == 15
