@@ -286,8 +286,9 @@ def bitmap_scans(alias: str, cursor: CursorWrapper) -> Iterator[None]:
 def keep_bitmap_scans(cursor: CursorWrapper) -> None:
     """In a search (``SessionCursor``) in the bitmap mode: every later read keeps it, with
     no ``set_config`` back to the caller's settings. For a search whose first statement
-    ran in that mode and whose N says every later read is of a scope the plan ranks
-    whole (through the chat btree or GIN, never a sequential scan of the table)."""
+    ran in that mode and whose N says every later read is of a scope of at most
+    ``lexeme_scope_min`` messages (or ``single_statement_max``), found through the chat
+    btree or GIN, where a sequential scan of the message table never pays."""
     if isinstance(cursor, SessionCursor) and cursor.session.server_bitmap:
         cursor.session.kept = True
 

@@ -114,8 +114,8 @@ class PostgresCounts(SearchMatcher):
         one statement. Such a statement runs with the GIN counts' settings, as the rows
         of the rarest terms read after it do (``bitmap_scans``), where that costs no
         ``set_config`` of its own (the search's first statement): else its terms not
-        stored are counted later, as without it. A scope too small for the counts is
-        ranked whole, in the mode in force (``keep_bitmap_scans``)."""
+        stored are counted later, as without it. The reads of a scope too small for
+        the counts keep that mode (``keep_bitmap_scans``)."""
         stored = self.stored_counts_of(chats)
         if stored is None:
             return super().sized_candidates(cursor, chats, terms, depth, most)
@@ -145,7 +145,7 @@ class PostgresCounts(SearchMatcher):
         if sized is None:
             return None
         size, read, values = sized
-        if counted and size <= gate:  # no n_t counted: the plan ranks this scope whole
+        if counted and size <= gate:  # no n_t counted: a mid-size scope's reads follow
             keep_bitmap_scans(cursor)
         if size > most:
             key = _counts_key(terms, stored)
