@@ -40,7 +40,7 @@ pytestmark = [
 
 ADA = {"userId": "ada"}
 WHEN = datetime(2025, 3, 1, tzinfo=UTC)
-#: the matching statement of a scope read through its own rows (``PostgresMatcher._matches``)
+#: the matching statement of a scope read through its own rows (``PostgresRowSource._matches``)
 OWN_ROWS = "m.chat_id IN ("
 
 

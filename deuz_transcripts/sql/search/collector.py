@@ -35,8 +35,9 @@ from typing import Literal, NamedTuple
 from django.db.backends.utils import CursorWrapper
 
 from ... import ranking
-from ...backends.base import Candidate, SearchMatcher
-from ...backends.chat_filter import ChatFilter
+from ...backends.base import Candidate, Ranked, RowSource
+from ...backends.chat_filter import ChatFilter, after_key, request_filter
+from ...backends.engine_counts import EngineCounts
 from ...paging import PageAfter, PinnedRanking
 from ...search_request import SearchRequest
 from .essential import EssentialTerms
@@ -62,8 +63,8 @@ class Collected(NamedTuple):
     total: int | None
 
 
-#: A mask histogram and the first rows of each mask (``SearchMatcher.candidates``).
-_Read = tuple[dict[int, int], list[Candidate]]
+#: A mask histogram and the first rows of each mask (``RowSource.candidates``).
+_Read = Ranked
 
 
 class _Ranked(NamedTuple):
@@ -77,20 +78,22 @@ class _Ranked(NamedTuple):
 
 
 class Collector:
-    """Collects one search's page through an engine's row source."""
+    """Collects one search's page from an engine's row source, scored by the search's
+    statistics (the engine's stored counts, else its ``counts``)."""
 
-    def __init__(self, source: SearchMatcher, cursor: CursorWrapper) -> None:
+    def __init__(self, source: RowSource, counts: EngineCounts, cursor: CursorWrapper) -> None:
         self.source = source
         self.cursor = cursor
         self.policy = source.policy
-        self.statistics = SearchStatistics(source, cursor)
-        self.walks = NewestWalks(self.statistics)
-        self.essential = EssentialTerms(self.statistics)
+        self.statistics = SearchStatistics(counts, cursor)
+        self.counts = counts
+        self.walks = NewestWalks(source, self.statistics)
+        self.essential = EssentialTerms(source, self.statistics)
 
     def chat_filter(self, request: SearchRequest) -> ChatFilter:
         """The SQL filter of the request's scope, chat ids, roles, window (and tenant)."""
         source = self.source
-        return ChatFilter.of(
+        return request_filter(
             request,
             source.alias,
             role_tokens=source.role_tokens,
@@ -136,7 +139,7 @@ class Collector:
         statistics = self.statistics
         depth = request.offset + request.limit
         terms = request.terms
-        sized = chats.narrowed and (bool(chats.scope) or chats.chat_ids is not None)
+        sized = _narrowed(chats) and (bool(chats.scope) or chats.chat_ids is not None)
         # N first where its size picks how the engine finds a scope's rows (a scan of a
         # small one); past every size that picks a route, the walk needs no N
         if sized:
@@ -217,7 +220,7 @@ class Collector:
             return None
         depth = request.offset + request.limit
         source = self.source
-        beyond = chats.after_key(key, source.alias, source.chat_id_order)
+        beyond = after_key(chats, key, source.alias, source.chat_id_order)
         # as if the terms were independent (the first page's guess): a bounded walk
         share = math.prod(min(count / pinned.total, 1.0) for count in pinned.matching)
         rows = walk_if_dense(source, self.cursor, beyond, terms, full, share, depth)
@@ -295,7 +298,7 @@ class Collector:
         total = self.statistics.total(chats)  # the window's messages: how to read them
         if not total:
             return None
-        if chats.narrowed:
+        if _narrowed(chats):
             chats = self.statistics.sized(chats, terms, total)
         histogram = self._histogram(chats, terms, total)
         histogram = {mask: rows for mask, rows in histogram.items() if mask and rows}
@@ -328,7 +331,7 @@ class Collector:
         total, _, read = (self.statistics.total(chats), True, None) if sized is None else sized
         if not total:
             return None
-        if chats.narrowed:
+        if _narrowed(chats):
             chats = self.statistics.sized(chats, terms, total)
         if after is not None:
             every = self._histogram(chats, terms, total)
@@ -360,10 +363,11 @@ class Collector:
         terms = request.terms
         tried = read is None and self.essential.tried(chats, terms, total)
         # counts alone may give every mask (the total): then the page is read by masks
-        counted = source.subset_histogram(cursor, chats, terms, total) if exact and tried else None
+        counts = self.counts
+        counted = counts.subset_histogram(cursor, chats, terms, total) if exact and tried else None
         if tried and counted is None:
             essential = None
-            if exact and source.stores_term_counts(chats):  # the total needs every mask
+            if exact and self.statistics.stores_term_counts(chats):  # the total needs every mask
                 essential = self.essential.page(chats, terms, request, total, prune=False)
             if essential is None:
                 essential = self.essential.page(chats, terms, request, total)
@@ -377,7 +381,7 @@ class Collector:
                 matches = (
                     sum(essential.histogram.values())
                     if essential.complete
-                    else source.count_matches(cursor, chats, terms, (pinned.total, pinned.matching))
+                    else counts.count_matches(cursor, chats, terms, (pinned.total, pinned.matching))
                 )
                 return _Ranked(essential.page, plan, chats, pinned, matches)
         masks_first = read is None and (
@@ -413,13 +417,13 @@ class Collector:
         """Every match's mask histogram: from counts alone, or stored counts and the
         rarer terms' rows, where it can; else read from every match (at once when the
         essential-terms plan just found those rows ``over_budget``)."""
-        source, cursor = self.source, self.cursor
+        counts, cursor = self.counts, self.cursor
         complete = None
         if not over_budget:
-            complete = source.subset_histogram(cursor, chats, terms, total)
+            complete = counts.subset_histogram(cursor, chats, terms, total)
             if complete is None:
                 complete = self.essential.complete_histogram(chats, terms, total)
-        return source.mask_histogram(cursor, chats, terms) if complete is None else complete
+        return counts.mask_histogram(cursor, chats, terms) if complete is None else complete
 
     def _page_after(
         self,
@@ -441,7 +445,7 @@ class Collector:
         total = after.pinned.total  # the first page's N: a walk's guess only
         rows: list[Candidate] = []
         if tied and depth:  # read (or walked) from the cursor's chat on
-            beyond = chats.after_key(after.key, source.alias, source.chat_id_order)
+            beyond = after_key(chats, after.key, source.alias, source.chat_id_order)
             tied_plan = replace(plan, page_masks=frozenset(tied))
             rows.extend(
                 page_rows(source, cursor, beyond, terms, tied_plan, histogram, depth, total)
@@ -461,3 +465,9 @@ def _only_full_scores_best(pinned: PinnedRanking, term_count: int) -> bool:
     full = (1 << term_count) - 1
     best = pinned.raw(full)
     return all(pinned.raw(full & ~(1 << position)) < best for position in range(term_count))
+
+
+def _narrowed(chats: ChatFilter) -> bool:
+    """Whether a scope field, a chat id list or another filter narrows the chats (so N
+    is theirs to count, not the index's)."""
+    return bool(chats.scope) or chats.chat_ids is not None or not chats.tokens_suffice
