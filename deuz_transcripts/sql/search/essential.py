@@ -34,7 +34,6 @@ from ... import ranking
 from ...backends.base import Candidate, RowSource
 from ...backends.chat_filter import ChatFilter
 from ...paging import PinnedRanking
-from ...search_request import SearchRequest
 from .page_rows import order_page, page_rows
 from .statistics import SearchStatistics
 from .unread_masks import unread_mask_rows
@@ -136,7 +135,8 @@ class EssentialTerms:
         self,
         chats: ChatFilter,
         terms: Sequence[str],
-        request: SearchRequest,
+        offset: int,
+        limit: int,
         total: int,
         *,
         prune: bool = True,
@@ -146,7 +146,7 @@ class EssentialTerms:
         histogram is complete. Two or more terms left with too many rows to read: the page
         from their masks, best first (``unread_masks``; pruning only). ``None``: ranking
         every match is the cheaper plan."""
-        depth = request.offset + request.limit
+        depth = offset + limit
         read = self._read(chats, terms, total, depth=depth, prune=prune)
         if read is None:
             return None
@@ -162,7 +162,7 @@ class EssentialTerms:
             rows.extend(fetched)
             for row in fetched:  # a mask's count up to the depth: enough to plan the page
                 histogram[row.mask] = histogram.get(row.mask, 0) + 1
-        plan = ranking.plan_page_by_idfs(histogram, idfs, request.offset, request.limit)
+        plan = ranking.plan_page_by_idfs(histogram, idfs, offset, limit)
         if plan is not None and last is not None and 1 << last in plan.page_masks:
             alone_plan = replace(plan, page_masks=frozenset({1 << last}))
             rows.extend(
@@ -170,7 +170,7 @@ class EssentialTerms:
                     self.source, self.cursor, chats, terms, alone_plan, histogram, depth, total
                 )
             )
-        page = [] if plan is None else order_page(rows, plan)[request.offset : depth]
+        page = [] if plan is None else order_page(rows, plan)[offset:depth]
         best = max(histogram, key=lambda mask: ranking.mask_raw(mask, idfs), default=0)
         total = max(total, *read.counts)
         pinned = PinnedRanking(total, tuple(read.counts), best) if best else None
