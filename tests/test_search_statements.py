@@ -381,7 +381,7 @@ def counted_users_store() -> DjangoConditionalChatStore:
     """``users_store`` with ``bob`` a tenant whose counts are stored (and its words'), as
     ``bench.statements`` refreshes them."""
     store = users_store()
-    assert store.transcript.backend.matcher.policy.single_statement_max < 12 * 15
+    assert store.transcript.backend.source.policy.single_statement_max < 12 * 15
     if connection.vendor == "postgresql":
         from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
 
@@ -418,25 +418,24 @@ def test_n_and_every_n_t_of_a_big_tenant_come_in_one_statement(scaled_plans):
     takes): the counts the plan reads next, the same as read alone, and no statement."""
     postgresql_only()
     store = counted_users_store()
-    matcher = store.transcript.backend.matcher
+    backend = store.transcript.backend
+    source, counts = backend.search_parts(policy.DEFAULT_POLICY)
+    _, alone = backend.search_parts(policy.DEFAULT_POLICY)
     rare = [MessageFactory(text="zeta alpha") for _ in range(3)]  # a word written since
     store.write_chat(
         ChatRecordFactory(chat_id="b99", scope=BOB, messages=rare), expected_revision=0
     )
-    alone = type(matcher)(matcher.alias, matcher.policy)
     terms = [*WORDS.split()[:4], "zeta"]
-    bob = ChatFilter(BOB, tenant=matcher.tested_tenant(BOB))
+    bob = ChatFilter(BOB, tenant=source.tested_tenant(BOB))
     sized = replace(bob, size=183)
     with connection.cursor() as cursor:
-        stored = matcher.stored_counts_of(bob)
-        assert stored is not None
-        assert alone.stored_counts(cursor, terms, stored)[-1] is None  # not counted
+        assert alone.stored.term_counts(cursor, bob, terms)[-1] is None  # not counted
         expected = alone.term_counts(cursor, sized, terms)
         assert expected[0] == 12 * 9 + 3 and expected[-1] == 3
     with sent() as trips, search_session("default", 5_000) as cursor:
-        assert matcher.sized_candidates(cursor, bob, terms, 4, 15) == (183, None)
-        assert matcher.stored_density(cursor, sized, terms) is None
-        assert matcher.term_counts(cursor, sized, terms) == expected
+        assert source.sized_candidates(cursor, bob, terms, 4, 15) == (183, None)
+        assert counts.stored.term_counts(cursor, sized, terms)[:4] == expected[:4]
+        assert counts.term_counts(cursor, sized, terms[4:]) == expected[4:]
     assert [len(reads(trip)) for trip in trips] == [1, 0]  # then COMMIT alone
     assert "set_config('enable_seqscan', 'off', true)" in trips[0][1]
 
@@ -446,18 +445,18 @@ def test_n_and_a_small_scopes_candidates_come_in_one_statement(store):
     """The candidates read with N are those ``candidates`` reads once N is known; past
     ``most`` N comes alone, and the matches are not read."""
     postgresql_only()
-    matcher = store.transcript.backend.matcher
+    source = store.transcript.backend.source
     terms = WORDS.split()
 
     def chats_of(scope: dict[str, str]) -> ChatFilter:
-        return ChatFilter(scope, tenant=matcher.tested_tenant(scope))
+        return ChatFilter(scope, tenant=source.tested_tenant(scope))
 
     ada = chats_of(ADA)
     with CaptureQueriesContext(connection) as captured, connection.cursor() as cursor:
-        size, read = matcher.sized_candidates(cursor, ada, terms, 4, 15)
+        size, read = source.sized_candidates(cursor, ada, terms, 4, 15)
         assert len(captured.captured_queries) == 1 and size == 15
         known = replace(ada, size=size)
-        assert read == matcher.candidates(cursor, known, terms, 4, size)
+        assert read == source.candidates(cursor, known, terms, 4, size)
         assert read is not None and sum(read[0].values()) == 15  # each message holds a word
-        assert matcher.sized_candidates(cursor, ada, terms, 4, 14) == (15, None)
-        assert matcher.sized_candidates(cursor, chats_of(BOB), terms, 4, 15) == (180, None)
+        assert source.sized_candidates(cursor, ada, terms, 4, 14) == (15, None)
+        assert source.sized_candidates(cursor, chats_of(BOB), terms, 4, 15) == (180, None)
