@@ -17,6 +17,7 @@ __all__ = [
     "ChatScope",
     "CountedTenant",
     "CountedTerm",
+    "CountingTerm",
     "LegacyChat",
     "Message",
     "StoredForm",
@@ -120,7 +121,8 @@ class Message(models.Model):
 
 class CountedTerm(models.Model):
     """A term common enough that PostgreSQL stores its counts (``TermCount``); chosen by
-    ``backfill_transcripts --count-terms`` and the migration. Empty on SQLite."""
+    the writes' folds as the data grows (``postgresql.counts.choice``), and again by
+    ``backfill_transcripts --count-terms`` (repair) and the migrations. Empty on SQLite."""
 
     lexeme = models.TextField(primary_key=True)
 
@@ -133,7 +135,8 @@ class CountedTerm(models.Model):
 
 class CountedTenant(models.Model):
     """A tenant big enough that PostgreSQL stores its own counts of the counted terms
-    (``TermCount``), chosen by ``backfill_transcripts --count-terms``; the counts of every
+    (``TermCount``), chosen by the writes' folds when its N passes the threshold (and by
+    ``backfill_transcripts --count-terms``); the counts of every
     other tenant's messages are summed together under tenant ``""``, read by unscoped
     searches only (a small tenant's terms are counted in GIN). Empty on SQLite."""
 
@@ -144,6 +147,24 @@ class CountedTenant(models.Model):
 
     def __str__(self) -> str:
         return self.tenant
+
+
+class CountingTerm(models.Model):
+    """A term becoming counted: writers already append its deltas, but no search reads
+    its counts until a later fold, once every writer that could have missed it has
+    ended, counts its rows and moves it to ``CountedTerm`` (``postgresql.counts.choice``).
+    ``marked_by``: the transaction that chose it; ``observed``: a later one saw it (the
+    row's ``xmin`` then says which writers must end first). Empty on SQLite."""
+
+    lexeme = models.TextField(primary_key=True)
+    marked_by = models.BigIntegerField()
+    observed = models.BooleanField(default=False)
+
+    class Meta:
+        verbose_name = _("term being counted")
+
+    def __str__(self) -> str:
+        return self.lexeme
 
 
 class TermCount(models.Model):

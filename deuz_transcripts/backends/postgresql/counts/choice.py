@@ -1,0 +1,231 @@
+"""PostgreSQL: which terms and tenants have stored counts, chosen by the writes' folds as
+the data grows, with no periodic chore (``backfill_transcripts --count-terms`` repairs).
+
+Tenants. Every delta names its message's own tenant and a fold adds it where the
+tenant's counts live when it folds (``deltas.fold_function_sql``). A fold of every key
+that raised a tenant's N past ``COUNTED_TENANT_MIN_ROWS`` gives it its own counts: the
+tenant's rows holding each counted term, less what its own rows and deltas already hold,
+appended as deltas (``+`` under the tenant, ``-`` under ``""``), and the tenant joins
+``CountedTenant``, in one transaction. Writers never need to know: whatever they append
+meanwhile names the tenant and goes where the tenant's counts live when folded. Only
+folds must not read ``CountedTenant`` on both sides of the change, so folds hold
+``CHOICE_LOCK`` shared (taken before the statement that reads it) and a choice takes it
+exclusively, both with ``try`` (whoever misses it skips: no writer waits).
+
+Terms. A writer decides which terms it counts when its trigger runs; one that decided
+before a term became counted and commits after the term's rows were counted would be
+missed. So a term is counted in two steps, like ``CREATE INDEX CONCURRENTLY``: marked
+(``CountingTerm``: writers append its deltas from then on, searches do not read them),
+seen by a later transaction, which stamps it with a fresh transaction id (a
+subtransaction's), and, once every transaction older than that stamp has ended (the
+snapshot's ``xmin`` past it: no writer that missed the mark is still running), counted
+from its rows through GIN less what its rows and deltas hold, appended per count as
+deltas, and moved to ``CountedTerm``. Candidates come from the planner's statistics of
+the vector column (``pg_stats.most_common_elems``, kept by autovacuum's ``ANALYZE``),
+an estimate that only nominates: the count itself is exact.
+"""
+
+from __future__ import annotations
+
+from ....models import (
+    Chat,
+    CountedTenant,
+    CountedTerm,
+    CountingTerm,
+    Message,
+    TermCount,
+    TermCountDelta,
+)
+from ...chat_filter import table
+from ..storage import VECTOR_COLUMN
+
+__all__ = [
+    "CHOICE_LOCK",
+    "CHOOSE_FUNCTION",
+    "COUNTED_MIN_ROWS",
+    "COUNTED_TENANT_MIN_ROWS",
+    "FINALIZE_EVERY",
+    "IS_TERM",
+    "choice_call",
+    "choose_functions_sql",
+    "drop_choice_sql",
+]
+
+#: Terms in at least this many indexed messages get stored counts (fewer: GIN counts
+#: them at about the cost of a page walk's probe).
+COUNTED_MIN_ROWS = 2_000
+#: Tenants with at least this many indexed messages get their own term counts (fewer:
+#: GIN counts a term's rows in the tenant in a few milliseconds).
+COUNTED_TENANT_MIN_ROWS = 10_000
+#: Terms a choice counts at most (each a GIN count of its rows), so one write pays little.
+FINALIZE_EVERY = 4
+#: Scope, chat and role lexemes (a private-use first character) are never terms.
+IS_TERM = "left(l.lexeme, 1) NOT IN (E'\\uE000', E'\\uE002', E'\\uE003')"
+#: The advisory lock (key pair) of the counted tenants and terms: folds share it, a
+#: choice holds it alone; both only ``try`` it.
+CHOICE_LOCK = "733123, 0"
+CHOOSE_FUNCTION = "deuz_choose_counts"
+_CANDIDATES = "deuz_new_common_terms"
+_UINT32 = 4_294_967_296
+
+
+def _past(alias: str) -> str:
+    """Whether row ``alias`` was last written by a transaction older than every one still
+    running (its 32-bit ``xmin`` before the snapshot's ``xmin``, compared modulo 2^32 as
+    PostgreSQL compares transaction ids)."""
+    return (
+        f"mod(mod(pg_snapshot_xmin(pg_current_snapshot())::text::bigint, {_UINT32}) "
+        f"- {alias}.xmin::text::bigint + {_UINT32}, {_UINT32}) BETWEEN 1 AND 2147483647"
+    )
+
+
+def _bucket(alias: str) -> str:
+    """Where a term count of tenant ``alias.tenant`` lives: its own, or ``""``."""
+    return (
+        f"(CASE WHEN {alias}.tenant IN (SELECT tenant FROM {table(CountedTenant)}) "
+        f"THEN {alias}.tenant ELSE '' END)"
+    )
+
+
+def _parts() -> str:
+    columns = "lexeme, tenant, role, rows"
+    return (
+        f"(SELECT {columns} FROM {table(TermCount)} "
+        f"UNION ALL SELECT {columns} FROM {table(TermCountDelta)})"
+    )
+
+
+def _actionable() -> str:
+    """Whether a marked term waits for a choice: to be seen, or to be counted."""
+    return (
+        f"EXISTS (SELECT 1 FROM {table(CountingTerm)} c WHERE "
+        f"(NOT c.observed AND c.marked_by <> pg_current_xact_id()::text::bigint) "
+        f"OR (c.observed AND {_past('c')}))"
+    )
+
+
+def choice_call(grown_tenants: str, grown: str) -> str:
+    """PL/pgSQL statements for a fold of every key: the first of ``grown_tenants`` (the
+    uncounted tenants whose N it raised) past the threshold into ``grown``, and a choice
+    when there is something to choose and ``CHOICE_LOCK`` is free."""
+    return f"""
+        {grown} := ARRAY(SELECT g.tenant FROM unnest({grown_tenants}) AS g(tenant)
+            WHERE (SELECT COALESCE(sum(p.rows), 0) FROM {_parts()} p
+                WHERE p.lexeme = '' AND p.tenant = g.tenant) >= {COUNTED_TENANT_MIN_ROWS}
+            ORDER BY 1 LIMIT 1);
+        IF cardinality({grown}) > 0 OR {_actionable()}
+            OR EXISTS (SELECT 1 FROM {_CANDIDATES}()) THEN
+            IF pg_try_advisory_xact_lock({CHOICE_LOCK}) THEN
+                PERFORM {CHOOSE_FUNCTION}({grown});
+            END IF;
+        END IF;"""
+
+
+def _quoted_operand(lexeme: str) -> str:
+    """SQL of ``lexeme`` as a quoted tsquery operand (``storage.tsquery_operand``)."""
+    return (
+        f"('''' || replace(replace({lexeme}, E'\\\\', E'\\\\\\\\'), '''', '''''') || '''')::tsquery"
+    )
+
+
+def _candidates_sql() -> str:
+    """The terms not counted nor being counted whose estimated rows (the planner's most
+    common elements of the vector column, per partition on a partitioned table) reach
+    ``COUNTED_MIN_ROWS``."""
+    message = table(Message)
+    return f"""
+        CREATE OR REPLACE FUNCTION {_CANDIDATES}() RETURNS SETOF text
+        LANGUAGE sql STABLE AS $body$
+            SELECT l.lexeme FROM pg_class r
+            JOIN pg_namespace n ON n.oid = r.relnamespace
+            JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = r.relname
+                AND s.attname = '{VECTOR_COLUMN}' AND NOT s.inherited
+            CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[],
+                s.most_common_elem_freqs) AS l(lexeme, freq)
+            WHERE (r.oid = '{message}'::regclass OR r.oid IN (SELECT i.inhrelid
+                    FROM pg_inherits i WHERE i.inhparent = '{message}'::regclass))
+                AND l.lexeme IS NOT NULL AND {IS_TERM}
+                AND l.lexeme NOT IN (SELECT lexeme FROM {table(CountedTerm)})
+                AND l.lexeme NOT IN (SELECT lexeme FROM {table(CountingTerm)})
+            GROUP BY l.lexeme
+            HAVING sum(l.freq * GREATEST(r.reltuples, 0) * (1 - s.null_frac))
+                >= {COUNTED_MIN_ROWS}
+        $body$"""
+
+
+def _choose_sql() -> str:
+    message, deltas = table(Message), table(TermCountDelta)
+    counting, counted = table(CountingTerm), table(CountedTerm)
+    return f"""
+        CREATE OR REPLACE FUNCTION {CHOOSE_FUNCTION}(grown text[]) RETURNS void
+        LANGUAGE plpgsql SET jit = off AS $body$
+        DECLARE
+            me bigint := pg_current_xact_id()::text::bigint;
+            k text;
+            t text;
+        BEGIN
+            -- seen marks whose every older transaction has ended: counted from the rows
+            FOR k IN SELECT c.lexeme FROM {counting} c WHERE c.observed AND {_past("c")}
+                ORDER BY c.lexeme LIMIT {FINALIZE_EVERY}
+            LOOP
+                INSERT INTO {deltas} (lexeme, tenant, role, rows)
+                SELECT k, v.bucket, v.role, sum(v.n) FROM (
+                    SELECT {_bucket("r")} AS bucket, r.role, count(*) AS n FROM {message} r
+                    WHERE r.{VECTOR_COLUMN} @@ {_quoted_operand("k")} GROUP BY 1, 2
+                    UNION ALL
+                    SELECT {_bucket("p")}, p.role, -sum(p.rows) FROM {_parts()} p
+                    WHERE p.lexeme = k GROUP BY 1, 2
+                ) v GROUP BY 1, 2 HAVING sum(v.n) <> 0;
+                DELETE FROM {counting} WHERE lexeme = k;
+                INSERT INTO {counted} (lexeme) VALUES (k) ON CONFLICT DO NOTHING;
+            END LOOP;
+            -- marks another transaction committed: stamped by a fresh transaction id (a
+            -- subtransaction's: the block's handler makes one), younger than any writer
+            -- that could have missed them
+            IF EXISTS (SELECT 1 FROM {counting} c WHERE NOT c.observed AND c.marked_by <> me)
+            THEN
+                BEGIN
+                    UPDATE {counting} SET observed = TRUE WHERE NOT observed AND marked_by <> me;
+                EXCEPTION WHEN OTHERS THEN
+                    RAISE;
+                END;
+            END IF;
+            INSERT INTO {counting} (lexeme, marked_by, observed)
+            SELECT c.lexeme, me, FALSE FROM {_CANDIDATES}() AS c(lexeme) ON CONFLICT DO NOTHING;
+            -- a tenant past its threshold: its rows of each counted term, less what its own
+            -- rows and deltas hold, move from tenant "" to its own counts
+            FOREACH t IN ARRAY grown LOOP
+                CONTINUE WHEN EXISTS (SELECT 1 FROM {table(CountedTenant)} o WHERE o.tenant = t);
+                INSERT INTO {deltas} (lexeme, tenant, role, rows)
+                SELECT m.lexeme, b.tenant, m.role, b.sign * m.n FROM (
+                    SELECT v.lexeme, v.role, sum(v.n) AS n FROM (
+                        SELECT l.lexeme, r.role, count(*) AS n FROM {table(Chat)} c
+                        JOIN {message} r ON r.chat_id = c.id AND r.tenant = t
+                        CROSS JOIN LATERAL unnest(tsvector_to_array(r.{VECTOR_COLUMN}))
+                            AS l(lexeme)
+                        WHERE c.tenant = t AND r.{VECTOR_COLUMN} IS NOT NULL
+                            AND l.lexeme IN (SELECT lexeme FROM {counted})
+                        GROUP BY 1, 2
+                        UNION ALL
+                        SELECT p.lexeme, p.role, -sum(p.rows) FROM {_parts()} p
+                        WHERE p.tenant = t AND p.lexeme IN (SELECT lexeme FROM {counted})
+                        GROUP BY 1, 2
+                    ) v GROUP BY 1, 2 HAVING sum(v.n) <> 0
+                ) m CROSS JOIN (VALUES (t, 1), ('', -1)) AS b(tenant, sign);
+                INSERT INTO {table(CountedTenant)} (tenant) VALUES (t) ON CONFLICT DO NOTHING;
+            END LOOP;
+        END
+        $body$"""
+
+
+def choose_functions_sql() -> list[str]:
+    """The statements creating the candidates' and the choice's functions (thresholds
+    read when called, so a test may lower them)."""
+    return [_candidates_sql(), _choose_sql()]
+
+
+def drop_choice_sql() -> list[str]:
+    return [
+        f"DROP FUNCTION IF EXISTS {CHOOSE_FUNCTION}(text[])",
+        f"DROP FUNCTION IF EXISTS {_CANDIDATES}()",
+    ]
