@@ -175,7 +175,7 @@ def _choose_sql() -> str:
                     UNION ALL
                     SELECT {_bucket("p")}, p.role, -sum(p.rows) FROM {_parts()} p
                     WHERE p.lexeme = k GROUP BY 1, 2
-                ) v GROUP BY 1, 2 HAVING sum(v.n) <> 0;
+                ) v GROUP BY v.bucket, v.role HAVING sum(v.n) <> 0;
                 DELETE FROM {counting} WHERE lexeme = k;
                 INSERT INTO {counted} (lexeme) VALUES (k) ON CONFLICT DO NOTHING;
             END LOOP;
