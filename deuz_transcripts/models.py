@@ -198,8 +198,10 @@ class TermCountDelta(models.Model):
     """A change to a ``TermCount`` not added into it yet: the message table's triggers
     only append these (no writer updates a row another writer updates, so writers of one
     tenant never wait for each other), readers add them to the ``TermCount`` row, and
-    folds move them into it (``postgresql.counts.deltas``). ``serial`` (a sequence) keeps
-    each row apart and says when a write folds. Empty on SQLite."""
+    folds move them into it (``postgresql.counts.deltas``). ``tenant``: the message's own
+    (since migration 0010; a fold adds an uncounted tenant's term deltas to tenant
+    ``""``'s row). ``serial`` (a sequence) keeps each row apart and says when a write
+    folds. Empty on SQLite."""
 
     pk = models.CompositePrimaryKey("lexeme", "tenant", "role", "serial")
     lexeme = models.TextField()

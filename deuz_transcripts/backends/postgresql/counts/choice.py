@@ -22,7 +22,8 @@ snapshot's ``xmin`` past it: no writer that missed the mark is still running), c
 from its rows through GIN less what its rows and deltas hold, appended per count as
 deltas, and moved to ``CountedTerm``. Candidates come from the planner's statistics of
 the vector column (``pg_stats.most_common_elems``, kept by autovacuum's ``ANALYZE``),
-an estimate that only nominates: the count itself is exact.
+an estimate that only nominates: the count itself is exact. They are read by the first
+fold after each ANALYZE only (reading them costs a few milliseconds).
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ IS_TERM = "left(l.lexeme, 1) NOT IN (E'\\uE000', E'\\uE002', E'\\uE003')"
 CHOICE_LOCK = "733123, 0"
 CHOOSE_FUNCTION = "deuz_choose_counts"
 _CANDIDATES = "deuz_new_common_terms"
+#: The ANALYZE runs of the message table (and its partitions) a choice last read the
+#: statistics after: a sequence, so writing it takes no row lock and no transaction.
+_ANALYZED = "deuz_choice_analyzed_seq"
 _UINT32 = 4_294_967_296
 
 
@@ -104,19 +108,38 @@ def _actionable() -> str:
     )
 
 
-def choice_call(grown_tenants: str, grown: str) -> str:
+def _analyze_runs() -> str:
+    """The ANALYZE runs (manual and autovacuum's) of the message table and its
+    partitions: what changes the statistics the candidates come from."""
+    message = table(Message)
+    return (
+        "(SELECT COALESCE(sum(pg_stat_get_analyze_count(r.oid) "
+        "+ pg_stat_get_autoanalyze_count(r.oid)), 0) FROM pg_class r "
+        f"WHERE r.oid = '{message}'::regclass OR r.oid IN (SELECT i.inhrelid "
+        f"FROM pg_inherits i WHERE i.inhparent = '{message}'::regclass))"
+    )
+
+
+def choice_call(grown_tenants: str, grown: str, analyzed: str) -> str:
     """PL/pgSQL statements for a fold of every key: the first of ``grown_tenants`` (the
     uncounted tenants whose N it raised) past the threshold into ``grown``, and a choice
-    when there is something to choose and ``CHOICE_LOCK`` is free."""
+    when there is something to choose and ``CHOICE_LOCK`` is free. The statistics are
+    read again only after an ANALYZE (``analyzed``: a bigint variable)."""
     return f"""
         {grown} := ARRAY(SELECT g.tenant FROM unnest({grown_tenants}) AS g(tenant)
             WHERE (SELECT COALESCE(sum(p.rows), 0) FROM {_parts()} p
                 WHERE p.lexeme = '' AND p.tenant = g.tenant) >= {COUNTED_TENANT_MIN_ROWS}
             ORDER BY 1 LIMIT 1);
-        IF cardinality({grown}) > 0 OR {_actionable()}
-            OR EXISTS (SELECT 1 FROM {_CANDIDATES}()) THEN
+        {analyzed} := {_analyze_runs()};
+        IF {analyzed} = (SELECT last_value FROM {_ANALYZED}) THEN
+            {analyzed} := NULL;
+        ELSIF NOT EXISTS (SELECT 1 FROM {_CANDIDATES}()) THEN
+            PERFORM setval('{_ANALYZED}', {analyzed});
+            {analyzed} := NULL;
+        END IF;
+        IF cardinality({grown}) > 0 OR {analyzed} IS NOT NULL OR {_actionable()} THEN
             IF pg_try_advisory_xact_lock({CHOICE_LOCK}) THEN
-                PERFORM {CHOOSE_FUNCTION}({grown});
+                PERFORM {CHOOSE_FUNCTION}({grown}, {analyzed});
             END IF;
         END IF;"""
 
@@ -157,7 +180,8 @@ def _choose_sql() -> str:
     message, deltas = table(Message), table(TermCountDelta)
     counting, counted = table(CountingTerm), table(CountedTerm)
     return f"""
-        CREATE OR REPLACE FUNCTION {CHOOSE_FUNCTION}(grown text[]) RETURNS void
+        CREATE OR REPLACE FUNCTION {CHOOSE_FUNCTION}(grown text[], analyzed bigint)
+        RETURNS void
         LANGUAGE plpgsql SET jit = off AS $body$
         DECLARE
             me bigint := pg_current_xact_id()::text::bigint;
@@ -190,8 +214,12 @@ def _choose_sql() -> str:
                     RAISE;
                 END;
             END IF;
-            INSERT INTO {counting} (lexeme, marked_by, observed)
-            SELECT c.lexeme, me, FALSE FROM {_CANDIDATES}() AS c(lexeme) ON CONFLICT DO NOTHING;
+            IF analyzed IS NOT NULL THEN  -- statistics newer than the last choice read
+                INSERT INTO {counting} (lexeme, marked_by, observed)
+                SELECT c.lexeme, me, FALSE FROM {_CANDIDATES}() AS c(lexeme)
+                ON CONFLICT DO NOTHING;
+                PERFORM setval('{_ANALYZED}', analyzed);
+            END IF;
             -- a tenant past its threshold: its rows of each counted term, less what its own
             -- rows and deltas hold, move from tenant "" to its own counts
             FOREACH t IN ARRAY grown LOOP
@@ -219,13 +247,20 @@ def _choose_sql() -> str:
 
 
 def choose_functions_sql() -> list[str]:
-    """The statements creating the candidates' and the choice's functions (thresholds
-    read when called, so a test may lower them)."""
-    return [_candidates_sql(), _choose_sql()]
+    """The statements creating the candidates' and the choice's functions and the
+    sequence of the ANALYZE runs read (thresholds read when called, so a test may lower
+    them)."""
+    return [
+        f"CREATE SEQUENCE IF NOT EXISTS {_ANALYZED} AS bigint MINVALUE 0 START 0",
+        _candidates_sql(),
+        _choose_sql(),
+    ]
 
 
 def drop_choice_sql() -> list[str]:
     return [
+        f"DROP FUNCTION IF EXISTS {CHOOSE_FUNCTION}(text[], bigint)",
         f"DROP FUNCTION IF EXISTS {CHOOSE_FUNCTION}(text[])",
         f"DROP FUNCTION IF EXISTS {_CANDIDATES}()",
+        f"DROP SEQUENCE IF EXISTS {_ANALYZED}",
     ]

@@ -104,8 +104,8 @@ def fold_function_sql(*, by_owner: bool = True) -> str:
     statement that reads ``CountedTenant``): a change of the counted tenants, which
     takes it exclusively, never meets a fold that read them before it. A fold of every
     key (a write past a multiple of ``FOLD_EVERY``) then runs ``choice.choose_sql``'s
-    function when a tenant it folded passed the threshold or terms wait to be counted or
-    the planner's statistics show new common terms."""
+    function when a tenant it folded passed the threshold, terms wait to be seen or
+    counted, or an ANALYZE since the last choice shows new common terms."""
     if not by_owner:
         return _bucket_fold_sql()
     counts, deltas = table(TermCount), table(TermCountDelta)
@@ -119,6 +119,7 @@ def fold_function_sql(*, by_owner: bool = True) -> str:
             folded bigint;
             zero_lexemes text[]; zero_tenants text[]; zero_roles text[];
             low_lexemes text[]; low_tenants text[]; grown_tenants text[]; grown text[];
+            analyzed bigint;
         BEGIN
             IF current_setting('transaction_isolation') <> 'read committed' THEN
                 RETURN 0;
@@ -182,7 +183,7 @@ def fold_function_sql(*, by_owner: bool = True) -> str:
                         WHERE d.lexeme = '' AND d.tenant = o.tenant);
             END IF;
             IF want_lexemes IS NULL THEN
-                {choice_call("grown_tenants", "grown")}
+                {choice_call("grown_tenants", "grown", "analyzed")}
             END IF;
             RETURN folded;
         END
