@@ -17,8 +17,8 @@ before a term became counted and commits after the term's rows were counted woul
 missed. So a term is counted in two steps, like ``CREATE INDEX CONCURRENTLY``: marked
 (``CountingTerm``: writers append its deltas from then on, searches do not read them),
 seen by a later transaction, which stamps it with a fresh transaction id (a
-subtransaction's), and, once every transaction older than that stamp has ended (the
-snapshot's ``xmin`` past it: no writer that missed the mark is still running), counted
+subtransaction's), and, once no transaction of the database older than that stamp is
+running or holds a snapshot (no writer that missed the mark is still running), counted
 from its rows through GIN less what its rows and deltas hold, appended per count as
 deltas, and moved to ``CountedTerm``. Candidates come from the planner's statistics of
 the vector column (``pg_stats.most_common_elems``, kept by autovacuum's ``ANALYZE``),
@@ -73,13 +73,30 @@ _ANALYZED = "deuz_choice_analyzed_seq"
 _UINT32 = 4_294_967_296
 
 
+def _after(later: str, earlier: str) -> str:
+    """Whether 32-bit transaction id ``later`` follows ``earlier`` (both SQL bigints),
+    compared modulo 2^32 as PostgreSQL compares them."""
+    return f"mod({later} - {earlier} + {_UINT32}, {_UINT32}) BETWEEN 1 AND 2147483647"
+
+
 def _past(alias: str) -> str:
     """Whether row ``alias`` was last written by a transaction older than every one still
-    running (its 32-bit ``xmin`` before the snapshot's ``xmin``, compared modulo 2^32 as
-    PostgreSQL compares transaction ids)."""
+    running in this database and than every snapshot one holds there (a ``REPEATABLE
+    READ`` writer's, taken before a mark, may get its transaction id after the stamp):
+    each backend's ``backend_xid`` and ``backend_xmin`` (autovacuum's aside: it writes no
+    message), and each prepared transaction's id. Other databases' transactions cannot
+    write these tables. Callers clear the transaction's cached activity first
+    (``pg_stat_clear_snapshot``)."""
+    stamp = f"{alias}.xmin::text::bigint"
+    xid, xmin = "a.backend_xid::text::bigint", "a.backend_xmin::text::bigint"
     return (
-        f"mod(mod(pg_snapshot_xmin(pg_current_snapshot())::text::bigint, {_UINT32}) "
-        f"- {alias}.xmin::text::bigint + {_UINT32}, {_UINT32}) BETWEEN 1 AND 2147483647"
+        "(NOT EXISTS (SELECT 1 FROM pg_stat_activity a "
+        "WHERE a.datname = current_database() AND a.backend_type IS DISTINCT FROM 'autovacuum worker' "
+        f"AND ((a.backend_xid IS NOT NULL AND NOT ({_after(xid, stamp)})) "
+        f"OR (a.backend_xmin IS NOT NULL AND NOT ({_after(xmin, stamp)})))) "
+        "AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts p "
+        "WHERE p.database = current_database() "
+        f"AND NOT ({_after('p.transaction::text::bigint', stamp)})))"
     )
 
 
@@ -131,6 +148,7 @@ def choice_call(grown_tenants: str, grown: str, analyzed: str) -> str:
                 WHERE p.lexeme = '' AND p.tenant = g.tenant) >= {COUNTED_TENANT_MIN_ROWS}
             ORDER BY 1 LIMIT 1);
         {analyzed} := {_analyze_runs()};
+        PERFORM pg_stat_clear_snapshot();  -- the backends' activity as it is now
         IF {analyzed} = (SELECT last_value FROM {_ANALYZED}) THEN
             {analyzed} := NULL;
         ELSIF NOT EXISTS (SELECT 1 FROM {_CANDIDATES}()) THEN
@@ -188,6 +206,7 @@ def _choose_sql() -> str:
             k text;
             t text;
         BEGIN
+            PERFORM pg_stat_clear_snapshot();
             -- seen marks whose every older transaction has ended: counted from the rows
             FOR k IN SELECT c.lexeme FROM {counting} c WHERE c.observed AND {_past("c")}
                 ORDER BY c.lexeme LIMIT {FINALIZE_EVERY}
