@@ -137,25 +137,30 @@ def _analyze_runs() -> str:
     )
 
 
-def choice_call(grown_tenants: str, grown: str, analyzed: str) -> str:
+def choice_call(grown_tenants: str, grown: str, analyzed: str, waiting: str) -> str:
     """PL/pgSQL statements for a fold of every key: the first of ``grown_tenants`` (the
     uncounted tenants whose N it raised) past the threshold into ``grown``, and a choice
     when there is something to choose and ``CHOICE_LOCK`` is free. The statistics are
-    read again only after an ANALYZE (``analyzed``: a bigint variable)."""
+    read again only after an ANALYZE (``analyzed``: a bigint variable), the backends'
+    activity only while terms are being counted (``waiting``: a boolean variable)."""
     return f"""
         {grown} := ARRAY(SELECT g.tenant FROM unnest({grown_tenants}) AS g(tenant)
             WHERE (SELECT COALESCE(sum(p.rows), 0) FROM {_parts()} p
                 WHERE p.lexeme = '' AND p.tenant = g.tenant) >= {COUNTED_TENANT_MIN_ROWS}
             ORDER BY 1 LIMIT 1);
         {analyzed} := {_analyze_runs()};
-        PERFORM pg_stat_clear_snapshot();  -- the backends' activity as it is now
         IF {analyzed} = (SELECT last_value FROM {_ANALYZED}) THEN
             {analyzed} := NULL;
         ELSIF NOT EXISTS (SELECT 1 FROM {_CANDIDATES}()) THEN
             PERFORM setval('{_ANALYZED}', {analyzed});
             {analyzed} := NULL;
         END IF;
-        IF cardinality({grown}) > 0 OR {analyzed} IS NOT NULL OR {_actionable()} THEN
+        {waiting} := FALSE;
+        IF EXISTS (SELECT 1 FROM {table(CountingTerm)}) THEN
+            PERFORM pg_stat_clear_snapshot();  -- the backends' activity as it is now
+            {waiting} := {_actionable()};
+        END IF;
+        IF cardinality({grown}) > 0 OR {analyzed} IS NOT NULL OR {waiting} THEN
             IF pg_try_advisory_xact_lock({CHOICE_LOCK}) THEN
                 PERFORM {CHOOSE_FUNCTION}({grown}, {analyzed});
             END IF;

@@ -119,7 +119,7 @@ def fold_function_sql(*, by_owner: bool = True) -> str:
             folded bigint;
             zero_lexemes text[]; zero_tenants text[]; zero_roles text[];
             low_lexemes text[]; low_tenants text[]; grown_tenants text[]; grown text[];
-            analyzed bigint;
+            analyzed bigint; waiting boolean;
         BEGIN
             IF current_setting('transaction_isolation') <> 'read committed' THEN
                 RETURN 0;
@@ -183,7 +183,7 @@ def fold_function_sql(*, by_owner: bool = True) -> str:
                         WHERE d.lexeme = '' AND d.tenant = o.tenant);
             END IF;
             IF want_lexemes IS NULL THEN
-                {choice_call("grown_tenants", "grown", "analyzed")}
+                {choice_call("grown_tenants", "grown", "analyzed", "waiting")}
             END IF;
             RETURN folded;
         END
