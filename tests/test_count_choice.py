@@ -21,6 +21,7 @@ from deuz_transcripts.models import (
     CountedTerm,
     CountingTerm,
     Message,
+    TermCount,
     TermCountDelta,
 )
 from deuz_transcripts.stores import DjangoConditionalChatStore
@@ -238,3 +239,35 @@ def test_a_fold_skips_while_a_choice_holds_the_lock_instead_of_waiting():
         due_write(store, "free", "ada", "alpha")
         assert not TermCountDelta.objects.exists()
         assert stored("alpha", "ada") == 3 and drift() == []
+
+
+def test_the_repairs_count_a_term_being_counted_or_leave_it_to_be_chosen_again():
+    """A term being counted has partial counts no search reads: ``--fix`` (rebuilding a
+    drift) counts it from the rows at once; ``--count-terms`` counts it when it is
+    common, else drops it with its partial counts."""
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        store.write_chat(chat("seed", "ada", "alpha beta", "alpha"), expected_revision=0)
+        count_terms(1)
+        for lexeme in ("gamma", "delta"):
+            CountingTerm.objects.create(lexeme=lexeme, marked_by=1)
+        store.write_chat(chat("after", "ada", "gamma delta", "gamma"), expected_revision=0)
+        store.write_chat(chat("before", "ada", "gamma"), expected_revision=0)
+        TermCountDelta.objects.filter(lexeme="gamma", rows=1).delete()  # one writer missed it
+        assert drift() == []  # not read by searches, not checked
+        TermCount.objects.filter(lexeme="alpha").update(rows=7)  # a drift --fix rebuilds
+        assert [(lexeme, stored_rows) for _, _, lexeme, stored_rows, _ in drift()] == [("alpha", 7)]
+        call_command("backfill_transcripts", "--fix", verbosity=0)
+        assert not CountingTerm.objects.exists()
+        assert {"gamma", "delta"} <= set(CountedTerm.objects.values_list("lexeme", flat=True))
+        assert stored("gamma", "ada") == 3 and stored("delta", "ada") == 1 and drift() == []
+
+        CountingTerm.objects.create(lexeme="alpha2", marked_by=1)
+        CountingTerm.objects.create(lexeme="rare", marked_by=1)
+        store.write_chat(chat("more", "ada", "alpha2 rare", "alpha2"), expected_revision=0)
+        TermCountDelta.objects.filter(lexeme="alpha2").delete()
+        count_terms(2)
+        assert not CountingTerm.objects.exists()
+        counted = set(CountedTerm.objects.values_list("lexeme", flat=True))
+        assert "alpha2" in counted and "rare" not in counted
+        assert stored("alpha2", "ada") == 2 and stored("rare") == 0 and drift() == []
