@@ -271,3 +271,30 @@ def test_the_repairs_count_a_term_being_counted_or_leave_it_to_be_chosen_again()
         counted = set(CountedTerm.objects.values_list("lexeme", flat=True))
         assert "alpha2" in counted and "rare" not in counted
         assert stored("alpha2", "ada") == 2 and stored("rare") == 0 and drift() == []
+
+
+def test_a_word_being_counted_leaves_every_table_with_its_last_messages():
+    """The privacy delete for a term being counted: the delete's own fold drops it with
+    its counts when no message holds it; a choice finding a seen term no message holds
+    drops it and its partial counts instead of counting it."""
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        store.write_chat(chat("seed", "ada", "alpha"), expected_revision=0)
+        count_terms(1)
+        CountingTerm.objects.create(lexeme="zephyr", marked_by=1)
+        store.write_chat(chat("secret", "ada", "zephyr alpha", "zephyr"), expected_revision=0)
+        assert TermCountDelta.objects.filter(lexeme="zephyr").exists()
+        store.delete_chat("secret")
+        assert not CountingTerm.objects.filter(lexeme="zephyr").exists()
+        assert not TermCount.objects.filter(lexeme="zephyr").exists()
+        assert not TermCountDelta.objects.filter(lexeme="zephyr").exists()
+
+        CountingTerm.objects.create(lexeme="ghost", marked_by=1)
+        CountingTerm.objects.filter(lexeme="ghost").update(observed=True)  # stamped
+        TermCount.objects.create(lexeme="ghost", tenant="", role="user", shard=0, rows=-1)
+        due_write(store, "later", "bob", "beta")
+        assert (
+            not CountingTerm.objects.exists()
+            and not CountedTerm.objects.filter(lexeme="ghost").exists()
+        )
+        assert not TermCount.objects.filter(lexeme="ghost").exists() and drift() == []

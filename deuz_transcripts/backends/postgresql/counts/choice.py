@@ -50,6 +50,7 @@ __all__ = [
     "choice_call",
     "choose_functions_sql",
     "drop_choice_sql",
+    "forget_sql",
 ]
 
 #: Terms in at least this many indexed messages get stored counts (fewer: GIN counts
@@ -84,14 +85,17 @@ def _past(alias: str) -> str:
     running in this database and than every snapshot one holds there (a ``REPEATABLE
     READ`` writer's, taken before a mark, may get its transaction id after the stamp):
     each backend's ``backend_xid`` and ``backend_xmin`` (autovacuum's aside: it writes no
-    message), and each prepared transaction's id. Other databases' transactions cannot
-    write these tables. Callers clear the transaction's cached activity first
-    (``pg_stat_clear_snapshot``)."""
+    message; so is the caller's own, whose count sees its own rows), and each prepared
+    transaction's id. A snapshot's ``xmin`` is the oldest transaction running on the
+    whole server, so another database's long transaction delays a count while this
+    one's backends take snapshots, as it delays ``CREATE INDEX CONCURRENTLY``. Callers
+    clear the transaction's cached activity first (``pg_stat_clear_snapshot``)."""
     stamp = f"{alias}.xmin::text::bigint"
     xid, xmin = "a.backend_xid::text::bigint", "a.backend_xmin::text::bigint"
     return (
         "(NOT EXISTS (SELECT 1 FROM pg_stat_activity a "
-        "WHERE a.datname = current_database() AND a.backend_type IS DISTINCT FROM 'autovacuum worker' "
+        "WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() "
+        "AND a.backend_type IS DISTINCT FROM 'autovacuum worker' "
         f"AND ((a.backend_xid IS NOT NULL AND NOT ({_after(xid, stamp)})) "
         f"OR (a.backend_xmin IS NOT NULL AND NOT ({_after(xmin, stamp)})))) "
         "AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts p "
@@ -174,6 +178,23 @@ def _quoted_operand(lexeme: str) -> str:
     )
 
 
+def forget_sql(lexemes: str) -> str:
+    """PL/pgSQL statements for a fold that took terms ``lexemes`` (a text[] variable)
+    down: those being counted that no message holds any more stop being counted, with
+    the count rows of them no other fold holds (``SKIP LOCKED``: none waits), so a word
+    only deleted messages held leaves the tables with them."""
+    counts = table(TermCount)
+    return f"""
+        WITH gone AS (
+            DELETE FROM {table(CountingTerm)} c WHERE c.lexeme = ANY({lexemes})
+                AND NOT EXISTS (SELECT 1 FROM {table(Message)} r
+                    WHERE r.{VECTOR_COLUMN} @@ {_quoted_operand("c.lexeme")})
+            RETURNING c.lexeme
+        )
+        DELETE FROM {counts} t WHERE t.ctid IN (SELECT x.ctid FROM {counts} x
+            WHERE x.lexeme IN (SELECT lexeme FROM gone) FOR UPDATE SKIP LOCKED);"""
+
+
 def _candidates_sql() -> str:
     """The terms not counted nor being counted whose estimated rows (the planner's most
     common elements of the vector column, per partition on a partitioned table) reach
@@ -216,6 +237,14 @@ def _choose_sql() -> str:
             FOR k IN SELECT c.lexeme FROM {counting} c WHERE c.observed AND {_past("c")}
                 ORDER BY c.lexeme LIMIT {FINALIZE_EVERY}
             LOOP
+                DELETE FROM {counting} WHERE lexeme = k;
+                IF NOT EXISTS (SELECT 1 FROM {message} r
+                    WHERE r.{VECTOR_COLUMN} @@ {_quoted_operand("k")}) THEN
+                    -- its messages went meanwhile: its partial counts go too (no fold runs)
+                    DELETE FROM {table(TermCount)} WHERE lexeme = k;
+                    DELETE FROM {deltas} WHERE lexeme = k;
+                    CONTINUE;
+                END IF;
                 INSERT INTO {deltas} (lexeme, tenant, role, rows)
                 SELECT k, v.bucket, v.role, sum(v.n) FROM (
                     SELECT {_bucket("r")} AS bucket, r.role, count(*) AS n FROM {message} r
@@ -224,7 +253,6 @@ def _choose_sql() -> str:
                     SELECT {_bucket("p")}, p.role, -sum(p.rows) FROM {_parts()} p
                     WHERE p.lexeme = k GROUP BY 1, 2
                 ) v GROUP BY v.bucket, v.role HAVING sum(v.n) <> 0;
-                DELETE FROM {counting} WHERE lexeme = k;
                 INSERT INTO {counted} (lexeme) VALUES (k) ON CONFLICT DO NOTHING;
             END LOOP;
             -- marks another transaction committed: stamped by a fresh transaction id (a

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from ....models import CountedTenant, CountedTerm, CountingTerm, TermCount, TermCountDelta
 from ...chat_filter import table
-from .choice import CHOICE_LOCK, choice_call
+from .choice import CHOICE_LOCK, choice_call, forget_sql
 
 __all__ = [
     "FOLD_EVERY",
@@ -181,6 +181,7 @@ def fold_function_sql(*, by_owner: bool = True) -> str:
                         WHERE t.lexeme = '' AND t.tenant = o.tenant)
                     AND NOT EXISTS (SELECT 1 FROM {deltas} d
                         WHERE d.lexeme = '' AND d.tenant = o.tenant);
+                {forget_sql("low_lexemes")}
             END IF;
             IF want_lexemes IS NULL THEN
                 {choice_call("grown_tenants", "grown", "analyzed", "waiting")}
