@@ -174,7 +174,8 @@ class TermCount(models.Model):
 
     N is kept for every tenant; a term's count only for a ``CountedTenant``, the other
     tenants' (and chats without a tenant) summed under tenant ``""``. A count is this row
-    plus its pending ``TermCountDelta`` rows. ``shard``: 0 since migration 0009 (before,
+    plus its tenant's pending ``TermCountDelta`` rows (tenant ``""``'s: every uncounted
+    tenant's). ``shard``: 0 since migration 0009 (before,
     tenant ``""``'s counts were split by chat so that writers of other shards did not
     queue on one row; kept for migrating back). Empty on SQLite.
     """
