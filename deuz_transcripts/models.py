@@ -17,6 +17,7 @@ __all__ = [
     "ChatScope",
     "CountedTenant",
     "CountedTerm",
+    "CountingTerm",
     "LegacyChat",
     "Message",
     "StoredForm",
@@ -120,7 +121,8 @@ class Message(models.Model):
 
 class CountedTerm(models.Model):
     """A term common enough that PostgreSQL stores its counts (``TermCount``); chosen by
-    ``backfill_transcripts --count-terms`` and the migration. Empty on SQLite."""
+    the writes' folds as the data grows (``postgresql.counts.choice``), and again by
+    ``backfill_transcripts --count-terms`` (repair) and the migrations. Empty on SQLite."""
 
     lexeme = models.TextField(primary_key=True)
 
@@ -133,7 +135,8 @@ class CountedTerm(models.Model):
 
 class CountedTenant(models.Model):
     """A tenant big enough that PostgreSQL stores its own counts of the counted terms
-    (``TermCount``), chosen by ``backfill_transcripts --count-terms``; the counts of every
+    (``TermCount``), chosen by the writes' folds when its N passes the threshold (and by
+    ``backfill_transcripts --count-terms``); the counts of every
     other tenant's messages are summed together under tenant ``""``, read by unscoped
     searches only (a small tenant's terms are counted in GIN). Empty on SQLite."""
 
@@ -146,6 +149,24 @@ class CountedTenant(models.Model):
         return self.tenant
 
 
+class CountingTerm(models.Model):
+    """A term becoming counted: writers already append its deltas, but no search reads
+    its counts until a later fold, once every writer that could have missed it has
+    ended, counts its rows and moves it to ``CountedTerm`` (``postgresql.counts.choice``).
+    ``marked_by``: the transaction that chose it; ``observed``: a later one saw it (the
+    row's ``xmin`` then says which writers must end first). Empty on SQLite."""
+
+    lexeme = models.TextField(primary_key=True)
+    marked_by = models.BigIntegerField()
+    observed = models.BooleanField(default=False)
+
+    class Meta:
+        verbose_name = _("term being counted")
+
+    def __str__(self) -> str:
+        return self.lexeme
+
+
 class TermCount(models.Model):
     """How many indexed messages of a tenant hold a counted term (``lexeme`` ``""``: hold
     any), kept by PostgreSQL triggers on the message table (``postgresql.counts.stored``),
@@ -153,7 +174,8 @@ class TermCount(models.Model):
 
     N is kept for every tenant; a term's count only for a ``CountedTenant``, the other
     tenants' (and chats without a tenant) summed under tenant ``""``. A count is this row
-    plus its pending ``TermCountDelta`` rows. ``shard``: 0 since migration 0009 (before,
+    plus its tenant's pending ``TermCountDelta`` rows (tenant ``""``'s: every uncounted
+    tenant's). ``shard``: 0 since migration 0009 (before,
     tenant ``""``'s counts were split by chat so that writers of other shards did not
     queue on one row; kept for migrating back). Empty on SQLite.
     """
@@ -177,8 +199,10 @@ class TermCountDelta(models.Model):
     """A change to a ``TermCount`` not added into it yet: the message table's triggers
     only append these (no writer updates a row another writer updates, so writers of one
     tenant never wait for each other), readers add them to the ``TermCount`` row, and
-    folds move them into it (``postgresql.counts.deltas``). ``serial`` (a sequence) keeps
-    each row apart and says when a write folds. Empty on SQLite."""
+    folds move them into it (``postgresql.counts.deltas``). ``tenant``: the message's own
+    (since migration 0010; a fold adds an uncounted tenant's term deltas to tenant
+    ``""``'s row). ``serial`` (a sequence) keeps each row apart and says when a write
+    folds. Empty on SQLite."""
 
     pk = models.CompositePrimaryKey("lexeme", "tenant", "role", "serial")
     lexeme = models.TextField()

@@ -20,6 +20,7 @@ __all__ = [
     "CountBigTenantsTerms",
     "CountTermDeltas",
     "CountTerms",
+    "CountTermsByOwner",
     "CreateSearchStorage",
     "ReplaceTermCounts",
     "VendorStorageOperation",
@@ -170,3 +171,19 @@ class CountTermDeltas(VendorStorageOperation):
     @property
     def migration_name_fragment(self) -> str:
         return "term_count_deltas"
+
+
+class CountTermsByOwner(VendorStorageOperation):
+    """PostgreSQL: triggers that append each delta under its message's own tenant, and
+    folds that add it to its tenant's count or tenant ``""``'s and choose the counted
+    terms and tenants as the data grows; backwards, every delta added into its count and
+    migration 0009's triggers again (SQLite: nothing)."""
+
+    change = "owner_deltas"
+
+    def describe(self) -> str:
+        return "Append term count deltas by owner; folds choose the counted terms (PostgreSQL)"
+
+    @property
+    def migration_name_fragment(self) -> str:
+        return "owner_deltas"

@@ -242,6 +242,34 @@ def test_migration_0009_sums_the_shards_and_back_folds_the_deltas():
         call_command("migrate", "deuz_transcripts", verbosity=0)
 
 
+@override_settings(DEUZ_TRANSCRIPTS={"TENANT_KEY": "userId"})
+def test_migration_0010_files_deltas_by_owner_and_back_by_where_they_count():
+    """Forward, a delta names its message's tenant and the folds decide where it counts;
+    backwards, every delta is added where its tenant's counts live (an uncounted
+    tenant's terms under tenant ``""``) and 0009's triggers come back; nothing drifts."""
+    if connection.vendor != "postgresql":
+        pytest.skip("stored term counts are PostgreSQL's (FTS5 counts)")
+    store = DjangoConditionalChatStore()
+    counted_tenant_with_pending_deltas(store)
+    store.write_chat(chat("small", "bob", "alpha beta"), expected_revision=0)
+    assert TermCountDelta.objects.filter(tenant="bob", lexeme="alpha").exists()
+    with connection.cursor() as cursor:
+        cursor.execute("INSERT INTO deuz_transcripts_countingterm VALUES ('gamma', 1, FALSE)")
+    try:
+        call_command("migrate", "deuz_transcripts", "0009", verbosity=0)
+        assert not TermCountDelta.objects.exists()
+        assert stored("alpha", "") == 1 and stored("alpha", "ada") == 3 and drift() == []
+        store.write_chat(chat("bucketed", "bob", "alpha"), expected_revision=0)
+        assert TermCountDelta.objects.filter(tenant="", lexeme="alpha").exists()
+        assert drift() == []
+        call_command("migrate", "deuz_transcripts", verbosity=0)
+        store.write_chat(chat("owned", "bob", "alpha"), expected_revision=0)
+        assert TermCountDelta.objects.filter(tenant="bob", lexeme="alpha").exists()
+        assert stored("alpha", "") == 3 and stored("alpha") == 6 and drift() == []
+    finally:
+        call_command("migrate", "deuz_transcripts", verbosity=0)
+
+
 def drift_without_deltas() -> list[tuple[str, str, str, int, int]]:
     """``count_drift`` before migration 0009: the count rows alone against the vectors."""
     with connection.cursor() as cursor:

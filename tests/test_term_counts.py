@@ -71,12 +71,18 @@ def chat(chat_id: str, user: str, *texts: str, minutes: int = 0, **scope: str) -
 
 
 def stored(lexeme: str, tenant: str | None = None) -> int:
-    """A count as searches read it: its row plus its pending deltas."""
+    """A count as searches read it: its row plus its pending deltas (a delta names its
+    message's tenant: an uncounted tenant's term deltas belong to tenant ``""``)."""
+    counted = set(CountedTenant.objects.values_list("tenant", flat=True))
+    if lexeme and tenant not in (None, "", *counted):
+        return 0  # an uncounted tenant has no term counts of its own
     total = 0
     for model in (TermCount, TermCountDelta):
         rows = model.objects.filter(lexeme=lexeme)
-        if tenant is not None:
+        if tenant is not None and (lexeme == "" or tenant in counted):
             rows = rows.filter(tenant=tenant)
+        elif tenant is not None:  # tenant "": its own and every uncounted tenant's
+            rows = rows.exclude(tenant__in=counted)
         total += int(rows.aggregate(n=Sum("rows"))["n"] or 0)
     return total
 

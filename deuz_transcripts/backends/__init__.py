@@ -81,7 +81,8 @@ def maintenance_for(alias: str) -> EngineMaintenance:
 def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] | None:
     """The vendor's ``(forward, backward)`` steps of a search-storage ``change`` of the
     migrations (``"create"``, ``"scope_lexemes"``, ``"role_lexemes"``, ``"term_counts"``,
-    ``"replace_term_counts"``, ``"tenant_counts"``, ``"term_count_deltas"``); ``None`` when it has none."""
+    ``"replace_term_counts"``, ``"tenant_counts"``, ``"term_count_deltas"``,
+    ``"owner_deltas"``); ``None`` when it has none."""
     if vendor == "postgresql":
         from .postgresql import storage
         from .postgresql.counts import refresh as counts
@@ -95,6 +96,7 @@ def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] |
             "replace_term_counts": (counts.keep_counts, counts.count_every_tenant),
             "tenant_counts": (counts.count_big_tenants_only, counts.keep_counts),
             "term_count_deltas": (counts.count_by_deltas, counts.count_with_locks),
+            "owner_deltas": (counts.count_by_owner, counts.count_by_bucket),
         }[change]
     if vendor == "sqlite":
         from .sqlite import common as sqlite

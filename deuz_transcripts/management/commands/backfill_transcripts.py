@@ -94,10 +94,11 @@ class Command(OneLineErrors):
         parser.add_argument(
             "--count-terms",
             action="store_true",
-            help="PostgreSQL: choose the terms whose counts are stored (those in at least "
-            "2,000 indexed messages) and count the newly chosen ones; after a bulk load, "
-            "then from time to time (one pass over every vector, writes going on; then "
-            "message writes wait while the new terms are counted).",
+            help="PostgreSQL: choose again the terms whose counts are stored (those in at "
+            "least 2,000 indexed messages) and the tenants that count their own, and count "
+            "the newly chosen ones: a repair, as writes choose them as the data grows (one "
+            "pass over every vector, writes going on; then message writes wait while the "
+            "new terms are counted).",
         )
         parser.add_argument(
             "--workers",

@@ -27,8 +27,9 @@ writer, so such a writer leaves its deltas for the next fold.
 
 from __future__ import annotations
 
-from ....models import CountedTenant, CountedTerm, TermCount, TermCountDelta
+from ....models import CountedTenant, CountedTerm, CountingTerm, TermCount, TermCountDelta
 from ...chat_filter import table
+from .choice import CHOICE_LOCK, choice_call, forget_sql
 
 __all__ = [
     "FOLD_EVERY",
@@ -90,11 +91,109 @@ def delta_statements(changes: str, *, removes: bool) -> str:
         END IF;"""
 
 
-def fold_function_sql() -> str:
+def fold_function_sql(*, by_owner: bool = True) -> str:
     """``deuz_fold_term_counts(lexemes, tenants, roles)``: fold the pending deltas of those
     keys (``NULL``: of every key) that no other fold holds; the delta rows folded. A
     count left at 0 is deleted, a counted term no count holds any more stops being
-    counted, and a counted tenant with no N left leaves ``CountedTenant``."""
+    counted, and a counted tenant with no N left leaves ``CountedTenant``.
+
+    Since migration 0010 (``by_owner``) a delta names its message's tenant and the fold
+    adds it to that tenant's count when it is counted, else to tenant ``""``'s (N: always
+    the tenant's own); a delta of a term neither counted nor being counted is dropped. A
+    fold holds the choice lock shared (``choice.CHOICE_LOCK``, taken before the
+    statement that reads ``CountedTenant``): a change of the counted tenants, which
+    takes it exclusively, never meets a fold that read them before it. A fold of every
+    key (a write past a multiple of ``FOLD_EVERY``) then runs ``choice.choose_sql``'s
+    function when a tenant it folded passed the threshold, terms wait to be seen or
+    counted, or an ANALYZE since the last choice shows new common terms."""
+    if not by_owner:
+        return _bucket_fold_sql()
+    counts, deltas = table(TermCount), table(TermCountDelta)
+    counted_tenants = f"SELECT tenant FROM {table(CountedTenant)}"
+    counted_terms = f"SELECT lexeme FROM {table(CountedTerm)} UNION ALL SELECT lexeme FROM {table(CountingTerm)}"
+    return f"""
+        CREATE OR REPLACE FUNCTION {FOLD_FUNCTION}(
+            want_lexemes text[], want_tenants text[], want_roles text[])
+        RETURNS bigint LANGUAGE plpgsql SET jit = off AS $body$
+        DECLARE
+            folded bigint;
+            zero_lexemes text[]; zero_tenants text[]; zero_roles text[];
+            low_lexemes text[]; low_tenants text[]; grown_tenants text[]; grown text[];
+            analyzed bigint; waiting boolean;
+        BEGIN
+            IF current_setting('transaction_isolation') <> 'read committed' THEN
+                RETURN 0;
+            END IF;
+            -- a change of the counted tenants holds it exclusively: skipped, not waited for
+            IF NOT pg_try_advisory_xact_lock_shared({CHOICE_LOCK}) THEN
+                RETURN 0;
+            END IF;
+            WITH claimed AS MATERIALIZED (
+                -- a key is the count it goes to, so two folds never update one row
+                SELECT x.ctid AS row_id, b.bucket FROM {deltas} x
+                CROSS JOIN LATERAL (SELECT CASE WHEN x.lexeme = ''
+                    OR x.tenant IN ({counted_tenants}) THEN x.tenant ELSE '' END AS bucket) b
+                WHERE (want_lexemes IS NULL OR (x.lexeme, x.tenant, x.role) IN (
+                        SELECT * FROM unnest(want_lexemes, want_tenants, want_roles)))
+                    AND pg_try_advisory_xact_lock(
+                        {_FOLD_LOCKS}, hashtext(b.bucket || '/' || x.role || '/' || x.lexeme))
+                FOR UPDATE OF x SKIP LOCKED
+            ), taken AS (
+                DELETE FROM {deltas} d USING claimed c WHERE d.ctid = c.row_id
+                RETURNING d.lexeme, c.bucket AS tenant, d.role, d.rows
+            ), sums AS MATERIALIZED (
+                SELECT t.lexeme, t.tenant, t.role, sum(t.rows) AS n
+                FROM taken t WHERE t.lexeme = '' OR t.lexeme IN ({counted_terms})
+                GROUP BY t.lexeme, t.tenant, t.role
+            ), up AS (
+                INSERT INTO {counts} (lexeme, tenant, role, shard, rows)
+                SELECT s.lexeme, s.tenant, s.role, 0, s.n FROM sums s WHERE s.n <> 0
+                ORDER BY s.lexeme, s.tenant, s.role
+                ON CONFLICT (lexeme, tenant, role, shard)
+                DO UPDATE SET rows = {counts}.rows + EXCLUDED.rows
+                RETURNING lexeme, tenant, role, rows
+            )
+            SELECT (SELECT count(*) FROM taken),
+                z.lexemes, z.tenants, z.roles, w.lexemes, w.tenants, g.tenants
+            INTO folded, zero_lexemes, zero_tenants, zero_roles, low_lexemes, low_tenants,
+                grown_tenants
+            FROM (SELECT array_agg(u.lexeme) AS lexemes, array_agg(u.tenant) AS tenants,
+                    array_agg(u.role) AS roles FROM up u WHERE u.rows = 0) z,
+                (SELECT array_agg(DISTINCT s.lexeme) AS lexemes,
+                    array_agg(DISTINCT s.tenant) FILTER (WHERE s.lexeme = '') AS tenants
+                FROM sums s WHERE s.n <= 0) w,
+                (SELECT array_agg(DISTINCT s.tenant) AS tenants FROM sums s
+                WHERE s.lexeme = '' AND s.n > 0 AND s.tenant <> ''
+                    AND s.tenant NOT IN ({counted_tenants})) g;
+            IF zero_lexemes IS NOT NULL THEN
+                DELETE FROM {counts} t
+                USING unnest(zero_lexemes, zero_tenants, zero_roles) AS z(lexeme, tenant, role)
+                WHERE t.lexeme = z.lexeme AND t.tenant = z.tenant AND t.role = z.role
+                    AND t.shard = 0 AND t.rows = 0;
+            END IF;
+            IF low_lexemes IS NOT NULL THEN
+                -- a word no count holds any more (its messages deleted) is not kept
+                DELETE FROM {table(CountedTerm)} k WHERE k.lexeme = ANY(low_lexemes)
+                    AND NOT EXISTS (SELECT 1 FROM {counts} t WHERE t.lexeme = k.lexeme)
+                    AND NOT EXISTS (SELECT 1 FROM {deltas} d WHERE d.lexeme = k.lexeme);
+                DELETE FROM {table(CountedTenant)} o WHERE o.tenant = ANY(low_tenants)
+                    AND NOT EXISTS (SELECT 1 FROM {counts} t
+                        WHERE t.lexeme = '' AND t.tenant = o.tenant)
+                    AND NOT EXISTS (SELECT 1 FROM {deltas} d
+                        WHERE d.lexeme = '' AND d.tenant = o.tenant);
+                {forget_sql("low_lexemes")}
+            END IF;
+            IF want_lexemes IS NULL THEN
+                {choice_call("grown_tenants", "grown", "analyzed", "waiting")}
+            END IF;
+            RETURN folded;
+        END
+        $body$"""
+
+
+def _bucket_fold_sql() -> str:
+    """Migration 0009's fold, of deltas appended under their count's own tenant (the
+    message's, or ``""``), kept for migrating back."""
     counts, deltas = table(TermCount), table(TermCountDelta)
     return f"""
         CREATE OR REPLACE FUNCTION {FOLD_FUNCTION}(

@@ -1,5 +1,6 @@
 """PostgreSQL: which terms and which tenants get stored counts (``postgresql.counts.stored``),
-chosen by the migrations and ``backfill_transcripts --count-terms``.
+chosen again from every vector by the migrations and ``backfill_transcripts
+--count-terms`` (a repair: the writes' folds choose them as the data grows, ``choice``).
 
 The terms are chosen by one pass over every vector taken before any lock, so message
 writers go on meanwhile (a term's count there only decides whether it is counted). The
@@ -36,7 +37,9 @@ from .stored import (
 
 __all__ = [
     "count_big_tenants_only",
+    "count_by_bucket",
     "count_by_deltas",
+    "count_by_owner",
     "count_every_tenant",
     "count_with_locks",
     "create_term_counts",
@@ -97,7 +100,7 @@ def count_by_deltas(schema_editor: BaseDatabaseSchemaEditor) -> None:
             f"DO UPDATE SET rows = {counts}.rows + EXCLUDED.rows"
         )
         cursor.execute(f"DELETE FROM {counts} WHERE rows = 0")
-        replace_function(cursor)
+        replace_function(cursor, rule="deltas")
 
 
 def count_with_locks(schema_editor: BaseDatabaseSchemaEditor) -> None:
@@ -107,6 +110,24 @@ def count_with_locks(schema_editor: BaseDatabaseSchemaEditor) -> None:
         cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
         absorb_deltas(cursor)
         replace_function(cursor, rule="sharded")
+
+
+def count_by_owner(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """Migration 0010's PostgreSQL step: triggers that append deltas under the message's
+    own tenant, folds that choose the counted terms and tenants (``choice``). Pending
+    deltas stay valid (each names a count's own tenant, or ``""``, whose counts live
+    there); no lock, no pass over the messages."""
+    with schema_editor.connection.cursor() as cursor:
+        replace_function(cursor)
+
+
+def count_by_bucket(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """Migration 0010 backwards (its ``CountingTerm`` is dropped next): every delta added
+    into the count of its tenant's counts, and 0009's triggers again."""
+    with schema_editor.connection.cursor() as cursor, transaction.atomic(using=cursor.db.alias):
+        cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
+        absorb_deltas(cursor)
+        replace_function(cursor, rule="deltas")
 
 
 def keep_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:

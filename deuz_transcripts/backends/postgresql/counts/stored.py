@@ -19,9 +19,10 @@ reads N and the counted terms' n_t with a few index lookups; a small tenant's n_
 counted in GIN, which costs little there (every term holds fewer rows than the tenant).
 Counting every tenant's terms made the table grow as tenants x common terms: 18.9M rows
 (2.1 GB) for 10,000 tenants at 2.7M messages, about 24 count rows written per message,
-and the load fell to 1,000 messages a second (bench/RESULTS.md). ``refresh_term_counts``
-(``postgresql.counts.refresh``: the migrations, ``backfill_transcripts --count-terms``)
-chooses both the terms and the tenants.
+and the load fell to 1,000 messages a second (bench/RESULTS.md). The writes' folds
+choose both the terms and the tenants as the data grows (``postgresql.counts.choice``,
+since migration 0010); ``refresh_term_counts`` (``postgresql.counts.refresh``: the
+migrations, ``backfill_transcripts --count-terms``) chooses them again from every vector.
 
 Since migration 0009 the triggers only append ``TermCountDelta`` rows, which readers
 add to the ``TermCount`` rows and folds move into them (``postgresql.counts.deltas``):
@@ -40,9 +41,23 @@ from django.db import transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
 
-from ....models import CountedTenant, CountedTerm, Message, TermCount, TermCountDelta
+from ....models import (
+    CountedTenant,
+    CountedTerm,
+    CountingTerm,
+    Message,
+    TermCount,
+    TermCountDelta,
+)
 from ....text import stored_term
 from ...chat_filter import table
+from .choice import (
+    COUNTED_MIN_ROWS,
+    COUNTED_TENANT_MIN_ROWS,
+    IS_TERM,
+    choose_functions_sql,
+    drop_choice_sql,
+)
 from .deltas import counts_relation, delta_statements, drop_fold_sql, fold_function_sql
 
 __all__ = [
@@ -59,6 +74,7 @@ __all__ = [
     "count_drift",
     "create_triggers",
     "drop_term_counts",
+    "has_counting",
     "has_deltas",
     "is_stored_sql",
     "rebuild_term_counts",
@@ -70,12 +86,6 @@ __all__ = [
     "tenant_counted_sql",
 ]
 
-#: Terms in at least this many indexed messages get stored counts (fewer: GIN counts
-#: them at about the cost of a page walk's probe).
-COUNTED_MIN_ROWS = 2_000
-#: Tenants with at least this many indexed messages get their own term counts (fewer:
-#: GIN counts a term's rows in the tenant in a few milliseconds).
-COUNTED_TENANT_MIN_ROWS = 10_000
 #: Tenant ``""``'s counts were split over this many rows per term (migrations 0005-0008).
 SHARDS = 8
 _LOCK_NAMESPACE = 733_121  # the app's key space for count locks (733_120: chat locks)
@@ -88,15 +98,14 @@ _TRIGGERS = {
 #: Where row ``r``'s N is counted: its tenant (tenant ``""``: sharded by chat).
 _SHARD = f"(CASE WHEN r.tenant = '' THEN mod(r.chat_id, {SHARDS}) ELSE 0 END)::smallint"
 TERMS = "unnest(tsvector_to_array(r.search_vector))"
-#: Scope, chat and role lexemes (a private-use first character) are never terms.
-IS_TERM = "left(l.lexeme, 1) NOT IN (E'\\uE000', E'\\uE002', E'\\uE003')"
 
 
 #: Which triggers keep the counts: migration 0005's (every tenant's terms on its own, no
 #: role, locked), 0006's (the big tenants' own, by role, locked and sharded), 0009's
-#: (the same counts, appended as deltas).
-Rule = Literal["every_tenant", "sharded", "deltas"]
-RULES: tuple[Rule, ...] = ("every_tenant", "sharded", "deltas")
+#: (the same counts, appended as deltas), 0010's (deltas under the message's own tenant,
+#: the folds choosing the counted terms and tenants: ``choice``).
+Rule = Literal["every_tenant", "sharded", "deltas", "owner_deltas"]
+RULES: tuple[Rule, ...] = ("every_tenant", "sharded", "deltas", "owner_deltas")
 
 
 def bucket_sql(*, legacy: bool = False, sharded: bool = False) -> tuple[str, str]:
@@ -122,17 +131,26 @@ def _key(*, legacy: bool) -> tuple[str, ...]:
     return _LEGACY_KEY if legacy else _KEY
 
 
-def _counted(rows: str, sign: int, *, legacy: bool = False, sharded: bool = False) -> str:
+def _counted(
+    rows: str, sign: int, *, legacy: bool = False, sharded: bool = False, owner: bool = False
+) -> str:
     """``(tenant, role, shard, lexeme, n)`` of the vectors of ``rows`` (``legacy``: no
-    role, every tenant's own): each counted term, and ``""`` for every row with a vector."""
-    tenant, shard = bucket_sql(legacy=legacy, sharded=sharded)
+    role, every tenant's own): each counted term, and ``""`` for every row with a vector.
+    ``owner`` (migration 0010's triggers): every term under the message's own tenant (the
+    folds decide where it goes), the terms being counted too."""
+    tenant, shard = (
+        ("r.tenant", "0::smallint") if owner else bucket_sql(legacy=legacy, sharded=sharded)
+    )
     role = "" if legacy else "r.role AS role, "
     n_shard = _SHARD if sharded or legacy else "0::smallint"
+    terms = f"SELECT lexeme FROM {table(CountedTerm)}"
+    if owner:
+        terms = f"{terms} UNION ALL SELECT lexeme FROM {table(CountingTerm)}"
     return (
         f"SELECT {tenant} AS tenant, {role}{shard} AS shard, l.lexeme, {sign} AS n "
         f"FROM {rows} r CROSS JOIN LATERAL {TERMS} AS l(lexeme) "
         "WHERE r.search_vector IS NOT NULL "
-        f"AND l.lexeme IN (SELECT lexeme FROM {table(CountedTerm)}) "
+        f"AND l.lexeme IN ({terms}) "
         f"UNION ALL SELECT r.tenant, {role}{n_shard}, '', {sign} "
         f"FROM {rows} r WHERE r.search_vector IS NOT NULL"
     )
@@ -199,11 +217,13 @@ def _function_sql(rule: Rule) -> str:
         "OR o.tenant <> w.tenant OR o.chat_id <> w.chat_id OR o.role <> w.role)"
     )
     changed_new = changed.replace("SELECT o.*", "SELECT w.*")
-    if rule == "deltas":
-        inserted = delta_statements(_counted("deuz_new", 1), removes=False)
-        deleted = delta_statements(_counted("deuz_old", -1), removes=True)
+    if rule in ("deltas", "owner_deltas"):
+        owner = rule == "owner_deltas"
+        inserted = delta_statements(_counted("deuz_new", 1, owner=owner), removes=False)
+        deleted = delta_statements(_counted("deuz_old", -1, owner=owner), removes=True)
         updated = delta_statements(
-            f"{_counted(changed, -1)} UNION ALL {_counted(changed_new, 1)}", removes=True
+            f"{_counted(changed, -1, owner=owner)} UNION ALL {_counted(changed_new, 1, owner=owner)}",
+            removes=True,
         )
         declared = "due boolean; keys_lexemes text[]; keys_tenants text[]; keys_roles text[];"
     else:
@@ -247,18 +267,26 @@ def _trigger_name(event: str) -> str:
 
 
 def replace_function(
-    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, rule: Rule = "deltas"
+    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, rule: Rule = "owner_deltas"
 ) -> None:
-    """The triggers' function (and with ``deltas`` the folds' function) of ``rule``."""
-    if rule == "deltas":
-        cursor_or_editor.execute(fold_function_sql())
+    """The triggers' function (with ``deltas`` rules the folds' function, with
+    ``owner_deltas`` the choice's too) of ``rule``."""
+    owner = rule == "owner_deltas"
+    if owner:
+        for statement in choose_functions_sql():
+            cursor_or_editor.execute(statement)
+    if rule in ("deltas", "owner_deltas"):
+        cursor_or_editor.execute(fold_function_sql(by_owner=owner))
     cursor_or_editor.execute(_function_sql(rule))
-    if rule != "deltas":
+    if rule not in ("deltas", "owner_deltas"):
         cursor_or_editor.execute(drop_fold_sql())
+    if not owner:
+        for statement in drop_choice_sql():
+            cursor_or_editor.execute(statement)
 
 
 def create_triggers(
-    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, rule: Rule = "deltas"
+    cursor_or_editor: CursorWrapper | BaseDatabaseSchemaEditor, *, rule: Rule = "owner_deltas"
 ) -> None:
     """The function and the message table's three triggers (again after the table is
     replaced: ``partition_messages``)."""
@@ -275,23 +303,60 @@ def drop_term_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
         schema_editor.execute(f"DROP TRIGGER IF EXISTS {_trigger_name(event)} ON {table(Message)}")
     schema_editor.execute(f"DROP FUNCTION IF EXISTS {_FUNCTION}()")
     schema_editor.execute(drop_fold_sql())
+    for statement in drop_choice_sql():
+        schema_editor.execute(statement)
 
 
 def has_deltas(cursor: CursorWrapper) -> bool:
     """Whether the database has migration 0009's ``TermCountDelta`` (a migration before it
     runs the code of today)."""
-    cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [table(TermCountDelta)])
+    return _has_table(cursor, TermCountDelta)
+
+
+def has_counting(cursor: CursorWrapper) -> bool:
+    """Whether the database has migration 0010's ``CountingTerm`` (deltas by owner)."""
+    return _has_table(cursor, CountingTerm)
+
+
+def _has_table(cursor: CursorWrapper, model: type[TermCountDelta | CountingTerm]) -> bool:
+    cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [table(model)])
     row = cursor.fetchone()
     return bool(row and row[0])
+
+
+def _owner_bucket(alias: str) -> str:
+    """Where count part ``alias`` (a delta by owner, or a count row) belongs: N and the
+    counted tenants' terms under their tenant, every other term under ``""``."""
+    return (
+        f"(CASE WHEN {alias}.lexeme = '' OR {alias}.tenant IN "
+        f"(SELECT tenant FROM {table(CountedTenant)}) THEN {alias}.tenant ELSE '' END)"
+    )
 
 
 def absorb_deltas(cursor: CursorWrapper) -> None:
     """Every pending delta added into its count, without the folds' locks: for callers
     holding off message writers (a ``SHARE`` lock on the message table: no write and no
-    fold runs, so every delta is committed and none is held)."""
+    fold runs, so every delta is committed and none is held). Since migration 0010 a
+    delta goes where its tenant's counts live, and the terms being counted stop being
+    counted (their counts and deltas are partial: a refresh or a rebuild counts them
+    again, or the folds choose them again)."""
     counts, deltas = table(TermCount), table(TermCountDelta)
+    bucket = "tenant"
+    if has_counting(cursor):
+        for model in (TermCount, TermCountDelta):
+            cursor.execute(
+                f"DELETE FROM {table(model)} WHERE lexeme IN "
+                f"(SELECT lexeme FROM {table(CountingTerm)})"
+            )
+        cursor.execute(f"DELETE FROM {table(CountingTerm)}")
+        # deltas of a term no longer counted (a word whose last rows went) are dropped
+        cursor.execute(
+            f"DELETE FROM {deltas} d WHERE d.lexeme <> '' AND d.lexeme NOT IN "
+            f"(SELECT lexeme FROM {table(CountedTerm)})"
+        )
+        bucket = _owner_bucket(deltas)
     cursor.execute(
-        f"WITH taken AS (DELETE FROM {deltas} RETURNING lexeme, tenant, role, rows) "
+        f"WITH taken AS (DELETE FROM {deltas} RETURNING lexeme, {bucket} AS tenant, role, rows) "
         f"INSERT INTO {counts} (lexeme, tenant, role, shard, rows) "
         "SELECT lexeme, tenant, role, 0, sum(rows) FROM taken GROUP BY 1, 2, 3 "
         "HAVING sum(rows) <> 0 ON CONFLICT (lexeme, tenant, role, shard) "
@@ -311,6 +376,12 @@ def rebuild_term_counts(cursor: CursorWrapper, *, legacy: bool = False) -> None:
         cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
         if not legacy and has_deltas(cursor):
             cursor.execute(f"DELETE FROM {table(TermCountDelta)}")
+        if not legacy and has_counting(cursor):  # counted here from the rows, exactly
+            cursor.execute(
+                f"WITH moved AS (DELETE FROM {table(CountingTerm)} RETURNING lexeme) "
+                f"INSERT INTO {table(CountedTerm)} (lexeme) SELECT lexeme FROM moved "
+                "ON CONFLICT DO NOTHING"
+            )
         cursor.execute(f"DELETE FROM {table(TermCount)}")
         cursor.execute(
             f"INSERT INTO {table(TermCount)} ({columns}, rows) SELECT {grouped}, sum(c.n) "
@@ -325,12 +396,22 @@ def rebuild_term_counts(cursor: CursorWrapper, *, legacy: bool = False) -> None:
 
 def count_drift(cursor: CursorWrapper, limit: int = 20) -> list[tuple[str, str, str, int, int]]:
     """``(tenant, role, lexeme, stored, actual)`` of counts that differ from the vectors
-    (at most ``limit``): empty when every count is true. Reads every vector."""
+    (at most ``limit``): empty when every count is true. Reads every vector. A count is
+    its row plus the deltas of its tenant (since migration 0010, of every uncounted
+    tenant for tenant ``""``); a term being counted is not read by searches yet, nor
+    checked."""
+    owner = has_counting(cursor)
+    bucket = _owner_bucket("t") if owner else "t.tenant"
+    counted = (
+        f" WHERE t.lexeme = '' OR t.lexeme IN (SELECT lexeme FROM {table(CountedTerm)})"
+        if owner
+        else ""
+    )
     cursor.execute(
         f"WITH actual AS (SELECT c.tenant, c.role, c.lexeme, sum(c.n) AS n "
         f"FROM ({_counted(table(Message), 1)}) c GROUP BY c.tenant, c.role, c.lexeme), "
-        f"stored AS (SELECT tenant, role, lexeme, sum(rows) AS n FROM {counts_relation()} t "
-        "GROUP BY tenant, role, lexeme) "
+        f"stored AS (SELECT {bucket} AS tenant, t.role, t.lexeme, sum(t.rows) AS n "
+        f"FROM {counts_relation()} t{counted} GROUP BY 1, 2, 3) "
         "SELECT COALESCE(s.tenant, a.tenant), COALESCE(s.role, a.role), "
         "COALESCE(s.lexeme, a.lexeme), COALESCE(s.n, 0), COALESCE(a.n, 0) "
         "FROM stored s FULL JOIN actual a "
