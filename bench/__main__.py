@@ -30,6 +30,13 @@ def _phases(value: str) -> list[str]:
     return [p for p in PHASES if p in chosen]
 
 
+def _policy_change(value: str) -> tuple[str, int]:
+    name, sep, number = value.partition("=")
+    if not sep or not number.strip().lstrip("-").isdigit():
+        raise argparse.ArgumentTypeError("a policy change is NAME=INTEGER, e.g. walk_min_rows=0")
+    return name.strip(), int(number)
+
+
 def _share(value: str) -> float:
     share = float(value)
     if not 0.0 <= share < 1.0:
@@ -106,6 +113,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "after the load (or before a --reuse-db run measures, unless it is partitioned already)",
     )
     parser.add_argument(
+        "--policy",
+        type=_policy_change,
+        action="append",
+        default=[],
+        metavar="NAME=INTEGER",
+        help="run with one PlanPolicy threshold changed (repeatable): the ablation of a "
+        "threshold is the same run with it at an extreme (bench/RESULTS.md)",
+    )
+    parser.add_argument(
         "--reuse-db",
         action="store_true",
         help="measure the database an earlier run of the same --db/--messages/--users/--seed/"
@@ -172,14 +188,32 @@ def setup_django(args: argparse.Namespace) -> dict[str, str]:
     return skipped
 
 
+def apply_policy(changes: list[tuple[str, int]]) -> None:
+    """Replace ``DEFAULT_POLICY`` by one with ``changes``, for the whole run."""
+    from dataclasses import fields, replace
+
+    from deuz_transcripts.backends import policy
+
+    known = {field.name for field in fields(policy.PlanPolicy)}
+    unknown = sorted({name for name, _ in changes} - known)
+    if unknown:
+        raise SystemExit(
+            f"--policy: no threshold {', '.join(unknown)} (PlanPolicy has {', '.join(sorted(known))})"
+        )
+    if changes:
+        policy.DEFAULT_POLICY = replace(policy.DEFAULT_POLICY, **dict(changes))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.time()
     skipped = setup_django(args)
     from .run import Run
 
+    apply_policy(args.policy)
     run = Run(args, skipped)
     results: dict[str, Any] = run.execute()
+    results["meta"]["policy"] = dict(args.policy)
     results["meta"]["wall_seconds"] = round(time.time() - started, 1)
     results["meta"]["load_avg_end"] = os.getloadavg()
     from .report import print_table, write_json

@@ -19,9 +19,10 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 from deuz_transcripts import ChatRecord, TranscriptError
+from deuz_transcripts.backends.postgresql.errors import sqlstate
 from deuz_transcripts.backfill import Backfill
 from deuz_transcripts.models import Chat
-from deuz_transcripts.sql.errors import database_errors, is_lock_conflict, sqlstate
+from deuz_transcripts.sql.errors import database_errors, is_lock_conflict
 from deuz_transcripts.stores import (
     DjangoChatStore,
     DjangoConditionalChatStore,

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from django.db import connections
 
+from ..errors import ReplicaProblem
+
 __all__ = [
     "MAX_PARTITIONS",
     "EngineMaintenance",
@@ -90,6 +92,12 @@ class EngineMaintenance:
         """How far this database, a standby, has replayed its primary's log; ``None``
         when it is no standby (nothing to wait for)."""
         raise Unsupported(f"{self.engine} has no log position")
+
+    def replica_problem(self, error: BaseException) -> tuple[ReplicaProblem, str | None] | None:
+        """Why this database, a standby, failed a read: ``("conflict", detail)`` when it
+        cancelled the read to replay its primary's log, ``("unreachable", None)`` when it
+        ended or refused the session; ``None`` for an error of the read itself."""
+        return None
 
     def describe_position(self, position: int) -> str:
         """A position as the engine writes it (in messages)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -11,6 +10,7 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections
 
+from ..backends.driver_errors import is_lock_conflict, lock_conflict_name
 from ..conf import conf
 from ..errors import TranscriptError
 
@@ -20,7 +20,6 @@ __all__ = [
     "describe_database_error",
     "is_lock_conflict",
     "retry_lock_conflicts",
-    "sqlstate",
 ]
 
 T = TypeVar("T")
@@ -33,50 +32,8 @@ class WorkerThreadRunner:
         return await sync_to_async(method, thread_sensitive=True)(*args, **kwargs)
 
 
-#: PostgreSQL SQLSTATEs of a transaction that lost to another one's locks: running the
-#: whole transaction again is the cure.
-LOCK_CONFLICT_SQLSTATES = {
-    "40P01": "deadlock detected",
-    "40001": "serialization failure",
-    "55P03": "lock not available",
-}
-#: SQLite's primary result codes of a lock held by another connection (SQLITE_BUSY) or
-#: by another statement or shared-cache connection (SQLITE_LOCKED); extended codes
-#: (e.g. SQLITE_BUSY_SNAPSHOT) carry them in their low byte.
-_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
-
-
-def _driver_error(exc: BaseException) -> BaseException:
-    """The driver's own exception: Django's wrapper keeps it as ``__cause__``."""
-    cause = exc.__cause__
-    return cause if isinstance(exc, DatabaseError) and cause is not None else exc
-
-
-def sqlstate(exc: BaseException) -> str | None:
-    """The SQLSTATE of a PostgreSQL error (psycopg 3 ``sqlstate``, psycopg2 ``pgcode``)."""
-    error = _driver_error(exc)
-    code = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
-    return code if isinstance(code, str) else None
-
-
-def is_lock_conflict(exc: BaseException) -> bool:
-    """Whether ``exc`` (Django's or the driver's) says another transaction's locks
-    stopped this one: decided by the driver's error code, never by the message text."""
-    error = _driver_error(exc)
-    if isinstance(error, sqlite3.Error):
-        code = getattr(error, "sqlite_errorcode", None)
-        return isinstance(code, int) and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
-    return sqlstate(error) in LOCK_CONFLICT_SQLSTATES
-
-
 def _lock_message(exc: BaseException) -> str:
-    code = sqlstate(exc)
-    if code is None:
-        return "the database is locked by another writer; try again"
-    return (
-        f"the database is locked by another transaction ({LOCK_CONFLICT_SQLSTATES[code]}, "
-        f"SQLSTATE {code}); try again"
-    )
+    return f"the database is {lock_conflict_name(exc) or 'locked by another writer'}; try again"
 
 
 @contextmanager

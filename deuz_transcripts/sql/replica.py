@@ -39,7 +39,7 @@ from django.db import DatabaseError, connections, transaction
 from ..backends import maintenance_for
 from ..conf import conf
 from ..errors import ReplicaUnavailable, TranscriptError
-from .errors import database_errors, describe_database_error, sqlstate
+from .errors import database_errors, describe_database_error
 
 __all__ = [
     "forget_writes",
@@ -57,14 +57,6 @@ _written: ContextVar[MappingProxyType[str, int]] = ContextVar(
 )
 #: A write whose position could not be read: the next read does not trust the replica.
 UNKNOWN_POSITION = 2**64 - 1
-#: SQLSTATEs of a read a hot standby cancelled (or whose session it ended) to replay WAL:
-#: 40001 "conflict with recovery" (snapshot, lock, buffer pin, tablespace), 57P04 its
-#: database dropped. A standby answers nothing else with them: it runs no serializable
-#: transaction and takes no write lock.
-RECOVERY_CONFLICT_SQLSTATES = frozenset({"40001", "57P04"})
-#: SQLSTATEs of a server that ended or refused the session: shutting down (57P01-57P03)
-#: and connection exceptions (class 08).
-_GONE_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
 
 
 def written_position(using: str) -> int | None:
@@ -170,14 +162,11 @@ def _replica_problem(exc: BaseException, search_using: str) -> ReplicaUnavailabl
     cause = exc.__cause__ if isinstance(exc, TranscriptError) else exc
     if not isinstance(cause, DatabaseError):
         return None
-    code = sqlstate(cause)
-    if code in RECOVERY_CONFLICT_SQLSTATES:
-        return ReplicaUnavailable(search_using, "conflict", f"SQLSTATE {code}")
-    if code in _GONE_SQLSTATES or (code or "").startswith("08"):
-        return ReplicaUnavailable(search_using, "unreachable", describe_database_error(cause))
-    if code is None and connections[search_using].connection is None:
-        return ReplicaUnavailable(search_using, "unreachable", describe_database_error(cause))
-    return None
+    problem = maintenance_for(search_using).replica_problem(cause)
+    if problem is None:
+        return None
+    kind, detail = problem
+    return ReplicaUnavailable(search_using, kind, detail or describe_database_error(cause))
 
 
 def read_from(using: str, search_using: str, read: Callable[[str], T]) -> T:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from django.db import connections, transaction
 
+from ...errors import ReplicaProblem
 from ..maintenance import EngineMaintenance, PartitionInfo
 from .counts.refresh import refresh_term_counts
 from .counts.stored import COUNTED_MIN_ROWS
+from .errors import replica_problem, sqlstate
 from .partitions import partition_info, partition_messages
 from .storage import VECTOR_INDEX, vector_index_sql, vector_index_state
 from .wal import format_lsn, insert_position, replay_position
@@ -50,6 +52,16 @@ class PostgresMaintenance(EngineMaintenance):
     def written_position(self) -> int | None:
         with connections[self.alias].cursor() as cursor:
             return insert_position(cursor)
+
+    def replica_problem(self, error: BaseException) -> tuple[ReplicaProblem, str | None] | None:
+        problem = replica_problem(error)
+        if problem == "conflict":
+            return problem, f"SQLSTATE {sqlstate(error)}"
+        if problem == "unreachable" or (
+            sqlstate(error) is None and connections[self.alias].connection is None
+        ):
+            return "unreachable", None  # no code, and the session is gone
+        return None
 
     def replayed_position(self) -> int | None:
         with connections[self.alias].cursor() as cursor:

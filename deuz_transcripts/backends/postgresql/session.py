@@ -24,8 +24,8 @@ from django.db.backends.utils import CursorWrapper
 
 from ...errors import SearchTimeout
 from ...search_budget import SearchBudget
-from ...sql.errors import sqlstate
 from ..search_cursor import SearchCursor
+from .errors import QUERY_CANCELED, sqlstate
 
 __all__ = ["BITMAP_WORK_MEM", "SessionCursor", "bitmap_scans", "search_session"]
 
@@ -36,7 +36,6 @@ BITMAP_WORK_MEM = "64MB"
 #: The savepoint a search takes in its caller's transaction.
 SAVEPOINT = "deuz_search"
 
-_QUERY_CANCELED = "57014"
 
 #: ``work_mem`` raised to ``BITMAP_WORK_MEM``, never lowered (params: it twice).
 _RAISED_WORK_MEM = (
@@ -228,7 +227,7 @@ def search_session(alias: str, timeout_ms: int) -> Iterator[SessionCursor]:
             yield SessionCursor(inner, session)
             failed = False
         except OperationalError as exc:
-            if sqlstate(exc) == _QUERY_CANCELED:
+            if sqlstate(exc) == QUERY_CANCELED:
                 raise SearchTimeout(timeout_ms) from exc
             raise
         finally:
