@@ -321,7 +321,7 @@ class TranscriptSettings:
         """The tenant column's value for a chat of ``scope`` (``""`` without the field)."""
         return self.scope_tenant(scope) or ""
 
-    def unknown_keys(self) -> list[str]:
+    def _unknown_keys(self) -> list[str]:
         given = self._given
         return sorted(set(given) - set(DEFAULTS)) if isinstance(given, dict) else []
 
@@ -356,7 +356,7 @@ class TranscriptSettings:
                 "deuz_transcripts.W002",
                 is_error=False,
             )
-            for key in self.unknown_keys()
+            for key in self._unknown_keys()
         )
         return found
 

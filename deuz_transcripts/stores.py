@@ -153,7 +153,7 @@ class DjangoConditionalChatStore(_SqlRunner, BaseConditionalChatStore):
                 pk__in=RawSQL(*ChatFilter(scope, searchable_only=False).chat_pks_sql())
             )
         ordered = Message.objects.using(alias).order_by("position")
-        tenant = get_backend(alias).matcher.tested_tenant(scope)
+        tenant = get_backend(alias).source.tested_tenant(scope)
         if tenant is not None:  # one partition (shard) of a split schema
             ordered = ordered.filter(tenant=tenant)
         with database_errors(alias):

@@ -268,16 +268,21 @@ def vectors_holding_lexemes(prefix: str, using: str = "default") -> int:
     return int(row[0]) if row else 0
 
 
-def spy_matcher(monkeypatch: pytest.MonkeyPatch, matcher: Any, names: Iterable[str]) -> list[str]:
-    """The names of ``matcher``'s class methods among ``names`` as the search calls them."""
-    matcher_class = type(matcher)
+def spy_search_parts(
+    monkeypatch: pytest.MonkeyPatch, backend: Any, names: Iterable[str]
+) -> list[str]:
+    """The names among ``names`` of the class methods of ``backend``'s row source (else of
+    its counts) as the search calls them."""
     calls: list[str] = []
     for name in names:
-        original = getattr(matcher_class, name)
+        part_class = type(backend.source)
+        if not hasattr(part_class, name):
+            part_class = type(backend.counts)
+        original = getattr(part_class, name)
 
         def spy(self: Any, *args: Any, _name: str = name, _original: Any = original) -> Any:
             calls.append(_name)
             return _original(self, *args)
 
-        monkeypatch.setattr(matcher_class, name, spy)
+        monkeypatch.setattr(part_class, name, spy)
     return calls

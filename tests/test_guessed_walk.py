@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from deuz_transcripts import InMemoryTranscriptIndex
 from deuz_transcripts.backends import backend_name_for, get_backend, policy
-from deuz_transcripts.backends.chat_filter import ChatFilter
+from deuz_transcripts.backends.chat_filter import request_filter
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.search_request import SearchRequest
 from deuz_transcripts.stores import DjangoConditionalChatStore
@@ -229,7 +229,7 @@ def test_a_bounded_walk_reads_the_newest_chats_of_at_most_its_rows():
     messages newer than them (ties by chat id), and its rows come in tie order: the same
     first rows as the unbounded walk wherever the bound holds enough of them."""
     backend = get_backend("default")
-    if not backend.matcher.walks_newest_first:
+    if not backend.source.walks_newest_first:
         pytest.skip("the LIKE fallback does not walk")
     corpus = Corpus()
     sizes = [3, 1, 2, 4, 1, 2]  # chat n has sizes[n] messages; chat 5 is the newest
@@ -237,11 +237,11 @@ def test_a_bounded_walk_reads_the_newest_chats_of_at_most_its_rows():
         corpus.add(f"c{n}", "ada", *[f"omega m{k}" for k in range(size)], minutes=n)
     corpus.add("tied", "ada", "omega tie", minutes=5)  # same time as c5, after it by id
     request = SearchRequest.build({}, "omega", limit=100)
-    chats = ChatFilter.of(request, "default", role_tokens=backend.matcher.role_tokens)
+    chats = request_filter(request, "default", role_tokens=backend.source.role_tokens)
     newest_first = ["c5", "tied", "c4", "c3", "c2", "c1", "c0"]
     size_of = {**{f"c{n}": size for n, size in enumerate(sizes)}, "tied": 1}
     with connection.cursor() as cursor:
-        everything = backend.matcher.newest_with_mask(cursor, chats, ["omega"], 1, 100)
+        everything = backend.source.newest_with_mask(cursor, chats, ["omega"], 1, 100)
         assert [row.chat_id for row in everything] == [
             chat_id for chat_id in newest_first for _ in range(size_of[chat_id])
         ]
@@ -251,11 +251,11 @@ def test_a_bounded_walk_reads_the_newest_chats_of_at_most_its_rows():
                 if before < within:
                     walked.add(chat_id)
                 before += size_of[chat_id]
-            rows = backend.matcher.newest_with_mask(
+            rows = backend.source.newest_with_mask(
                 cursor, chats, ["omega"], 1, 100, within_rows=within
             )
             assert rows == [row for row in everything if row.chat_id in walked], within
-            page = backend.matcher.newest_with_mask(
+            page = backend.source.newest_with_mask(
                 cursor, chats, ["omega"], 1, 2, within_rows=within
             )
             assert page == everything[: len(page)] and len(page) == min(2, len(rows))
@@ -276,7 +276,7 @@ def test_a_walk_the_probe_chose_is_bounded_and_rows_in_old_chats_are_read(old_pa
     """Rows holding both words gather in old chats: the walk stops at the newest 6
     messages and the rows holding both are read and sorted, not the whole scope walked.
     Where the newest messages hold the page, the bounded walk is all."""
-    if not get_backend("default").matcher.walks_newest_first:
+    if not get_backend("default").source.walks_newest_first:
         pytest.skip("the LIKE fallback does not walk")
     corpus = Corpus()
     for n in range(6):  # 6 rows holding both words, in the oldest chats
@@ -303,7 +303,7 @@ def test_only_postgresql_bounds_a_walk_the_probe_chose_by_default():
     is the probe's, and its bound would cost a window over the newest chats first."""
     default = policy.DEFAULT_POLICY
     name = backend_name_for("default")
-    bound = get_backend("default").matcher.policy.walk_probed_max_rows
+    bound = get_backend("default").source.policy.walk_probed_max_rows
     if name == "sqlite-fts5":
         assert bound == default.fts5_walk_probed_max_rows == 0
     else:

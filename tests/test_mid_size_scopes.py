@@ -40,7 +40,7 @@ pytestmark = [
 
 ADA = {"userId": "ada"}
 WHEN = datetime(2025, 3, 1, tzinfo=UTC)
-#: the matching statement of a scope read through its own rows (``PostgresMatcher._matches``)
+#: the matching statement of a scope read through its own rows (``PostgresRowSource._matches``)
 OWN_ROWS = "m.chat_id IN ("
 
 
@@ -231,7 +231,7 @@ def test_a_guess_not_made_or_proved_wrong_leaves_the_probe_to_decide(tenant_stor
 def test_a_tenant_big_enough_for_counts_of_its_own_is_not_guessed_from_the_index(
     tenant_store, monkeypatch
 ):
-    """Its own counts (``stored_density``) are its guess; without them (not counted yet),
+    """Its own counts (``SearchStatistics.stored``) are its guess; without them (not counted yet),
     the probe decides, as before."""
     monkeypatch.setattr(postgresql_counts, "COUNTED_TENANT_MIN_ROWS", 24)
     hits, density, probe = walked(tenant_store, "common word")

@@ -16,10 +16,11 @@ from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord
 from deuz_transcripts.backends import get_backend, policy
-from deuz_transcripts.backends.chat_filter import ChatFilter
+from deuz_transcripts.backends.chat_filter import request_filter
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.models import Message
 from deuz_transcripts.search_request import SearchRequest
+from deuz_transcripts.sql.search.statistics import SearchStatistics
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from deuz_transcripts.verify import Verifier
 from tests.sql_support import vectors_holding_lexemes
@@ -73,14 +74,13 @@ def test_n_and_term_counts_with_roles_read_no_message_row(store, scope):
     in FTS5 / GIN from the scope and role tokens, with no condition on message rows."""
     backend = get_backend("default")
     request = SearchRequest.build(scope, "deploy step", roles=["user", ROLES[2]], limit=5)
-    chats = ChatFilter.of(request, "default", role_tokens=backend.matcher.role_tokens)
+    chats = request_filter(request, "default", role_tokens=backend.source.role_tokens)
     with CaptureQueriesContext(connection) as queries, connection.cursor() as cursor:
         if scope:  # the token count is for scopes too big to read row by row
-            backend.matcher.policy = type(backend.matcher.policy)(
-                scan_scope_max=0, lexeme_scope_min=0
-            )
-        total = backend.matcher.total(cursor, chats)
-        histogram = backend.matcher.mask_histogram(cursor, chats, request.terms)
+            small = type(backend.counts.policy)(scan_scope_max=0, lexeme_scope_min=0)
+            backend.source.policy = backend.counts.policy = small
+        total = SearchStatistics(backend.counts, cursor).total(chats)  # stored, else counted
+        histogram = backend.counts.mask_histogram(cursor, chats, request.terms)
     assert total == len(expected_hits({"user", ROLES[2]}, scope))
     assert sum(histogram.values()) == total  # every message holds both terms
     statements = [query["sql"] for query in queries.captured_queries]

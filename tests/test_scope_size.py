@@ -63,18 +63,20 @@ def search(store: Any, query: str, step: int, monkeypatch: pytest.MonkeyPatch) -
     """The hits of a search summing ``step`` chats' counts at a time, whether the count
     stopped early, and whether N was then read in full."""
     monkeypatch.setattr(sqlite_fts5, "_COUNTS_STEP", step)
-    matcher_class = type(store.transcript.backend.matcher)
+    counts_class = type(store.transcript.backend.counts)
     counted: list[tuple[int, bool]] = []
-    total_past = matcher_class.total_past
+    total_past = counts_class.total_past
 
-    def spy(self: Any, *args: Any) -> tuple[int, bool]:
-        counted.append(total_past(self, *args))
-        return counted[-1]
+    def spy(self: Any, *args: Any) -> tuple[int, bool] | None:
+        found = total_past(self, *args)
+        if found is not None:  # None: N read whole
+            counted.append(found)
+        return found
 
-    monkeypatch.setattr(matcher_class, "total_past", spy)
+    monkeypatch.setattr(counts_class, "total_past", spy)
     with CaptureQueriesContext(connection) as queries:
         hits = store.transcript.search(ADA, query, limit=3, offset=1)
-    monkeypatch.setattr(matcher_class, "total_past", total_past)
+    monkeypatch.setattr(counts_class, "total_past", total_past)
     found = [(hit.chat_id, hit.message_id, hit.score) for hit in hits]
     full = any(FULL_N in sql["sql"] for sql in queries.captured_queries)
     return found, [exact for _, exact in counted] == [False], full
@@ -104,10 +106,10 @@ def test_the_count_stops_once_it_passes_the_size_asked(store, monkeypatch):
     if store.transcript.backend_name != "sqlite-fts5":
         pytest.skip("the other backends count N in one statement")
     monkeypatch.setattr(sqlite_fts5, "_COUNTS_STEP", 2)
-    matcher = store.transcript.backend.matcher
+    counts = store.transcript.backend.counts
     chats = ChatFilter(ADA, None)
     with connection.cursor() as cursor:
-        assert matcher.total_past(cursor, chats, 200) == (84, True)  # every chat: N
-        assert matcher.total_past(cursor, chats, 5) == (9, False)  # c00-c03: 3 + 2 + 2 + 2
-        assert matcher.total_past(cursor, chats, 84) == (84, True)
-        assert matcher.total_past(cursor, ChatFilter({"userId": "nobody"}, None), 5) == (0, True)
+        assert counts.total_past(cursor, chats, 200) == (84, True)  # every chat: N
+        assert counts.total_past(cursor, chats, 5) == (9, False)  # c00-c03: 3 + 2 + 2 + 2
+        assert counts.total_past(cursor, chats, 84) == (84, True)
+        assert counts.total_past(cursor, ChatFilter({"userId": "nobody"}, None), 5) == (0, True)

@@ -361,7 +361,7 @@ def test_a_five_word_search_of_a_big_tenant_reads_at_most_eight_statements(scale
     tenant = {**settings.DEUZ_TRANSCRIPTS, "TENANT_KEY": "userId"}
     with override_settings(DEUZ_TRANSCRIPTS=tenant):
         store = users_store()
-        assert store.transcript.backend.matcher.policy.single_statement_max < 12 * 15
+        assert store.transcript.backend.source.policy.single_statement_max < 12 * 15
         if connection.vendor == "postgresql":
             from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
 
@@ -378,18 +378,18 @@ def test_n_and_a_small_scopes_candidates_come_in_one_statement(store):
     """The candidates read with N are those ``candidates`` reads once N is known; past
     ``most`` N comes alone, and the matches are not read."""
     postgresql_only()
-    matcher = store.transcript.backend.matcher
+    source = store.transcript.backend.source
     terms = WORDS.split()
 
     def chats_of(scope: dict[str, str]) -> ChatFilter:
-        return ChatFilter(scope, tenant=matcher.tested_tenant(scope))
+        return ChatFilter(scope, tenant=source.tested_tenant(scope))
 
     ada = chats_of(ADA)
     with CaptureQueriesContext(connection) as captured, connection.cursor() as cursor:
-        size, read = matcher.sized_candidates(cursor, ada, terms, 4, 15)
+        size, read = source.sized_candidates(cursor, ada, terms, 4, 15)
         assert len(captured.captured_queries) == 1 and size == 15
         known = replace(ada, size=size)
-        assert read == matcher.candidates(cursor, known, terms, 4, size)
+        assert read == source.candidates(cursor, known, terms, 4, size)
         assert read is not None and sum(read[0].values()) == 15  # each message holds a word
-        assert matcher.sized_candidates(cursor, ada, terms, 4, 14) == (15, None)
-        assert matcher.sized_candidates(cursor, chats_of(BOB), terms, 4, 15) == (180, None)
+        assert source.sized_candidates(cursor, ada, terms, 4, 14) == (15, None)
+        assert source.sized_candidates(cursor, chats_of(BOB), terms, 4, 15) == (180, None)

@@ -32,7 +32,7 @@ from deuz_transcripts.checks import check_search_backends, check_settings
 from deuz_transcripts.models import Chat, ChatScope, Message, Tombstone
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 from deuz_transcripts.text import stored_term
-from tests.sql_support import backend_settings, spy_matcher
+from tests.sql_support import backend_settings, spy_search_parts
 
 pytestmark = pytest.mark.django_db
 ADA = {"userId": "ada"}
@@ -156,20 +156,20 @@ def test_fts5_counts_masks_first_in_smaller_scopes_than_postgresql(monkeypatch):
         pytest.skip("FTS5's threshold")
     from deuz_transcripts.backends import get_backend, policy
 
-    assert get_backend("default").matcher.policy.single_statement_max == min(
+    assert get_backend("default").source.policy.single_statement_max == min(
         policy.DEFAULT_POLICY.single_statement_max, policy.DEFAULT_POLICY.fts5_single_statement_max
     )
     store = DjangoConditionalChatStore()
     for n in range(4):
         chat = record(f"c{n}", f"quokka sighting {n}", f"noted {n} quokka")
         store.write_chat(chat, expected_revision=0)
-    calls = spy_matcher(monkeypatch, get_backend("default").matcher, ("candidates",))
+    calls = spy_search_parts(monkeypatch, get_backend("default"), ("candidates",))
     one_statement: dict[int, bool] = {}
     results = {}
     for fts5_max in (5_000, 3):
         forced = PlanPolicy(single_statement_max=5_000, fts5_single_statement_max=fts5_max)
         monkeypatch.setattr(policy, "DEFAULT_POLICY", forced)
-        assert get_backend("default").matcher.policy.single_statement_max == min(5_000, fts5_max)
+        assert get_backend("default").source.policy.single_statement_max == min(5_000, fts5_max)
         calls.clear()
         with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}):
             hits = store.transcript.search(ADA, "quokka sighting", limit=3)
@@ -235,11 +235,11 @@ def test_a_page_of_rows_holding_every_term_is_read_without_ranking_the_others(mo
     from deuz_transcripts.backends import policy
 
     store = six_dated_chats("rare common", "x")
-    if not store.transcript.backend.matcher.walks_newest_first:
+    if not store.transcript.backend.source.walks_newest_first:
         pytest.skip("the LIKE fallback's probe is a scan: it ranks every match")
-    calls = spy_matcher(
+    calls = spy_search_parts(
         monkeypatch,
-        store.transcript.backend.matcher,
+        store.transcript.backend,
         ("mask_histogram", "candidates", "term_counts", "mask_candidates"),
     )
 
@@ -830,14 +830,14 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
         store.write_chat(chat, expected_revision=0)
         memory.write_chat(chat, expected_revision=0)
     read: list[str] = []
-    matcher_class = type(store.transcript.backend.matcher)
-    original = matcher_class.rows_with_terms
+    source_class = type(store.transcript.backend.source)
+    original = source_class.rows_with_terms
 
     def spy(self, cursor, chats, terms, wanted, skipped, *expected):
         read.append(terms[wanted])
         return original(self, cursor, chats, terms, wanted, skipped, *expected)
 
-    monkeypatch.setattr(matcher_class, "rows_with_terms", spy)
+    monkeypatch.setattr(source_class, "rows_with_terms", spy)
     query = "common alpha mid rare1 rare2 rare3"
 
     def search(
@@ -884,7 +884,7 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
     store.write_chat(
         record("bob-1", "rare3 rare2 rare1", scope={"userId": "bob"}), expected_revision=0
     )
-    if store.transcript.backend.matcher.reads_rare_terms_counted:
+    if store.transcript.backend.counts.rare_terms == "by_filter_counts":
         # PostgreSQL picks them by their rows in the filter: another user's rows are not ADA's
         assert search(10_000, 3, rare_rows=3) == expected and read == ["rare1"]
         return
@@ -898,6 +898,7 @@ def test_each_terms_count_is_exact_after_deletes_and_rewrites(secure):
     """The essential-terms plan's n_t (FTS5: its vocabulary when unfiltered; GIN counts)
     equals the rows holding the term, whatever deletes and rewrites left in the index."""
     from deuz_transcripts.backends.chat_filter import ChatFilter
+    from deuz_transcripts.sql.search.statistics import SearchStatistics
 
     if DjangoTranscriptIndex().backend_name == "sqlite-like":
         pytest.skip("the LIKE fallback counts nothing in an index")
@@ -912,11 +913,12 @@ def test_each_terms_count_is_exact_after_deletes_and_rewrites(secure):
         for n in (2, 5):  # rewritten: one message changed, one dropped
             store.write_chat(record(f"c{n}", "alpha omega"), expected_revision=revisions[n])
         terms = ["alpha", "beta", "gamma", "delta", "omega", "absent", "2", "4"]
-        matcher = store.transcript.backend.matcher
-        role_tokens = matcher.role_tokens
+        backend = store.transcript.backend
+        role_tokens = backend.source.role_tokens
         with connection.cursor() as cursor:
-            unfiltered = matcher.term_counts(cursor, ChatFilter({}, role_tokens=role_tokens), terms)
-            scoped = matcher.term_counts(cursor, ChatFilter(ADA, role_tokens=role_tokens), terms)
+            statistics = SearchStatistics(backend.counts, cursor)
+            unfiltered = statistics.term_counts(ChatFilter({}, role_tokens=role_tokens), terms)
+            scoped = statistics.term_counts(ChatFilter(ADA, role_tokens=role_tokens), terms)
     expected = [raw_matches(term) for term in terms]
     assert unfiltered == scoped == expected == [8, 6, 4, 2, 2, 0, 0, 0]
 
@@ -993,7 +995,7 @@ def test_one_term_over_every_chat_does_not_count_n():
     """Every hit of a one-term query scores 1.0 whatever N (raw score / best), so a search
     of every chat for a word in fewer rows than a walk needs never reads N, which is a pass
     over every chat; same page as the memory index."""
-    if not DjangoTranscriptIndex().backend.matcher.walks_newest_first:
+    if not DjangoTranscriptIndex().backend.source.walks_newest_first:
         pytest.skip("the LIKE fallback ranks every match in one statement")
     store = DjangoConditionalChatStore()
     memory = InMemoryConditionalChatStore(InMemoryTranscriptIndex())
@@ -1021,14 +1023,16 @@ def test_postgresql_looks_up_the_chats_of_a_known_few_rows_by_key():
     many rows keep the planner's join. A read of one mask selects it as a constant, so no
     vector is tested (nor detoasted) to compute it."""
     from deuz_transcripts.backends.chat_filter import ChatFilter
-    from deuz_transcripts.backends.postgresql.engine import PostgresMatcher
+    from deuz_transcripts.backends.postgresql.counts.statistics import PostgresStoredCounts
+    from deuz_transcripts.backends.postgresql.engine import PostgresRowSource
 
-    matcher = PostgresMatcher("default", PlanPolicy(chat_lookup_max_rows=100))
-    assert "LATERAL" in matcher.chat_join("h.chat_pk", 100)
-    assert "LATERAL" not in matcher.chat_join("h.chat_pk", 101)
-    assert "LATERAL" not in matcher.chat_join("h.chat_pk")
+    policy = PlanPolicy(chat_lookup_max_rows=100)
+    source = PostgresRowSource("default", policy, PostgresStoredCounts("default"))
+    assert "LATERAL" in source.chat_join("h.chat_pk", 100)
+    assert "LATERAL" not in source.chat_join("h.chat_pk", 101)
+    assert "LATERAL" not in source.chat_join("h.chat_pk")
     chats = ChatFilter({}, role_tokens=True)
-    one, _ = matcher.mask_matches_sql(chats, ["alpha", "beta"], {3})
-    both, _ = matcher.mask_matches_sql(chats, ["alpha", "beta"], {1, 3})
+    one, _ = source.mask_matches_sql(chats, ["alpha", "beta"], {3})
+    both, _ = source.mask_matches_sql(chats, ["alpha", "beta"], {1, 3})
     assert "SELECT m.id, 3 AS mask" in one and "CASE" not in one
     assert "CASE" in both

@@ -26,10 +26,10 @@ from deuz_transcripts.backends.postgresql.counts.subsets import (
 from deuz_transcripts.models import Message
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.sent_statements import statements_sent
-from tests.sql_support import spy_matcher
+from tests.sql_support import spy_search_parts
 from tests.test_term_counts import chat, count_terms, tenant_key
 
-#: The matcher's reads of matching rows (a count reads none).
+#: The row source's reads of matching rows (a count reads none).
 ROW_READS = ("rows_with_terms", "rows_with_any_terms", "mask_candidates", "candidates")
 
 #: Every term of these queries is too common for the essential-terms plan to read, and GIN
@@ -170,7 +170,7 @@ def test_a_counted_page_ranks_by_subset_counts_where_they_beat_reading_rows(scop
     with tenant_key("userId"):
         store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
         written_tenant(store, memory, alpha_rows=24, beta_rows=20)
-        calls = spy_matcher(monkeypatch, store.transcript.backend.matcher, ROW_READS)
+        calls = spy_search_parts(monkeypatch, store.transcript.backend, ROW_READS)
         with mock.patch.object(policy, "DEFAULT_POLICY", READABLE):
             got = pages(store.transcript, scope, "alpha beta")
         assert got == pages(memory, scope, "alpha beta")
@@ -186,7 +186,7 @@ def test_a_rarer_word_is_read_where_its_rows_cost_less_than_the_counts(monkeypat
     with tenant_key("userId"):
         store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
         written_tenant(store, memory, alpha_rows=40, beta_rows=8)
-        calls = spy_matcher(monkeypatch, store.transcript.backend.matcher, ROW_READS)
+        calls = spy_search_parts(monkeypatch, store.transcript.backend, ROW_READS)
         with mock.patch.object(policy, "DEFAULT_POLICY", READABLE):
             got = pages(store.transcript, {}, "alpha beta")
         assert got == pages(memory, {}, "alpha beta")

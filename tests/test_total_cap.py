@@ -21,7 +21,7 @@ from deuz_transcripts.backends import get_backend, policy
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.sent_statements import reads_with_params
-from tests.sql_support import spy_matcher
+from tests.sql_support import spy_search_parts
 from tests.test_term_counts import chat, count_terms
 
 
@@ -72,10 +72,10 @@ def test_capped_pages_of_common_words_count_no_match_past_the_cap(scope, monkeyp
     with tenant_key_counted("userId"):
         store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
         fill(store, memory)
-        matcher = get_backend(connection.alias).matcher
+        backend = get_backend(connection.alias)
         with mock.patch.object(policy, "DEFAULT_POLICY", WALKS):
             exact = pages(store.transcript, scope, "alpha beta")
-            calls = spy_matcher(monkeypatch, matcher, EVERY_MATCH)
+            calls = spy_search_parts(monkeypatch, backend, EVERY_MATCH)
             with CaptureQueriesContext(connection) as queries:
                 first = store.transcript.search_page(scope, "alpha beta", limit=4, total_cap=10)
                 second = store.transcript.search_page(
@@ -120,8 +120,8 @@ def test_the_next_page_after_the_rows_with_every_term_is_read_exactly(monkeypatc
     with mock.patch.object(policy, "DEFAULT_POLICY", WALKS):
         first = store.transcript.search_page({}, "alpha beta", limit=85, total_cap=5)
         assert [h.score < 1.0 for h in first.hits[-2:]] == [False, True]
-        matcher = get_backend(connection.alias).matcher
-        calls = spy_matcher(monkeypatch, matcher, EVERY_MATCH)
+        backend = get_backend(connection.alias)
+        calls = spy_search_parts(monkeypatch, backend, EVERY_MATCH)
         second = store.transcript.search_page(
             {}, "alpha beta", limit=4, total_cap=5, cursor=first.next_cursor
         )

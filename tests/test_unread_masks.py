@@ -18,8 +18,9 @@ import pytest
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
 from deuz_transcripts.backends import policy
 from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends.sqlite import fts5 as sqlite_fts5
 from deuz_transcripts.stores import DjangoConditionalChatStore
-from tests.sql_support import spy_matcher
+from tests.sql_support import spy_search_parts
 
 pytestmark = pytest.mark.django_db
 
@@ -105,7 +106,7 @@ def test_terms_too_common_to_read_fill_the_page_from_their_masks(
     sorted; the rare terms read one by one or at once: the memory index's pages, with
     roles too, and no read of every match."""
     store, memory = indexes
-    calls = spy_matcher(monkeypatch, store.transcript.backend.matcher, FULL_READS)
+    calls = spy_search_parts(monkeypatch, store.transcript.backend, FULL_READS)
     guess = replace(UNREAD, essential_rare_rows=rare_rows)
     if not walk:
         guess = replace(guess, walk_guess_max_rows=0)
@@ -118,7 +119,7 @@ def test_terms_too_common_to_read_fill_the_page_from_their_masks(
 def test_more_unread_terms_than_allowed_rank_every_match(monkeypatch, indexes):
     """``unread_max_terms`` below the terms left: every match is ranked, as before."""
     store, memory = indexes
-    calls = spy_matcher(monkeypatch, store.transcript.backend.matcher, FULL_READS)
+    calls = spy_search_parts(monkeypatch, store.transcript.backend, FULL_READS)
     monkeypatch.setattr(policy, "DEFAULT_POLICY", replace(UNREAD, unread_max_terms=1))
     same_pages(store, memory)
     assert calls
@@ -133,8 +134,8 @@ def test_a_cursor_page_of_five_words_reads_only_its_masks_in_fts5(monkeypatch, i
     mask histogram from those counts and the rarer words' rows, not from every match's
     mask, and reads its few masks by one exact query each (at 1M, 508 -> 22 ms)."""
     store, memory = indexes
-    matcher = store.transcript.backend.matcher
-    if store.transcript.backend.name != "sqlite-fts5":
+    backend = store.transcript.backend
+    if backend.name != "sqlite-fts5":
         pytest.skip("PostgreSQL without stored counts reads every match of five words")
     monkeypatch.setattr(policy, "DEFAULT_POLICY", MASKS)
     query = "rare seldom alpha beta gamma"
@@ -142,7 +143,8 @@ def test_a_cursor_page_of_five_words_reads_only_its_masks_in_fts5(monkeypatch, i
         want = memory.search_page(scope, query, limit=1_000).hits
         page = store.transcript.search_page(scope, query, limit=3)
         got = list(page.hits)
-        calls = spy_matcher(monkeypatch, matcher, ("mask_histogram", "_fts_masks"))
+        calls = spy_search_parts(monkeypatch, backend, ("mask_histogram",))
+        monkeypatch.setattr(sqlite_fts5, "fts_masks", _recorded(calls, sqlite_fts5.fts_masks))
         while page.next_cursor is not None:
             page = store.transcript.search_page(scope, query, limit=3, cursor=page.next_cursor)
             got.extend(page.hits)
@@ -150,3 +152,13 @@ def test_a_cursor_page_of_five_words_reads_only_its_masks_in_fts5(monkeypatch, i
         monkeypatch.undo()
         monkeypatch.setattr(policy, "DEFAULT_POLICY", MASKS)
         assert [(h.message_id, h.score) for h in got] == [(h.message_id, h.score) for h in want]
+
+
+def _recorded(calls: list[str], fts_masks: Any) -> Any:
+    """``fts_masks``, each call recorded in ``calls``."""
+
+    def spy(*args: Any) -> Any:
+        calls.append("fts_masks")
+        return fts_masks(*args)
+
+    return spy

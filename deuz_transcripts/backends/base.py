@@ -1,11 +1,12 @@
 """What every SQL search backend provides, by role.
 
-A backend (``search_backend.SearchBackend``) is three parts: ``SearchRows``
+A backend (``search_backend.SearchBackend``) is four parts: ``SearchRows``
 (``search_rows``) writes and deletes message rows with their search data (and owns the chat
-write lock), ``SearchMatcher`` (here) finds and counts the rows holding query terms (see
-``deuz_transcripts.ranking`` for masks), and ``SearchDataChecks`` (``data_checks``) verifies
-and repairs the search data against the rows. Rows, ``around`` and scores are built once,
-in ``deuz_transcripts.sql``.
+write lock), ``RowSource`` (here) reads the rows holding query terms (see
+``deuz_transcripts.ranking`` for masks) and counts them up to a cap, ``EngineCounts``
+(``engine_counts``) counts N, n_t and masks in the engine's index, and
+``SearchDataChecks`` (``data_checks``) verifies and repairs the search data against the
+rows. Rows, ``around`` and scores are built once, in ``deuz_transcripts.sql``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any, ClassVar
 
 from django.db.backends.utils import CursorWrapper
 
-from ..conf import conf
 from ..models import Chat, Message
 from .candidates import (
     Candidate,
@@ -36,8 +36,9 @@ from .search_rows import SearchRows
 __all__ = [
     "Candidate",
     "Known",
+    "Ranked",
+    "RowSource",
     "SearchDataChecks",
-    "SearchMatcher",
     "SearchRows",
     "StoredMessage",
     "TermStats",
@@ -47,35 +48,25 @@ __all__ = [
     "sort_in_tie_order",
 ]
 
+#: A mask histogram and the first rows of each mask (``RowSource.candidates``).
+Ranked = tuple[dict[int, int], list[Candidate]]
 
-class SearchMatcher(ABC):
-    """Finds and counts the rows of a scope holding query terms."""
+
+class RowSource(ABC):
+    """One engine's rows holding query terms: of given masks in tie order (after a key,
+    up to a limit, within a filter's chats), and their number up to a cap. How the
+    engine's index finds them stays in its own subpackage."""
 
     #: ``ORDER BY`` of a chat id in code point order.
     chat_id_order: ClassVar[str] = "c.chat_id"
-    #: A candidate row's chat time as this database hands it to Python fastest, of ``{}``.
-    updated_at_sql: ClassVar[str] = "{}"
     #: Whether walking newest chats first pays off (not for LIKE: its probe is a scan).
     walks_newest_first: ClassVar[bool] = True
-    #: Whether ``capped_term_counts`` and ``rows_with_any_terms`` are cheap here (the
-    #: essential-terms plan then reads every rare term's rows in one statement).
-    reads_any_terms: ClassVar[bool] = False
-    #: Whether ``rows_with_any_terms`` reads the rarest terms' rows at once after every
-    #: n_t is counted in the filter (``term_counts``), where counting comes first anyway.
-    reads_rare_terms_counted: ClassVar[bool] = False
-    #: Joins ``c`` (chats) to ``m`` (messages) so rows come out newest chat first.
-    walk_join: ClassVar[str] = "JOIN"
-    #: Whether ``term_counts_up_to`` counts terms in the index alone for any filter that
-    #: tokens describe, cheaply enough to decide a capped total before any match is read.
-    caps_by_term_counts: ClassVar[bool] = False
-    #: Whether a small scope's N travels in the statement of its ranked candidates
-    #: (``sized_candidates``): where N is one statement read whole (SQLite FTS5 steps a
-    #: scope's per-chat counts and stops past a big scope's first chats).
-    sizes_with_candidates: ClassVar[bool] = False
     #: Whether the search data holds a role token per row (``ChatFilter.role_tokens``).
     role_tokens: ClassVar[bool] = False
-    #: Whether statements test the tenant column (PostgreSQL: partitions, shards pruned).
-    tenant_column: ClassVar[bool] = False
+    #: A candidate row's chat time as this database hands it to Python fastest, of ``{}``.
+    _updated_at_sql: ClassVar[str] = "{}"
+    #: Joins ``c`` (chats) to ``m`` (messages) so rows come out newest chat first.
+    _walk_join: ClassVar[str] = "JOIN"
 
     def __init__(self, alias: str, policy: PlanPolicy) -> None:
         self.alias = alias
@@ -83,9 +74,9 @@ class SearchMatcher(ABC):
 
     def tested_tenant(self, scope: Mapping[str, str]) -> str | None:
         """The scope's ``TENANT_KEY`` value where statements test the tenant, else ``None``."""
-        return conf.scope_tenant(scope) if self.tenant_column else None
+        return None
 
-    def tie_order(self, position: str) -> str:
+    def _tie_order(self, position: str) -> str:
         """``ORDER BY`` of the tie rules (newer chat, chat id by code point, lower index)
         over chat ``c`` and the message position column ``position``; Python's is
         ``ranking.sort_key``."""
@@ -108,7 +99,7 @@ class SearchMatcher(ABC):
         wanted = ", ".join(str(int(mask)) for mask in sorted(masks))
         return f"SELECT * FROM ({matches}) x WHERE x.mask IN ({wanted})", params
 
-    def candidate_matches_sql(
+    def _candidate_matches_sql(
         self, chats: ChatFilter, terms: Sequence[str], total: int
     ) -> tuple[str, list[Any]]:
         """The matches ``candidates`` ranks; ``total`` (N) lets a backend pick how to find
@@ -123,44 +114,6 @@ class SearchMatcher(ABC):
             and total > self.policy.single_statement_max
         )
 
-    def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
-        """N: the indexed messages the search may return (the scope's chats, summed).
-
-        With roles taken from role tokens, N is counted in the index (``token_total``)
-        unless the scope is small enough to read its own rows (``reads_scope_rows`` of
-        its unfiltered N, a sum of per-chat counts): the index count reads each role's
-        whole posting list, a small scope's rows cost the scope alone.
-        """
-        if chats.roles is not None and chats.role_tokens and chats.tokens_suffice:
-            scoped = bool(chats.scope) or chats.chat_ids is not None
-            if not scoped or not self.reads_scope_rows(
-                self.total(cursor, replace(chats, roles=None))
-            ):
-                return self.token_total(cursor, chats)
-        sql, params = chats.total_sql()
-        cursor.execute(sql, params)
-        return fetch_int(cursor)
-
-    def total_past(self, cursor: CursorWrapper, chats: ChatFilter, past: int) -> tuple[int, bool]:
-        """N and ``True``; or, where counting can stop once it passes ``past`` and every
-        size that picks one of the backend's routes, a number above them and ``False``
-        (that N is past them is all a plan needs to know then)."""
-        return self.total(cursor, chats), True
-
-    def routed(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> ChatFilter:
-        """``chats`` as the query's terms route it once its N is known (PostgreSQL filters
-        a mid-size scope in the index when its words' posting lists are short beside it)."""
-        return chats
-
-    def reads_scope_rows(self, size: int) -> bool:
-        """Whether a scope of ``size`` indexed messages is read row by row, not in the index."""
-        return True
-
-    def token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
-        """N counted from the index's scope, chat and role tokens (backends with
-        ``role_tokens``)."""
-        raise NotImplementedError(f"{type(self).__name__} has no role tokens")
-
     def few_rows(self, expected: int | None) -> bool:
         """Whether rows known to be ``expected`` look their chats up one by one (a join,
         or ``IN`` the chats a window or cursor admits, reads or hashes every such chat)."""
@@ -173,24 +126,24 @@ class SearchMatcher(ABC):
 
     def candidates(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int, total: int
-    ) -> tuple[dict[int, int], list[Candidate]]:
+    ) -> Ranked:
         """The mask histogram and the first ``depth`` rows of every mask, in one pass.
 
         Each match is read and its mask computed once (a materialized CTE); a window
         numbers the rows of each mask in tie order. Any row of the global page
         (``offset + limit`` = ``depth``) is among the first ``depth`` of its own mask.
         """
-        matches, params = self.candidate_matches_sql(chats, terms, total)
-        return self.ranked_candidates(cursor, matches, params, depth)
+        matches, params = self._candidate_matches_sql(chats, terms, total)
+        return self._ranked_candidates(cursor, matches, params, depth)
 
-    def ranked_candidates(
+    def _ranked_candidates(
         self,
         cursor: CursorWrapper,
         matches: str,
         params: Sequence[Any],
         depth: int,
         expected: int | None = None,
-    ) -> tuple[dict[int, int], list[Candidate]]:
+    ) -> Ranked:
         """``candidates`` over the rows of ``matches`` (``SELECT id, mask, chat_pk, ...``;
         ``expected`` of them, when known)."""
         cursor.execute(
@@ -198,7 +151,7 @@ class SearchMatcher(ABC):
             f"SELECT {self._ranked_columns()} FROM r WHERE r.rank <= %s",
             [*params, depth],
         )
-        return _ranked_rows(cursor.fetchall())
+        return ranked_rows(cursor.fetchall())
 
     def _ranked_ctes(self, matches: str, expected: int | None) -> str:
         """``h``, each match read and its mask computed once, and ``r``, its rows with
@@ -207,24 +160,17 @@ class SearchMatcher(ABC):
             f"h AS MATERIALIZED ({matches}), "
             "r AS (SELECT h.id, h.mask, h.chat_pk, c.chat_id, c.updated_at, h.position, "
             "h.visible_position, count(*) OVER (PARTITION BY h.mask) AS n, "
-            f"row_number() OVER (PARTITION BY h.mask ORDER BY {self.tie_order('h.position')}) "
+            f"row_number() OVER (PARTITION BY h.mask ORDER BY {self._tie_order('h.position')}) "
             "AS rank "
             f"FROM h {self.chat_join('h.chat_pk', expected)})"
         )
 
     def _ranked_columns(self) -> str:
         """The columns of a kept row of ``r`` (the chat's time of kept rows only)."""
-        updated_at = self.updated_at_sql.format("r.updated_at")
+        updated_at = self._updated_at_sql.format("r.updated_at")
         return (
             f"r.mask, r.n, r.id, r.chat_pk, r.chat_id, {updated_at}, r.position, r.visible_position"
         )
-
-    def total_sql(self, chats: ChatFilter) -> tuple[str, list[Any]] | None:
-        """N as the one statement ``total`` reads it with; ``None`` where it takes more
-        (roles from role tokens: which count pays off follows the scope's size)."""
-        if chats.roles is not None and chats.role_tokens and chats.tokens_suffice:
-            return None
-        return chats.total_sql()
 
     def one_statement_scope_max(self) -> int:
         """The largest N of a scope that every plan ranks in one statement (``candidates``)
@@ -238,20 +184,28 @@ class SearchMatcher(ABC):
         terms: Sequence[str],
         depth: int,
         most: int,
-    ) -> tuple[int, tuple[dict[int, int], list[Candidate]] | None] | None:
+    ) -> tuple[int, Ranked | None] | None:
         """N of the scope ``chats`` and, where it is at most ``most`` (at most
         ``one_statement_scope_max``), ``candidates`` in the same statement: a small
         scope's ranking needs N only to know it is small, so one statement reads both.
         A bigger N skips the matches (a one-time filter on N) and comes alone (``None``
-        beside it). ``None``: N is read otherwise here (``sizes_with_candidates``)."""
-        if not self.sizes_with_candidates:
-            return None
-        total = self.total_sql(chats)
-        if total is None:
-            return None
+        beside it). ``None``: N is read otherwise here (SQLite FTS5 steps a scope's
+        per-chat counts and stops past a big scope's first chats)."""
+        return None
+
+    def _sized_candidates_of(
+        self,
+        cursor: CursorWrapper,
+        total: tuple[str, list[Any]],
+        chats: ChatFilter,
+        terms: Sequence[str],
+        depth: int,
+        most: int,
+    ) -> tuple[int, Ranked | None]:
+        """``sized_candidates`` where N is the one statement ``total``."""
         total_sql, total_params = total
         # the matches of every N up to ``most``: the same SQL as for the N found
-        matches, params = self.candidate_matches_sql(replace(chats, size=most), terms, most)
+        matches, params = self._candidate_matches_sql(replace(chats, size=most), terms, most)
         cursor.execute(
             f"WITH s AS (SELECT ({total_sql}) AS total), "
             + self._ranked_ctes(  # at most ``most`` rows: none to join when N is bigger
@@ -264,15 +218,7 @@ class SearchMatcher(ABC):
         size = int(rows[0][0] or 0) if rows else 0
         if size > most:
             return size, None
-        return size, _ranked_rows([row[1:] for row in rows if row[1] is not None])
-
-    def mask_histogram(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
-    ) -> dict[int, int]:
-        """``{mask: rows}`` of every match in scope: each match read once, nothing sorted."""
-        matches, params = self.matches_sql(chats, terms)
-        cursor.execute(f"SELECT h.mask, count(*) FROM ({matches}) h GROUP BY h.mask", params)
-        return {int(mask): int(count) for mask, count in cursor.fetchall()}
+        return size, ranked_rows([row[1:] for row in rows if row[1] is not None])
 
     def mask_candidates(
         self,
@@ -286,82 +232,9 @@ class SearchMatcher(ABC):
         """The first ``depth`` rows of each of ``masks`` (masks with few rows: ``expected``
         in all, when known)."""
         matches, params = self.mask_matches_sql(chats, terms, masks, expected)
-        return self.ranked_candidates(cursor, matches, params, depth, expected)[1]
+        return self._ranked_candidates(cursor, matches, params, depth, expected)[1]
 
     # the essential-terms plan (see ``deuz_transcripts.sql.search.essential``)
-
-    def essential_min_terms(self, chats: ChatFilter) -> int:
-        """The shortest query that tries the essential-terms plan (how short pays off
-        depends on what its n_t cost here)."""
-        return self.policy.essential_min_terms
-
-    def stores_term_counts(self, chats: ChatFilter) -> bool:
-        """Whether n_t of this filter's common terms are stored counts, read without
-        visiting a match (PostgreSQL's ``TermCount``), so a mask histogram is cheaper
-        built from them and the rarer terms' rows than read from every match."""
-        return False
-
-    def histogram_from_term_counts(self, chats: ChatFilter, terms: Sequence[str]) -> bool:
-        """Whether a mask histogram costs less built from the n_t and the rarer terms'
-        rows than by ``mask_histogram`` (which reads every match): where the counts are
-        stored."""
-        return self.stores_term_counts(chats)
-
-    def counts_terms(self, chats: ChatFilter, total: int) -> bool:
-        """Whether ``term_counts`` counts each term in the index without reading rows
-        (so the essential-terms plan pays off) for this filter and N."""
-        return False
-
-    def term_counts(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
-    ) -> list[int]:
-        """n_t of each term: the rows of the filter holding it."""
-        raise NotImplementedError(f"{type(self).__name__} does not count terms")
-
-    def term_counts_up_to(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
-    ) -> list[int]:
-        """Each term's n_t counted up to ``cap`` (``min(n_t, cap)``): where
-        ``caps_by_term_counts``, what decides a capped total."""
-        raise NotImplementedError(f"{type(self).__name__} does not count terms")
-
-    def count_matches(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], known: Known = None
-    ) -> int:
-        """The rows of the filter holding any of the terms (``known``: N and every n_t,
-        when the caller has them)."""
-        return sum(self.mask_histogram(cursor, chats, terms).values())
-
-    def matches_more_than(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
-    ) -> bool:
-        """Whether more than ``cap`` rows of the filter hold any of the terms: a count that
-        stops after ``cap + 1`` matches, so it costs at most that many. Where the index
-        counts each term without reading rows (``caps_by_term_counts``), the n_t decide
-        first: one past ``cap`` says yes, all together within it no; two terms in between
-        pass it exactly when fewer than ``n_a + n_b - cap`` rows hold both, counted up to
-        there (rows holding both are far fewer than the union's ``cap + 1``)."""
-        if self.caps_by_term_counts and chats.tokens_suffice:
-            counts = self.term_counts_up_to(cursor, chats, terms, cap + 1)
-            decided = more_than_by_counts(counts, cap)
-            if decided is not None:
-                return decided
-            if len(terms) == 2:
-                bound = sum(counts) - cap
-                return self.count_with_all_terms(cursor, chats, terms, bound) < bound
-        matches, params = self.matches_sql(chats, terms)
-        cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM ({matches}) h LIMIT %s) AS probe",
-            [*params, cap + 1],
-        )
-        return fetch_int(cursor) > cap
-
-    def subset_histogram(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int
-    ) -> dict[int, int] | None:
-        """Every match's mask histogram from counts alone, where that is cheaper than the
-        essential-terms plan's reading (PostgreSQL's stored counts); ``None``: not here."""
-        return None
 
     def rows_with_terms(
         self,
@@ -374,13 +247,7 @@ class SearchMatcher(ABC):
     ) -> list[Candidate]:
         """Rows of the filter holding term ``wanted`` and none of ``skipped`` (positions in
         ``terms``), each with its mask over every term (at most ``expected``, when known)."""
-        raise NotImplementedError(f"{type(self).__name__} does not count terms")
-
-    def capped_term_counts(
-        self, cursor: CursorWrapper, terms: Sequence[str], cap: int
-    ) -> list[int]:
-        """Each term's rows in the whole index, unfiltered, counted up to ``cap``."""
-        raise NotImplementedError(f"{type(self).__name__} does not read rare terms at once")
+        raise NotImplementedError(f"{type(self).__name__} does not read a term's rows")
 
     def rows_with_any_terms(
         self,
@@ -393,6 +260,20 @@ class SearchMatcher(ABC):
         """Rows of the filter holding any term of ``wanted`` (positions in ``terms``),
         each with its mask over every term (at most ``expected``, when known)."""
         raise NotImplementedError(f"{type(self).__name__} does not read rare terms at once")
+
+    # counts up to a cap
+
+    def matches_more_than(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
+    ) -> bool:
+        """Whether more than ``cap`` rows of the filter hold any of the terms: a count that
+        stops after ``cap + 1`` matches, so it costs at most that many."""
+        matches, params = self.matches_sql(chats, terms)
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM ({matches}) h LIMIT %s) AS probe",
+            [*params, cap + 1],
+        )
+        return fetch_int(cursor) > cap
 
     # the newest-first walk (see ``deuz_transcripts.sql.search.walks``)
 
@@ -414,20 +295,6 @@ class SearchMatcher(ABC):
         )
         return fetch_int(cursor)
 
-    def stored_density(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
-    ) -> tuple[int, list[int]] | None:
-        """N and every term's n_t when all are stored counts (read without visiting a
-        match), else ``None``: the walk then has no guess of how dense its mask is."""
-        return None
-
-    def index_density(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
-    ) -> tuple[int, list[int]] | None:
-        """Rows and each term's rows in the whole index, to guess a filter's density where it
-        has no ``stored_density`` (for a bounded walk, never N or n_t); ``None``: none."""
-        return None
-
     def newest_with_mask(
         self,
         cursor: CursorWrapper,
@@ -445,7 +312,7 @@ class SearchMatcher(ABC):
         admitted, admitted_params = chats.chat_condition()
         condition, params = self.mask_condition("m", terms, mask)
         more, more_params = chats.message_sql()
-        source = f"{table(Chat)} c {self.walk_join}"
+        source = f"{table(Chat)} c {self._walk_join}"
         if within_rows is not None:
             chat_order = f"c.updated_at DESC, {self.chat_id_order}"
             source = (  # a chat is walked when fewer than within_rows messages come before it
@@ -458,17 +325,17 @@ class SearchMatcher(ABC):
             admitted_params = [*admitted_params, within_rows, within_rows]
             admitted = "TRUE"
         cursor.execute(
-            f"SELECT m.id, m.chat_id, c.chat_id, {self.updated_at_sql.format('c.updated_at')}, "
+            f"SELECT m.id, m.chat_id, c.chat_id, {self._updated_at_sql.format('c.updated_at')}, "
             f"m.position, m.visible_position FROM {source} {table(Message)} m ON m.chat_id = c.id "
             f"WHERE {admitted} AND m.has_terms AND {condition}{more} "
-            f"ORDER BY {self.tie_order('m.position')} LIMIT %s",
+            f"ORDER BY {self._tie_order('m.position')} LIMIT %s",
             [*admitted_params, *params, *more_params, depth],
         )
         return [Candidate(row[0], mask, *row[1:]) for row in cursor.fetchall()]
 
 
-def _ranked_rows(rows: Sequence[Sequence[Any]]) -> tuple[dict[int, int], list[Candidate]]:
-    """The mask histogram and the candidates of rows of ``_ranked_columns``."""
+def ranked_rows(rows: Sequence[Sequence[Any]]) -> Ranked:
+    """The mask histogram and the candidates of rows of ``RowSource._ranked_columns``."""
     histogram = {row[0]: row[1] for row in rows}
     found = [Candidate(row[2], row[0], row[3], row[4], row[5], row[6], row[7]) for row in rows]
     return histogram, found

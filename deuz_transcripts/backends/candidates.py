@@ -1,5 +1,5 @@
 """The rows a search plan passes around (``Candidate``) and the small helpers every
-matcher shares; ``base`` exports them with ``SearchMatcher``."""
+row source shares; ``base`` exports them with ``RowSource``."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class Candidate:
     mask: int
     chat_pk: int
     chat_id: str
-    #: The chat's time as the matcher's ``updated_at_sql`` reads it: microseconds since
+    #: The chat's time as the row source's ``_updated_at_sql`` reads it: microseconds since
     #: the epoch on PostgreSQL, Django's sortable text (UTC) on SQLite.
     updated_at: int | str
     position: int

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.conf import settings
 from django.db import connections, models
@@ -29,7 +29,16 @@ from ..paging import HitKey, from_micros
 if TYPE_CHECKING:
     from ..search_request import SearchRequest
 
-__all__ = ["JOINED_SCOPE_FIELDS", "RARITY_CAP", "ChatFilter", "table"]
+__all__ = [
+    "JOINED_SCOPE_FIELDS",
+    "RARITY_CAP",
+    "After",
+    "ChatFilter",
+    "Window",
+    "after_key",
+    "request_filter",
+    "table",
+]
 
 #: A scope of at most this many fields is joined field by field (the planner orders so
 #: few exhaustively and fast); a wider one is driven by its rarest field
@@ -53,6 +62,28 @@ def db_datetime(value: datetime | None, alias: str) -> Any:
     return connections[alias].ops.adapt_datetimefield_value(value)
 
 
+class Window(NamedTuple):
+    """Only chats whose ``updated_at`` is strictly after / before these (database values;
+    ``None``: unbounded on that side)."""
+
+    after: Any
+    before: Any
+
+    @classmethod
+    def of(cls, after: Any, before: Any) -> Window | None:
+        return None if after is None and before is None else cls(after, before)
+
+
+class After(NamedTuple):
+    """A cursor's last hit in tie order (database values), its chat id compared by the SQL
+    ``chat_id_sql`` (code point order)."""
+
+    updated_at: Any
+    chat_id: str
+    position: int
+    chat_id_sql: str = "c.chat_id"
+
+
 @dataclass(frozen=True)
 class ChatFilter:
     """The chats a search may return: scope fields, an optional chat id list, and
@@ -66,12 +97,9 @@ class ChatFilter:
     #: Only messages of these roles (``None``: every role).
     roles: frozenset[str] | None = None
     #: Only chats whose ``updated_at`` is strictly after / before these (database values).
-    updated_after: Any = None
-    updated_before: Any = None
-    #: Only rows after this ``(updated_at, chat_id, position)`` in tie order (a cursor's
-    #: last hit, database values), with chat ids compared by ``chat_id_sql``.
-    after: tuple[Any, str, int] | None = None
-    chat_id_sql: str = "c.chat_id"
+    window: Window | None = None
+    #: Only rows after this hit in tie order (a cursor's last hit).
+    after: After | None = None
     #: Whether token searches take ``roles`` from role tokens (the backend's search data
     #: holds one per row) rather than from the rows' ``role`` column.
     role_tokens: bool = False
@@ -83,46 +111,15 @@ class ChatFilter:
     #: a mid-size scope whose words' posting lists are short, ``PostgresCounts.routed``).
     by_tokens: bool = False
 
-    @classmethod
-    def of(
-        cls,
-        request: SearchRequest,
-        alias: str,
-        *,
-        role_tokens: bool = False,
-        tenant: str | None = None,
-    ) -> ChatFilter:
-        """The filter of a search's scope, chat ids, roles and window (``tenant``: the
-        value statements test the tenant column against)."""
-        return cls(
-            request.scope,
-            request.chat_ids,
-            roles=request.roles,
-            updated_after=db_datetime(request.updated_after, alias),
-            updated_before=db_datetime(request.updated_before, alias),
-            role_tokens=role_tokens,
-            tenant=tenant,
-        )
-
-    def after_key(self, key: HitKey, alias: str, chat_id_sql: str) -> ChatFilter:
-        """This filter, keeping only rows after ``key`` in tie order."""
-        moment = db_datetime(from_micros(key.updated_micros), alias)
-        return replace(self, after=(moment, key.chat_id, key.index), chat_id_sql=chat_id_sql)
-
-    @property
-    def narrowed(self) -> bool:
-        """Whether a scope field, a chat id list or another filter narrows the chats."""
-        return bool(self.scope) or self.chat_ids is not None or not self.tokens_suffice
-
     @property
     def windowed(self) -> bool:
         """Whether an ``updated_at`` window narrows the chats."""
-        return self.updated_after is not None or self.updated_before is not None
+        return self.window is not None
 
     def without_window(self) -> ChatFilter:
         """This filter without its ``updated_at`` window (and without its N): the search
         whose N and n_t score a windowed one (a window filters hits only)."""
-        return replace(self, updated_after=None, updated_before=None, size=None)
+        return replace(self, window=None, size=None)
 
     @property
     def tenant_only(self) -> bool:
@@ -135,25 +132,21 @@ class ChatFilter:
     def tokens_suffice(self) -> bool:
         """Whether scope, chat (and role) tokens alone say which rows are admitted."""
         return (
-            (self.roles is None or self.role_tokens)
-            and self.updated_after is None
-            and self.updated_before is None
-            and self.after is None
+            (self.roles is None or self.role_tokens) and self.window is None and self.after is None
         )
 
     def _window(self) -> tuple[list[str], list[Any]]:
         conditions, params = [], []
-        if self.updated_after is not None:
+        window = self.window or Window(None, None)
+        if window.after is not None:
             conditions.append("c.updated_at > %s")
-            params.append(self.updated_after)
-        if self.updated_before is not None:
+            params.append(window.after)
+        if window.before is not None:
             conditions.append("c.updated_at < %s")
-            params.append(self.updated_before)
+            params.append(window.before)
         if self.after is not None:  # chats from the cursor's on, in tie order
-            moment, chat_id, _position = self.after
-            conditions.append(
-                f"(c.updated_at < %s OR (c.updated_at = %s AND {self.chat_id_sql} >= %s))"
-            )
+            moment, chat_id, _position, chat_id_sql = self.after
+            conditions.append(f"(c.updated_at < %s OR (c.updated_at = %s AND {chat_id_sql} >= %s))")
             params.extend([moment, moment, chat_id])
         return conditions, params
 
@@ -171,20 +164,13 @@ class ChatFilter:
             conditions.append(f"{alias}.role IN ({', '.join(['%s'] * len(roles))})")
             params.extend(roles)
         if self.after is not None:  # in the cursor's own chat, the messages after its hit
-            moment, chat_id, position = self.after
+            moment, chat_id, position, _chat_id_sql = self.after
             conditions.append(
                 f"({alias}.position > %s OR {alias}.chat_id NOT IN (SELECT c.id "
                 f"FROM {table(Chat)} c WHERE c.chat_id = %s AND c.updated_at = %s))"
             )
             params.extend([position, chat_id, moment])
         return "".join(f" AND {condition}" for condition in conditions), params
-
-    def tenant_sql(self, alias: str = "m") -> tuple[str, list[Any]]:
-        """``" AND m.tenant = %s"`` when the filter tests the tenant, else ``""``: for the
-        statements that take no other ``message_sql`` (GIN counts of tokens alone)."""
-        if self.tenant is None:
-            return "", []
-        return f" AND {alias}.tenant = %s", [self.tenant]
 
     def token_sql(self, alias: str = "m", *, few: bool = False) -> tuple[str, list[Any]]:
         """``message_sql`` plus the chat conditions tokens cannot say (the ``updated_at``
@@ -335,3 +321,27 @@ class ChatFilter:
         rows, params = self._scope_rows()
         probe = f"SELECT c.indexed_count FROM {table(Chat)} c WHERE c.id = s0.chat_id AND {check}"
         return f"SELECT ({probe}) AS n {rows}", [*check_params, *params]
+
+
+def request_filter(
+    request: SearchRequest, alias: str, *, role_tokens: bool = False, tenant: str | None = None
+) -> ChatFilter:
+    """The filter of a search's scope, chat ids, roles and window (``tenant``: the value
+    statements test the tenant column against)."""
+    return ChatFilter(
+        request.scope,
+        request.chat_ids,
+        roles=request.roles,
+        window=Window.of(
+            db_datetime(request.updated_after, alias), db_datetime(request.updated_before, alias)
+        ),
+        role_tokens=role_tokens,
+        tenant=tenant,
+    )
+
+
+def after_key(chats: ChatFilter, key: HitKey, alias: str, chat_id_sql: str) -> ChatFilter:
+    """``chats``, keeping only rows after ``key`` in tie order (chat ids compared by the
+    SQL ``chat_id_sql``)."""
+    moment = db_datetime(from_micros(key.updated_micros), alias)
+    return replace(chats, after=After(moment, key.chat_id, key.index, chat_id_sql))

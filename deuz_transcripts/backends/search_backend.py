@@ -1,5 +1,5 @@
-"""A database engine's search backend: its rows, matcher and checks together, picked by
-``deuz_transcripts.backends.get_backend`` from the connection's vendor."""
+"""A database engine's search backend: its rows, row source, counts and checks together,
+picked by ``deuz_transcripts.backends.get_backend`` from the connection's vendor."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.db import connections, models
 
-from .base import SearchMatcher
+from .base import RowSource
 from .data_checks import SearchDataChecks
-from .policy import current_policy
+from .engine_counts import EngineCounts
+from .policy import PlanPolicy, current_policy
 from .search_cursor import SearchCursor
 from .search_rows import SearchRows
 
@@ -22,20 +23,25 @@ __all__ = ["SearchBackend"]
 
 
 class SearchBackend:
-    """One database engine's way of storing and matching terms: its three parts."""
+    """One database engine's way of storing and matching terms: its parts."""
 
     name: ClassVar[str]
     #: True when a query term matches any word containing it (the LIKE fallback).
     substring_matching: ClassVar[bool] = False
     rows_class: ClassVar[type[SearchRows]]
-    matcher_class: ClassVar[type[SearchMatcher]]
     checks_class: ClassVar[type[SearchDataChecks]] = SearchDataChecks
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
         self.rows = self.rows_class(alias)
-        self.matcher = self.matcher_class(alias, current_policy())
+        #: the rows holding query terms (``source``) and what the engine counts in its
+        #: index (``counts``), with the planner's thresholds read now
+        self.source, self.counts = self.search_parts(current_policy())
         self.checks = self.checks_class(alias)
+
+    def search_parts(self, policy: PlanPolicy) -> tuple[RowSource, EngineCounts]:
+        """This engine's row source and counts under ``policy``."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.alias!r})"

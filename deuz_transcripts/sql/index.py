@@ -86,7 +86,7 @@ def _hits_of(
         page,
         plan,
         request.around,
-        backend.matcher.tested_tenant(request.scope),  # the search filtered on it
+        backend.source.tested_tenant(request.scope),  # the search filtered on it
         terms=request.terms,
         substring=backend.substring_matching,
     )
@@ -187,7 +187,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             database_errors(alias),
             backend.search_cursor(conf.SEARCH_TIMEOUT_MS) as cursor,
         ):
-            collected = Collector(backend.matcher, cursor).collect(request)
+            collected = Collector(backend.source, backend.counts, cursor).collect(request)
             if collected is None:
                 return []
             return _hits_of(cursor, backend, request, collected.page, collected.plan)
@@ -206,7 +206,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             database_errors(alias),
             backend.search_cursor(conf.SEARCH_TIMEOUT_MS) as cursor,
         ):
-            collected = Collector(backend.matcher, cursor).collect(
+            collected = Collector(backend.source, backend.counts, cursor).collect(
                 request,
                 count="exact" if total_cap is None else "capped",
                 cap=total_cap,
@@ -228,7 +228,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
         self, alias: str, scope: dict[str, str], ref: MemorySourceRef
     ) -> TranscriptMessage | None:
         rows = Message.objects.using(alias)
-        tenant = get_backend(alias).matcher.tested_tenant(scope)
+        tenant = get_backend(alias).source.tested_tenant(scope)
         if tenant is not None:
             rows = rows.filter(tenant=tenant)  # one partition (shard) of a split schema
         with database_errors(alias):

@@ -21,34 +21,56 @@ from typing import TYPE_CHECKING, Any
 from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 
+from ...conf import conf
 from ...models import Chat, Message
-from ..base import Candidate, fetch_int, mask_sql
+from ..base import Candidate, Ranked, RowSource, fetch_int, mask_sql, more_than_by_counts
 from ..chat_filter import ChatFilter, table
+from ..engine_counts import EngineCounts
+from ..policy import PlanPolicy
 from ..search_backend import SearchBackend
 from .checks import PostgresChecks
-from .counts.statistics import PostgresCounts
-from .counts.stored import stored_total_sql
+from .counts.statistics import PostgresCounts, PostgresStoredCounts
+from .counts.stored import stored_or
+from .counts.subsets import count_subsets, either_of_two_more_than, gin_count
 from .rows import PostgresRows
 from .session import SessionCursor, search_session
 from .session import bitmap_scans as _bitmap_scans
 from .storage import VECTOR_COLUMN
-from .tsquery import filtered_tsquery, mask_tsquery, tsquery_literal
+from .tsquery import (
+    every_term_tsquery,
+    filtered_tsquery,
+    mask_tsquery,
+    tsquery_literal,
+    uses_lexemes,
+)
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ...records import Scope
 
 __all__ = ["PostgresBackend"]
 
 
-class PostgresMatcher(PostgresCounts):
+class PostgresRowSource(RowSource):
+    """Rows found through GIN (scope, chat and role lexemes ANDed with the terms), or a
+    small scope's own rows through the chat btree; capped counts from the stored counts
+    where they decide."""
+
     chat_id_order = 'c.chat_id COLLATE "C"'
     #: Microseconds since the epoch: an integer loads in a tenth of a ``timestamptz``'s
     #: time in psycopg (~4 us each), and a 32-term page's candidates are ~185 rows.
-    updated_at_sql = "(EXTRACT(EPOCH FROM {}) * 1000000)::bigint"
-    tenant_column = True  # a partitioned table reads one partition (docs/scaling.md)
+    _updated_at_sql = "(EXTRACT(EPOCH FROM {}) * 1000000)::bigint"
     role_tokens = True  # every vector holds its message's role lexeme (migration 0003)
-    reads_rare_terms_counted = True  # every n_t is a stored count or one GIN count
-    sizes_with_candidates = True  # a round trip saved: N is read whole here anyway
+
+    def __init__(self, alias: str, policy: PlanPolicy, stored: PostgresStoredCounts) -> None:
+        super().__init__(alias, policy)
+        self.stored = stored
+
+    def tested_tenant(self, scope: Mapping[str, str]) -> str | None:
+        """Every statement tests the tenant column: a partitioned table reads one
+        partition (docs/scaling.md)."""
+        return conf.scope_tenant(scope)
 
     def chat_join(self, chat_pk: str, expected: int | None = None) -> str:
         """A known few rows look their chats up one by one through the primary key: a
@@ -62,15 +84,23 @@ class PostgresMatcher(PostgresCounts):
             f"FROM {table(Chat)} c WHERE c.id = {chat_pk} LIMIT 1) c"
         )
 
-    def reads_scope_rows(self, size: int) -> bool:
-        return size <= self.policy.lexeme_scope_min
-
-    def total_sql(self, chats: ChatFilter) -> tuple[str, list[Any]] | None:
-        """The stored counts' N where they are the filter's (as ``total`` reads it)."""
-        stored = self.stored_counts_of(chats)
-        if stored is not None:
-            return stored_total_sql(stored.tenant, stored.roles)
-        return super().total_sql(chats)
+    def sized_candidates(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        depth: int,
+        most: int,
+    ) -> tuple[int, Ranked | None] | None:
+        """A round trip saved: N is read whole here anyway (the stored counts' N where
+        they are the filter's); not with roles from role tokens, where which count pays
+        off follows the scope's size."""
+        total = self.stored.total_sql(chats)
+        if total is None:
+            if chats.roles is not None and chats.role_tokens and chats.tokens_suffice:
+                return None
+            total = chats.total_sql()
+        return self._sized_candidates_of(cursor, total, chats, terms, depth, most)
 
     def one_statement_scope_max(self) -> int:
         """Up to ``rare_lexeme_scope_min`` messages a scope reads its own rows whatever
@@ -120,7 +150,7 @@ class PostgresMatcher(PostgresCounts):
             f"SELECT m.id, {mask} AS mask, m.chat_id AS chat_pk, m.position, "
             f"m.visible_position FROM {table(Message)} m WHERE "
         )
-        if self.uses_lexemes(chats):  # one GIN search of scope, chats and terms together
+        if uses_lexemes(chats, self.policy):  # one GIN search of scope, chats and terms together
             more, more_params = chats.token_sql(few=few)
             return (
                 f"{select}m.{VECTOR_COLUMN} @@ %s::tsquery{more}",
@@ -181,7 +211,7 @@ class PostgresMatcher(PostgresCounts):
                     f"(CASE WHEN m.{VECTOR_COLUMN} @@ %s::tsquery THEN {1 << p} ELSE 0 END)"
                     for p in tested
                 )
-                + f"), m.chat_id, c.chat_id, {self.updated_at_sql.format('c.updated_at')}, "
+                + f"), m.chat_id, c.chat_id, {self._updated_at_sql.format('c.updated_at')}, "
                 "m.position, m.visible_position "
                 f"FROM {table(Message)} m {self.chat_join('m.chat_id', expected)} "
                 f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{more}",
@@ -201,12 +231,12 @@ class PostgresMatcher(PostgresCounts):
         whole posting lists: 9-24 ms for a common word and a 50,000-message tenant at 1M),
         else GIN alone when it filters the scope. Not unscoped: its stored count sums a
         row per tenant, where GIN stops after ``cap`` rows."""
-        stored = self.stored_counts_of(chats)
+        stored = self.stored.of(chats)
         if len(terms) == 1 and stored is not None and stored.tenant is not None:
-            (count,) = self.stored_counts(cursor, terms, stored)
+            (count,) = self.stored.counts_of(cursor, terms, stored)
             if count is not None:
                 return min(count, cap)
-        if not self.uses_lexemes(chats):
+        if not uses_lexemes(chats, self.policy):
             return super().count_with_all_terms(cursor, chats, terms, cap)
         query = filtered_tsquery(chats, mask_tsquery(terms, (1 << len(terms)) - 1))
         more, more_params = chats.token_sql()
@@ -217,12 +247,50 @@ class PostgresMatcher(PostgresCounts):
         )
         return fetch_int(cursor)
 
+    def matches_more_than(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
+    ) -> bool:
+        """Decided from each term's n_t where the filter's counts are stored (a term not
+        counted is counted in GIN up to ``cap + 1``, in the same statement): one term past
+        ``cap`` says yes, all together within it no; in between, two terms count the rows
+        holding both (``either_of_two_more_than``), more terms their matches up to
+        ``cap + 1``."""
+        stored = self.stored.of(chats)
+        if stored is None or not uses_lexemes(chats, self.policy):
+            return super().matches_more_than(cursor, chats, terms, cap)
+        columns = {
+            position: stored_or(
+                term,
+                stored.tenant,
+                stored.roles,
+                gin_count(chats, filtered_tsquery(chats, tsquery_literal(term)), cap + 1),
+            )
+            for position, term in enumerate(terms)
+        }
+        if len(terms) == 2:
+            both = filtered_tsquery(chats, every_term_tsquery(terms, 0b11))
+            # no sequential scan: GIN overestimates an AND's rows, and a LIMIT would then
+            # make reading the table until the bound look cheaper (it is never reached
+            # when fewer rows hold both: the whole table read)
+            with _bitmap_scans(self.alias, cursor):
+                return either_of_two_more_than(cursor, chats, both, (columns[0], columns[1]), cap)
+        decided = more_than_by_counts(list(count_subsets(cursor, columns).values()), cap)
+        if decided is not None:
+            return decided
+        return super().matches_more_than(cursor, chats, terms, cap)
+
 
 class PostgresBackend(SearchBackend):
     name = "postgresql"
     rows_class = PostgresRows
-    matcher_class = PostgresMatcher
     checks_class = PostgresChecks
+
+    def search_parts(self, policy: PlanPolicy) -> tuple[RowSource, EngineCounts]:
+        """The row source and the counts share the search's stored counts (each read
+        once)."""
+        stored = PostgresStoredCounts(self.alias)
+        source = PostgresRowSource(self.alias, policy, stored)
+        return source, PostgresCounts(source, stored)
 
     def legacy_scope_filter(self, rows: QuerySet[Any], scope: Scope) -> QuerySet[Any]:
         return rows.filter(scope__contains=dict(scope)) if scope else rows  # jsonb @>

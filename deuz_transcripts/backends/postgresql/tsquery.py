@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ...text import stored_term
 from ..chat_filter import ChatFilter
+from ..policy import PlanPolicy
 from .storage import chat_lexeme, role_lexeme, scope_lexeme, tsquery_operand
 
 __all__ = [
@@ -15,8 +16,24 @@ __all__ = [
     "filter_parts",
     "filtered_tsquery",
     "mask_tsquery",
+    "tenant_sql",
     "tsquery_literal",
+    "uses_lexemes",
 ]
+
+
+def tenant_sql(chats: ChatFilter) -> tuple[str, list[str]]:
+    """``" AND m.tenant = %s"`` when the filter tests the tenant, else ``""``: for the
+    statements that take no other ``ChatFilter.message_sql`` (GIN counts of tokens alone)."""
+    if chats.tenant is None:
+        return "", []
+    return " AND m.tenant = %s", [chats.tenant]
+
+
+def uses_lexemes(chats: ChatFilter, policy: PlanPolicy) -> bool:
+    """Whether GIN filters the scope by its lexemes in the tsquery (big or unscoped
+    searches, and routed ones: ``PostgresCounts.routed``), else the scope's rows are read."""
+    return chats.by_tokens or chats.size is None or chats.size > policy.lexeme_scope_min
 
 
 def tsquery_literal(term: str) -> str:

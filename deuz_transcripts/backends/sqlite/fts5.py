@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db.backends.utils import CursorWrapper
 
 from ... import ranking
 from ...models import Chat, Message
 from ...text import stored_term
-from ..base import Candidate, Known, SearchMatcher, fetch_int, mask_sql
+from ..base import Candidate, Known, Ranked, RowSource, fetch_int, mask_sql, more_than_by_counts
 from ..chat_filter import ChatFilter, table
+from ..engine_counts import EngineCounts, RareTerms
 from ..policy import PlanPolicy
 from .common import FTS_TABLE, UPDATED_AT_TEXT, SQLiteBackend
 from .fts5_checks import Fts5Checks
@@ -48,62 +49,28 @@ _COUNTS_STEP = 64
 #: Per connection, in ``temp``: FTS5's vocabulary (a term's rows), for unfiltered counts.
 FTS_VOCAB = "deuz_transcripts_fts_vocab"
 
-__all__ = ["Fts5Matcher", "Fts5Rows", "SQLiteFts5Backend", "chat_token", "fts_body"]
+__all__ = [
+    "Fts5Counts",
+    "Fts5RowSource",
+    "Fts5Rows",
+    "SQLiteFts5Backend",
+    "chat_token",
+    "fts_body",
+]
 
 
-class Fts5Matcher(SearchMatcher):
-    """Matches and counts inside FTS5 (scope tokens in the MATCH), small scopes by scan."""
+class Fts5RowSource(RowSource):
+    """Rows found inside FTS5 (scope tokens in the MATCH), small scopes by scan."""
 
-    reads_any_terms = True
-    updated_at_sql = UPDATED_AT_TEXT
-
+    _updated_at_sql = UPDATED_AT_TEXT
     # Without the hint SQLite sorts every row of the scope before the LIMIT; with it, it
     # walks chats newest first (sorting only ties) and stops at the LIMIT.
-    walk_join = "INDEXED BY deuz_chat_updated CROSS JOIN"
+    _walk_join = "INDEXED BY deuz_chat_updated CROSS JOIN"
     role_tokens = True  # every FTS row holds its message's role token (migration 0003)
-    caps_by_term_counts = True  # doclist counts
-
-    def __init__(self, alias: str, policy: PlanPolicy) -> None:
-        """The policy with FTS5's own ``single_statement_max`` where it is lower, and its
-        own bound of a walk the probe chose."""
-        smaller = min(policy.single_statement_max, policy.fts5_single_statement_max)
-        own = replace(
-            policy,
-            single_statement_max=smaller,
-            walk_probed_max_rows=policy.fts5_walk_probed_max_rows,
-        )
-        super().__init__(alias, own)
-
-    def total_past(self, cursor: CursorWrapper, chats: ChatFilter, past: int) -> tuple[int, bool]:
-        """A scope's per-chat counts summed as SQLite steps through them (``fetchmany``
-        steps the statement), stopping past ``past``: a big user's N costs its first
-        chats, not all of them (1.4 ms for the 50,000-message user at 1M)."""
-        if chats.roles is not None or not chats.scope:
-            return super().total_past(cursor, chats, past)
-        past = max(past, self.policy.scan_scope_max)  # a smaller scope's routes need N
-        sql, params = chats.chat_counts_sql()
-        cursor.execute(sql, params)
-        total = 0
-        while rows := cursor.fetchmany(_COUNTS_STEP):
-            total += sum(count for (count,) in rows if count)
-            if total > past:
-                return total, False
-        return total, True
-
-    def reads_scope_rows(self, size: int) -> bool:
-        return size <= self.policy.scan_scope_max
-
-    def token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
-        """The FTS rows holding the scope, chat and role tokens: no message row read."""
-        cursor.execute(
-            f"SELECT count(*) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s",
-            [token_expression(chats)],
-        )
-        return fetch_int(cursor)
 
     def candidates(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int, total: int
-    ) -> tuple[dict[int, int], list[Candidate]]:
+    ) -> Ranked:
         """FTS5, or for a long query in a small scope a scan of the scope's rows.
 
         FTS5 ANDs the scope token's short doclist with each term's, seeking the term's
@@ -114,28 +81,24 @@ class Fts5Matcher(SearchMatcher):
         ``instr``) per term; a scope of at most ``SQLITE_SCAN_SCOPE_MAX`` indexed messages
         is then cheaper to read once, each row's mask found in Python (``sqlite.scope_scan``).
         """
-        if self._scans(chats, total) and len(terms) >= self.policy.scan_python_min_terms:
+        if _scans(chats, total, self.policy) and len(terms) >= self.policy.scan_python_min_terms:
             return scanned_candidates(cursor, chats, terms, depth)
         return super().candidates(cursor, chats, terms, depth, total)
 
-    def candidate_matches_sql(
+    def _candidate_matches_sql(
         self, chats: ChatFilter, terms: Sequence[str], total: int
     ) -> tuple[str, list[Any]]:
         """A small scope's matches found in one FTS5 pass, each row's mask by ``instr`` on
         the matched rows' own terms (``word_condition``): a subquery per term would seek
         each term's doclist to every row of the scope again."""
-        if self._scans(chats, total):
+        if _scans(chats, total, self.policy):
             return one_pass_matches_sql(chats, terms)
         return self.matches_sql(chats, terms)
 
     def plans_masks(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
         """Masks are computed inside FTS5 for a query of any length; scanned scopes
         rank in one statement."""
-        return total > self.policy.single_statement_max and not self._scans(chats, total)
-
-    def _scans(self, chats: ChatFilter, total: int) -> bool:
-        scoped = bool(chats.scope) or chats.chat_ids is not None
-        return scoped and total <= self.policy.scan_scope_max
+        return total > self.policy.single_statement_max and not _scans(chats, total, self.policy)
 
     def mask_condition(self, alias: str, terms: Sequence[str], mask: int) -> tuple[str, list[Any]]:
         """``instr`` tests on the row's own terms (the walk reads rows newest first)."""
@@ -146,23 +109,6 @@ class Fts5Matcher(SearchMatcher):
             sql.append(condition if mask >> bit & 1 else f"NOT ({condition})")
             params.extend(condition_params)
         return " AND ".join(sql), params
-
-    def _fts_masks(
-        self, chats: ChatFilter, terms: Sequence[str], match: str
-    ) -> tuple[str, list[Any]]:
-        """``SELECT rowid, mask`` of the FTS5 rows ``match`` finds: FTS5 alone, no row read."""
-        conditions = [
-            f"{FTS_TABLE}.rowid IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)"
-            for _ in terms
-        ]
-        params = [match_expression(chats, [term]) for term in terms]
-        if len(terms) == 1:
-            conditions, params = ["1"], []
-        return (
-            f"SELECT {FTS_TABLE}.rowid AS id, {mask_sql(conditions)} AS mask FROM {FTS_TABLE} "
-            f"WHERE {FTS_TABLE} MATCH %s",
-            [*params, match],
-        )
 
     def mask_matches_sql(
         self,
@@ -186,7 +132,7 @@ class Fts5Matcher(SearchMatcher):
             params = [mask_expression(chats, terms, mask) for mask in ordered]
             where = "TRUE"
         else:
-            found, params = self._fts_masks(chats, terms, match_expression(chats, terms))
+            found, params = fts_masks(chats, terms, match_expression(chats, terms))
             where = f"f.mask IN ({', '.join(str(int(mask)) for mask in sorted(masks))})"
         more, more_params = chats.token_sql(few=self.few_rows(expected))
         return (
@@ -194,6 +140,140 @@ class Fts5Matcher(SearchMatcher):
             f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id WHERE {where}{more}",
             [*params, *more_params],
         )
+
+    def count_with_all_terms(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
+    ) -> int:
+        """FTS5 alone (scope and role tokens AND every term): no message row is read
+        (window filters: the rows FTS5 finds are read)."""
+        if not chats.tokens_suffice:
+            # FTS5 finds the rows holding every term; only those rows are read for the
+            # window conditions (a scan of the scope would read every row)
+            more, more_params = chats.token_sql()
+            cursor.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} f JOIN {table(Message)} m "
+                f"ON m.id = f.rowid WHERE {FTS_TABLE} MATCH %s{more} LIMIT %s)",
+                [match_expression(chats, terms, every=True), *more_params, cap],
+            )
+            return fetch_int(cursor)
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT %s)",
+            [match_expression(chats, terms, every=True), cap],
+        )
+        return fetch_int(cursor)
+
+    def matches_more_than(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
+    ) -> bool:
+        """Where tokens say which rows are admitted, each term's n_t in FTS5 (doclist
+        counts, each up to ``cap + 1``) decide first: one past ``cap`` says yes, all
+        together within it no; two terms in between pass it exactly when fewer than
+        ``n_a + n_b - cap`` rows hold both, counted up to there (rows holding both are far
+        fewer than the union's ``cap + 1``). Else the matches are counted up to ``cap + 1``."""
+        if chats.tokens_suffice:
+            counts = matched_counts(cursor, chats, terms, cap + 1)
+            decided = more_than_by_counts(counts, cap)
+            if decided is not None:
+                return decided
+            if len(terms) == 2:
+                bound = sum(counts) - cap
+                return self.count_with_all_terms(cursor, chats, terms, bound) < bound
+        return super().matches_more_than(cursor, chats, terms, cap)
+
+    def rows_with_terms(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        wanted: int,
+        skipped: Collection[int],
+        expected: int | None = None,
+    ) -> list[Candidate]:
+        """FTS5 finds the rows of ``wanted``; each row's mask is read from its own terms
+        (``held_mask``), and rows holding a ``skipped`` term are dropped there: a
+        ``NOT (s1 OR s2 ...)`` in the ``MATCH`` loads every skipped term's doclist to
+        drop a few rows (~8 ms of a 32-term query's 22 reads, to drop 3 rows of 3,017)."""
+        dropped = sum(1 << position for position in skipped)
+        rows = self._rows_holding(cursor, chats, holding_expression(chats, terms[wanted], []))
+        bits = term_bits(terms)
+        masks = [(row, held_mask(row[1], bits)) for row in rows]
+        return [Candidate(row[0], mask, *row[2:]) for row, mask in masks if not mask & dropped]
+
+    def rows_with_any_terms(
+        self,
+        cursor: CursorWrapper,
+        chats: ChatFilter,
+        terms: Sequence[str],
+        wanted: Collection[int],
+        expected: int | None = None,
+    ) -> list[Candidate]:
+        """One ``MATCH`` of ``scope AND (w1 OR w2 ...)``: the scope's doclist is read once,
+        not once per term."""
+        expression = match_expression(chats, [terms[position] for position in sorted(wanted)])
+        rows = self._rows_holding(cursor, chats, expression)
+        bits = term_bits(terms)
+        return [Candidate(row[0], held_mask(row[1], bits), *row[2:]) for row in rows]
+
+    def _rows_holding(
+        self, cursor: CursorWrapper, chats: ChatFilter, expression: str
+    ) -> list[tuple[Any, ...]]:
+        """``(id, search_text, chat pk, chat id, updated_at, position, visible_position)``
+        of the rows FTS5 finds for ``expression`` that the filter admits."""
+        more, more_params = chats.token_sql()
+        cursor.execute(
+            f"SELECT m.id, m.search_text, m.chat_id, c.chat_id, "
+            f"{self._updated_at_sql.format('c.updated_at')}, m.position, m.visible_position "
+            f"FROM {FTS_TABLE} f "
+            f"JOIN {table(Message)} m ON m.id = f.rowid JOIN {table(Chat)} c ON c.id = m.chat_id "
+            f"WHERE {FTS_TABLE} MATCH %s{more}",
+            [expression, *more_params],
+        )
+        return list(cursor.fetchall())
+
+    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once."""
+        found, params = fts_masks(chats, terms, match_expression(chats, terms))
+        more, more_params = chats.token_sql()
+        return (
+            "SELECT m.id, f.mask, m.chat_id AS chat_pk, m.position, m.visible_position "
+            f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id WHERE TRUE{more}",
+            [*params, *more_params],
+        )
+
+
+class Fts5Counts(EngineCounts):
+    """N, n_t, histograms and totals counted in FTS5's doclists: no message row read."""
+
+    rare_terms: ClassVar[RareTerms] = "by_index_counts"
+
+    def total_past(
+        self, cursor: CursorWrapper, chats: ChatFilter, past: int
+    ) -> tuple[int, bool] | None:
+        """A scope's per-chat counts summed as SQLite steps through them (``fetchmany``
+        steps the statement), stopping past ``past``: a big user's N costs its first
+        chats, not all of them (1.4 ms for the 50,000-message user at 1M)."""
+        if chats.roles is not None or not chats.scope:
+            return None
+        past = max(past, self.policy.scan_scope_max)  # a smaller scope's routes need N
+        sql, params = chats.chat_counts_sql()
+        cursor.execute(sql, params)
+        total = 0
+        while rows := cursor.fetchmany(_COUNTS_STEP):
+            total += sum(count for (count,) in rows if count)
+            if total > past:
+                return total, False
+        return total, True
+
+    def _reads_scope_rows(self, size: int) -> bool:
+        return size <= self.policy.scan_scope_max
+
+    def _token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
+        """The FTS rows holding the scope, chat and role tokens: no message row read."""
+        cursor.execute(
+            f"SELECT count(*) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s",
+            [token_expression(chats)],
+        )
+        return fetch_int(cursor)
 
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
@@ -219,33 +299,12 @@ class Fts5Matcher(SearchMatcher):
             )
             together = {int(subset): int(count) for subset, count in cursor.fetchall()}
             return ranking.masks_from_subset_counts(together, len(terms))
-        masks, params = self._fts_masks(chats, terms, match_expression(chats, terms))
+        masks, params = fts_masks(chats, terms, match_expression(chats, terms))
         cursor.execute(f"SELECT f.mask, count(*) FROM ({masks}) f GROUP BY f.mask", params)
         return {int(mask): int(count) for mask, count in cursor.fetchall()}
 
-    def count_with_all_terms(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
-    ) -> int:
-        """FTS5 alone (scope and role tokens AND every term): no message row is read
-        (window filters: the rows FTS5 finds are read)."""
-        if not chats.tokens_suffice:
-            # FTS5 finds the rows holding every term; only those rows are read for the
-            # window conditions (a scan of the scope would read every row)
-            more, more_params = chats.token_sql()
-            cursor.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} f JOIN {table(Message)} m "
-                f"ON m.id = f.rowid WHERE {FTS_TABLE} MATCH %s{more} LIMIT %s)",
-                [match_expression(chats, terms, every=True), *more_params, cap],
-            )
-            return fetch_int(cursor)
-        cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT %s)",
-            [match_expression(chats, terms, every=True), cap],
-        )
-        return fetch_int(cursor)
-
     def counts_terms(self, chats: ChatFilter, total: int) -> bool:
-        return chats.tokens_suffice and not self._scans(chats, total)
+        return chats.tokens_suffice and not _scans(chats, total, self.policy)
 
     def histogram_from_term_counts(self, chats: ChatFilter, terms: Sequence[str]) -> bool:
         """FTS5 counts each term without reading a row, and its histogram of more terms
@@ -276,62 +335,7 @@ class Fts5Matcher(SearchMatcher):
             )
             found = dict(cursor.fetchall())
             return [int(found.get(term, 0)) for term in stored]
-        return self._matched_counts(cursor, chats, terms, None)
-
-    def term_counts_up_to(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
-    ) -> list[int]:
-        """Each term's rows in the filter, in FTS5 alone, each count stopping at ``cap``:
-        the vocabulary reads a common word's whole doclist (11 ms for 700,000 rows)."""
-        return self._matched_counts(cursor, chats, terms, cap)
-
-    def _matched_counts(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int | None
-    ) -> list[int]:
-        """Each term's rows (with the filter's tokens) counted over its ``MATCH``, up to
-        ``cap`` (``None``: all), in one statement."""
-        rows = f"FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s"
-        if cap is not None:
-            rows = f"FROM (SELECT 1 {rows} LIMIT {int(cap)})"
-        cursor.execute(
-            " UNION ALL ".join(
-                f"SELECT {position}, (SELECT count(*) {rows})" for position in range(len(terms))
-            ),
-            [match_expression(chats, [term]) for term in terms],
-        )
-        counts = dict(cursor.fetchall())
-        return [int(counts[position]) for position in range(len(terms))]
-
-    def count_matches(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], known: Known = None
-    ) -> int:
-        """FTS5 alone when tokens say which rows are admitted (it merges doclists)."""
-        if not chats.tokens_suffice:
-            return super().count_matches(cursor, chats, terms)
-        cursor.execute(
-            f"SELECT count(*) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s",
-            [match_expression(chats, terms)],
-        )
-        return fetch_int(cursor)
-
-    def rows_with_terms(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        wanted: int,
-        skipped: Collection[int],
-        expected: int | None = None,
-    ) -> list[Candidate]:
-        """FTS5 finds the rows of ``wanted``; each row's mask is read from its own terms
-        (``held_mask``), and rows holding a ``skipped`` term are dropped there: a
-        ``NOT (s1 OR s2 ...)`` in the ``MATCH`` loads every skipped term's doclist to
-        drop a few rows (~8 ms of a 32-term query's 22 reads, to drop 3 rows of 3,017)."""
-        dropped = sum(1 << position for position in skipped)
-        rows = self._rows_holding(cursor, chats, holding_expression(chats, terms[wanted], []))
-        bits = term_bits(terms)
-        masks = [(row, held_mask(row[1], bits)) for row in rows]
-        return [Candidate(row[0], mask, *row[2:]) for row, mask in masks if not mask & dropped]
+        return matched_counts(cursor, chats, terms, None)
 
     def capped_term_counts(
         self, cursor: CursorWrapper, terms: Sequence[str], cap: int
@@ -349,50 +353,75 @@ class Fts5Matcher(SearchMatcher):
         counts = dict(cursor.fetchall())
         return [int(counts[position]) for position in range(len(terms))]
 
-    def rows_with_any_terms(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        wanted: Collection[int],
-        expected: int | None = None,
-    ) -> list[Candidate]:
-        """One ``MATCH`` of ``scope AND (w1 OR w2 ...)``: the scope's doclist is read once,
-        not once per term."""
-        expression = match_expression(chats, [terms[position] for position in sorted(wanted)])
-        rows = self._rows_holding(cursor, chats, expression)
-        bits = term_bits(terms)
-        return [Candidate(row[0], held_mask(row[1], bits), *row[2:]) for row in rows]
-
-    def _rows_holding(
-        self, cursor: CursorWrapper, chats: ChatFilter, expression: str
-    ) -> list[tuple[Any, ...]]:
-        """``(id, search_text, chat pk, chat id, updated_at, position, visible_position)``
-        of the rows FTS5 finds for ``expression`` that the filter admits."""
-        more, more_params = chats.token_sql()
+    def count_matches(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], known: Known = None
+    ) -> int:
+        """FTS5 alone when tokens say which rows are admitted (it merges doclists)."""
+        if not chats.tokens_suffice:
+            return super().count_matches(cursor, chats, terms)
         cursor.execute(
-            f"SELECT m.id, m.search_text, m.chat_id, c.chat_id, "
-            f"{self.updated_at_sql.format('c.updated_at')}, m.position, m.visible_position "
-            f"FROM {FTS_TABLE} f "
-            f"JOIN {table(Message)} m ON m.id = f.rowid JOIN {table(Chat)} c ON c.id = m.chat_id "
-            f"WHERE {FTS_TABLE} MATCH %s{more}",
-            [expression, *more_params],
+            f"SELECT count(*) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s",
+            [match_expression(chats, terms)],
         )
-        return list(cursor.fetchall())
+        return fetch_int(cursor)
 
-    def matches_sql(self, chats: ChatFilter, terms: Sequence[str]) -> tuple[str, list[Any]]:
-        """Matches from FTS5 (scope tokens inside the MATCH); each term's rowids read once."""
-        found, params = self._fts_masks(chats, terms, match_expression(chats, terms))
-        more, more_params = chats.token_sql()
-        return (
-            "SELECT m.id, f.mask, m.chat_id AS chat_pk, m.position, m.visible_position "
-            f"FROM ({found}) f JOIN {table(Message)} m ON m.id = f.id WHERE TRUE{more}",
-            [*params, *more_params],
-        )
+
+def fts5_policy(policy: PlanPolicy) -> PlanPolicy:
+    """The policy with FTS5's own ``single_statement_max`` where it is lower, and its own
+    bound of a walk the probe chose."""
+    smaller = min(policy.single_statement_max, policy.fts5_single_statement_max)
+    return replace(
+        policy,
+        single_statement_max=smaller,
+        walk_probed_max_rows=policy.fts5_walk_probed_max_rows,
+    )
+
+
+def _scans(chats: ChatFilter, total: int, policy: PlanPolicy) -> bool:
+    """Whether a scope of N ``total`` is small enough to scan its own rows."""
+    scoped = bool(chats.scope) or chats.chat_ids is not None
+    return scoped and total <= policy.scan_scope_max
+
+
+def fts_masks(chats: ChatFilter, terms: Sequence[str], match: str) -> tuple[str, list[Any]]:
+    """``SELECT rowid, mask`` of the FTS5 rows ``match`` finds: FTS5 alone, no row read."""
+    conditions = [
+        f"{FTS_TABLE}.rowid IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)"
+        for _ in terms
+    ]
+    params = [match_expression(chats, [term]) for term in terms]
+    if len(terms) == 1:
+        conditions, params = ["1"], []
+    return (
+        f"SELECT {FTS_TABLE}.rowid AS id, {mask_sql(conditions)} AS mask FROM {FTS_TABLE} "
+        f"WHERE {FTS_TABLE} MATCH %s",
+        [*params, match],
+    )
+
+
+def matched_counts(
+    cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int | None
+) -> list[int]:
+    """Each term's rows (with the filter's tokens) counted over its ``MATCH``, up to
+    ``cap`` (``None``: all), in one statement."""
+    rows = f"FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s"
+    if cap is not None:
+        rows = f"FROM (SELECT 1 {rows} LIMIT {int(cap)})"
+    cursor.execute(
+        " UNION ALL ".join(
+            f"SELECT {position}, (SELECT count(*) {rows})" for position in range(len(terms))
+        ),
+        [match_expression(chats, [term]) for term in terms],
+    )
+    counts = dict(cursor.fetchall())
+    return [int(counts[position]) for position in range(len(terms))]
 
 
 class SQLiteFts5Backend(SQLiteBackend):
     name = "sqlite-fts5"
     rows_class = Fts5Rows
-    matcher_class = Fts5Matcher
     checks_class = Fts5Checks
+
+    def search_parts(self, policy: PlanPolicy) -> tuple[RowSource, EngineCounts]:
+        source = Fts5RowSource(self.alias, fts5_policy(policy))
+        return source, Fts5Counts(source)

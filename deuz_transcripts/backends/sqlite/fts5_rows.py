@@ -1,5 +1,5 @@
 """SQLite: the FTS5 table kept current by every write, whichever SQLite backend searches
-(the matcher and the backend are in ``sqlite.fts5``)."""
+(the row source, the counts and the backend are in ``sqlite.fts5``)."""
 
 from __future__ import annotations
 

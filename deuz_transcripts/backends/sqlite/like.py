@@ -13,16 +13,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...models import Message
-from ..base import SearchMatcher, mask_sql
+from ..base import RowSource, mask_sql
 from ..chat_filter import ChatFilter, table
+from ..engine_counts import EngineCounts
+from ..policy import PlanPolicy
 from .common import UPDATED_AT_TEXT, SQLiteBackend
 from .fts5 import Fts5Rows
 
-__all__ = ["LikeMatcher", "SQLiteLikeBackend"]
+__all__ = ["LikeRowSource", "SQLiteLikeBackend"]
 
 
-class LikeMatcher(SearchMatcher):
-    updated_at_sql = UPDATED_AT_TEXT
+class LikeRowSource(RowSource):
+    """Rows of a scope whose haystack contains each term; every count reads the matches."""
+
+    _updated_at_sql = UPDATED_AT_TEXT
     walks_newest_first = False  # its probe would scan the scope, as its search does
 
     def plans_masks(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
@@ -44,4 +48,7 @@ class SQLiteLikeBackend(SQLiteBackend):
     name = "sqlite-like"
     substring_matching = True
     rows_class = Fts5Rows
-    matcher_class = LikeMatcher
+
+    def search_parts(self, policy: PlanPolicy) -> tuple[RowSource, EngineCounts]:
+        source = LikeRowSource(self.alias, policy)
+        return source, EngineCounts(source)

@@ -43,7 +43,7 @@ def one_pass_matches_sql(chats: ChatFilter, terms: Sequence[str]) -> tuple[str, 
 def scanned_candidates(
     cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int
 ) -> tuple[dict[int, int], list[Candidate]]:
-    """``SearchMatcher.candidates`` of a scanned scope: the mask histogram of every match
+    """``RowSource.candidates`` of a scanned scope: the mask histogram of every match
     and the first ``depth`` rows of each mask in tie order (newer chat, chat id by code
     point, lower index), which hold any row of the page."""
     pks, pks_params = chats.chat_pks_sql()

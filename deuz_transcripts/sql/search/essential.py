@@ -31,10 +31,9 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from ... import ranking
-from ...backends.base import Candidate
+from ...backends.base import Candidate, RowSource
 from ...backends.chat_filter import ChatFilter
 from ...paging import PinnedRanking
-from ...search_request import SearchRequest
 from .page_rows import order_page, page_rows
 from .statistics import SearchStatistics
 from .unread_masks import unread_mask_rows
@@ -80,11 +79,11 @@ class _Read(NamedTuple):
 class EssentialTerms:
     """The essential-terms plan of one search."""
 
-    def __init__(self, statistics: SearchStatistics) -> None:
+    def __init__(self, source: RowSource, statistics: SearchStatistics) -> None:
         self.statistics = statistics
-        self.source = statistics.source
+        self.source = source
         self.cursor = statistics.cursor
-        self.policy = statistics.source.policy
+        self.policy = source.policy
         #: rows already read in this search, by filter, terms and what was read: a
         #: counted page that gives up reading every term prunes the same rows again
         self._read_rows: list[tuple[ChatFilter, tuple[str, ...], Hashable, list[Candidate]]]
@@ -111,9 +110,9 @@ class EssentialTerms:
         """Whether the query is long enough, the scope big enough and n_t cheap enough
         for the plan to pay off."""
         return (
-            len(terms) >= self.source.essential_min_terms(chats)
+            len(terms) >= self.statistics.essential_min_terms(chats)
             and total > self.policy.single_statement_max
-            and self.source.counts_terms(chats, total)
+            and self.statistics.counts.counts_terms(chats, total)
         )
 
     def complete_histogram(
@@ -125,7 +124,7 @@ class EssentialTerms:
         ``None``: read the matches instead (no such counts, or more rows than
         ``essential_max_rows`` to read)."""
         if (
-            not self.source.histogram_from_term_counts(chats, terms)
+            not self.statistics.histogram_from_term_counts(chats, terms)
             or total <= self.policy.single_statement_max
         ):
             return None
@@ -136,7 +135,8 @@ class EssentialTerms:
         self,
         chats: ChatFilter,
         terms: Sequence[str],
-        request: SearchRequest,
+        offset: int,
+        limit: int,
         total: int,
         *,
         prune: bool = True,
@@ -146,7 +146,7 @@ class EssentialTerms:
         histogram is complete. Two or more terms left with too many rows to read: the page
         from their masks, best first (``unread_masks``; pruning only). ``None``: ranking
         every match is the cheaper plan."""
-        depth = request.offset + request.limit
+        depth = offset + limit
         read = self._read(chats, terms, total, depth=depth, prune=prune)
         if read is None:
             return None
@@ -162,7 +162,7 @@ class EssentialTerms:
             rows.extend(fetched)
             for row in fetched:  # a mask's count up to the depth: enough to plan the page
                 histogram[row.mask] = histogram.get(row.mask, 0) + 1
-        plan = ranking.plan_page_by_idfs(histogram, idfs, request.offset, request.limit)
+        plan = ranking.plan_page_by_idfs(histogram, idfs, offset, limit)
         if plan is not None and last is not None and 1 << last in plan.page_masks:
             alone_plan = replace(plan, page_masks=frozenset({1 << last}))
             rows.extend(
@@ -170,7 +170,7 @@ class EssentialTerms:
                     self.source, self.cursor, chats, terms, alone_plan, histogram, depth, total
                 )
             )
-        page = [] if plan is None else order_page(rows, plan)[request.offset : depth]
+        page = [] if plan is None else order_page(rows, plan)[offset:depth]
         best = max(histogram, key=lambda mask: ranking.mask_raw(mask, idfs), default=0)
         total = max(total, *read.counts)
         pinned = PinnedRanking(total, tuple(read.counts), best) if best else None
@@ -254,13 +254,15 @@ class EssentialTerms:
         PostgreSQL counts every term in the filter first (stored counts or GIN) and
         picks by those counts, for long queries (``rare_batch_min_terms``).
         """
-        matcher, cursor, cap = self.source, self.cursor, self.policy.essential_rare_rows
+        source, cursor, cap = self.source, self.cursor, self.policy.essential_rare_rows
+        statistics = self.statistics
+        rare_terms = statistics.counts.rare_terms
         if (
             cap
-            and matcher.reads_rare_terms_counted
+            and rare_terms == "by_filter_counts"
             and len(terms) >= self.policy.rare_batch_min_terms
         ):
-            counts = matcher.term_counts(cursor, chats, terms)
+            counts = statistics.term_counts(chats, terms)
             rare = _rarest(counts, cap)
             held = [position for position in rare if counts[position]]
             expected = sum(counts[position] for position in held)
@@ -269,21 +271,21 @@ class EssentialTerms:
                     chats,
                     terms,
                     ("any", tuple(held)),
-                    lambda: matcher.rows_with_any_terms(cursor, chats, terms, held, expected),
+                    lambda: source.rows_with_any_terms(cursor, chats, terms, held, expected),
                 )
                 if held
                 else []
             )
             return rows, counts, frozenset(rare)
         rare = []
-        if cap and matcher.reads_any_terms:
-            rare = _rarest(matcher.capped_term_counts(cursor, terms, cap + 1), cap)
+        if cap and rare_terms == "by_index_counts":
+            rare = _rarest(statistics.counts.capped_term_counts(cursor, terms, cap + 1), cap)
         rows = (
             self._rows_once(
                 chats,
                 terms,
                 ("any", tuple(rare)),
-                lambda: matcher.rows_with_any_terms(cursor, chats, terms, rare),
+                lambda: source.rows_with_any_terms(cursor, chats, terms, rare),
             )
             if rare
             else []
@@ -294,7 +296,7 @@ class EssentialTerms:
                 counts[position] += row.mask >> position & 1
         others = [position for position in range(len(terms)) if position not in rare]
         if others:
-            found = matcher.term_counts(cursor, chats, [terms[position] for position in others])
+            found = statistics.term_counts(chats, [terms[position] for position in others])
             for position, count in zip(others, found, strict=True):
                 counts[position] = count
         return rows, counts, frozenset(rare)

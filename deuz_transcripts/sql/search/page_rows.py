@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from django.db.backends.utils import CursorWrapper
 
 from ... import ranking
-from ...backends.base import Candidate, SearchMatcher, sort_in_tie_order
+from ...backends.base import Candidate, RowSource, sort_in_tie_order
 from ...backends.chat_filter import ChatFilter
 from .walks import walk_if_dense
 
@@ -31,7 +31,7 @@ def order_page(candidates: Sequence[Candidate], plan: ranking.RankPlan) -> list[
 
 
 def page_rows(
-    source: SearchMatcher,
+    source: RowSource,
     cursor: CursorWrapper,
     chats: ChatFilter,
     terms: Sequence[str],

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from django.db.backends.utils import CursorWrapper
 
-from ...backends.base import Candidate, SearchMatcher, sort_in_tie_order
+from ...backends.base import Candidate, RowSource, sort_in_tie_order
 from ...backends.chat_filter import ChatFilter
 from .statistics import SearchStatistics
 
@@ -25,7 +25,7 @@ __all__ = ["NewestWalks", "walk_if_dense"]
 
 
 def walk_if_dense(
-    source: SearchMatcher,
+    source: RowSource,
     cursor: CursorWrapper,
     chats: ChatFilter,
     terms: Sequence[str],
@@ -49,11 +49,11 @@ def walk_if_dense(
 class NewestWalks:
     """The walks of rows holding every query term, for one search."""
 
-    def __init__(self, statistics: SearchStatistics) -> None:
+    def __init__(self, source: RowSource, statistics: SearchStatistics) -> None:
         self.statistics = statistics
-        self.source = statistics.source
+        self.source = source
         self.cursor = statistics.cursor
-        self.policy = statistics.source.policy
+        self.policy = source.policy
 
     def guessed(
         self, chats: ChatFilter, terms: Sequence[str], depth: int

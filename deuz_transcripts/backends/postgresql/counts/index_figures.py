@@ -1,7 +1,7 @@
 """PostgreSQL: the whole index's figures for a query's terms, for planning only.
 
 A mid-size scope's route (``PostgresCounts.routed``) needs how long the terms' posting
-lists are, and a small tenant's walk guess (``PostgresCounts.index_density``) how dense
+lists are, and a small tenant's walk guess (``PostgresStoredCounts.index_density``) how dense
 the terms are in the whole index; both come from the stored counts of every tenant
 (``postgresql.counts.stored``) and the table's row estimate, read in one statement. Never
 an N or n_t: those are exact and come from the filter's own counts or from GIN.

@@ -1,24 +1,32 @@
 """PostgreSQL's counts: N, each term's n_t, the mask histogram and a search's exact total,
-read from the stored counts where they are the filter's (``postgresql.counts.stored``) and
-counted in GIN otherwise, never by reading a matching row's vector: a GIN count only
-checks each found row's visibility. ``PostgresMatcher`` reads rows on top of these."""
+counted in GIN, never by reading a matching row's vector (a GIN count only checks each
+found row's visibility; ``PostgresCounts``), and the stored counts where they are the
+filter's (``PostgresStoredCounts``, over ``postgresql.counts.stored``), which the search's
+statistics read first and these counts inline where one statement takes both."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db.backends.utils import CursorWrapper
 
 from .... import ranking
 from ....models import Message
-from ...base import Known, SearchMatcher, fetch_int, more_than_by_counts
+from ...base import Known, RowSource, fetch_int
 from ...chat_filter import ChatFilter, table
-from ...policy import PlanPolicy
+from ...engine_counts import Density, EngineCounts, RareTerms, StoredStatistics
 from ..session import bitmap_scans as _bitmap_scans
 from ..storage import VECTOR_COLUMN
-from ..tsquery import every_term_tsquery, filter_parts, filtered_tsquery, tsquery_literal
+from ..tsquery import (
+    every_term_tsquery,
+    filter_parts,
+    filtered_tsquery,
+    tenant_sql,
+    tsquery_literal,
+    uses_lexemes,
+)
 from .index_figures import IndexTermCounts, index_term_counts
 from .stored import (
     COUNTED_TENANT_MIN_ROWS,
@@ -26,10 +34,10 @@ from .stored import (
     stored_or,
     stored_term_counts,
     stored_total,
+    stored_total_sql,
 )
 from .subsets import (
     count_subsets,
-    either_of_two_more_than,
     gin_count,
     gin_rows,
     subsets_beat_reading,
@@ -37,37 +45,26 @@ from .subsets import (
     union_size,
 )
 
-__all__ = ["PostgresCounts"]
+__all__ = ["PostgresCounts", "PostgresStoredCounts"]
 
 
-class PostgresCounts(SearchMatcher):
-    """N, n_t, histograms and totals of PostgreSQL searches (stored or GIN counts)."""
+class PostgresStoredCounts(StoredStatistics):
+    """The stored per-tenant counts of one search, each read at most once."""
 
-    def __init__(self, alias: str, policy: PlanPolicy) -> None:
-        super().__init__(alias, policy)
-        #: ``index_counts`` already read: a matcher serves one search (``get_backend``
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+        #: ``index_counts`` already read: a backend serves one search (``get_backend``
         #: makes one per call), whose route and walk guess both need them
         self._index_counts: dict[tuple[tuple[str, ...], frozenset[str] | None], IndexTermCounts]
         self._index_counts = {}
-        #: N of each filter already asked (``total``), for the same reason
-        self._totals: list[tuple[ChatFilter, int]] = []
-        #: stored n_t already read (``stored_counts``): the walk's guess, the probe and
-        #: the ranking of one search ask for the same ones
+        #: stored n_t already read (``counts_of``): the walk's guess, the probe and the
+        #: ranking of one search ask for the same ones
         self._stored_counts: dict[
             tuple[tuple[str, ...], str | None, frozenset[str] | None], list[int | None]
         ] = {}
 
-    def index_counts(
-        self, cursor: CursorWrapper, terms: Sequence[str], roles: frozenset[str] | None
-    ) -> IndexTermCounts:
-        """The whole index's counts of ``terms`` (``index_term_counts``), read once."""
-        key = (tuple(terms), roles)
-        if key not in self._index_counts:
-            self._index_counts[key] = index_term_counts(cursor, terms, roles)
-        return self._index_counts[key]
-
     @staticmethod
-    def stored_counts_of(chats: ChatFilter) -> StoredCounts | None:
+    def of(chats: ChatFilter) -> StoredCounts | None:
         """Whose stored term counts are this filter's n_t and N: a tenant's or every
         tenant's, of the filter's roles; ``None`` when the filter admits less than whole
         tenants (other scope fields, chat ids, a window): those are counted in GIN."""
@@ -77,7 +74,25 @@ class PostgresCounts(SearchMatcher):
             return StoredCounts(None, chats.roles)
         return StoredCounts(chats.tenant, chats.roles) if chats.tenant_only else None
 
-    def stored_counts(
+    def covers(self, chats: ChatFilter) -> bool:
+        return self.of(chats) is not None
+
+    def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
+        stored = self._required(chats)
+        return stored_total(cursor, stored.tenant, stored.roles)
+
+    def total_sql(self, chats: ChatFilter) -> tuple[str, list[Any]] | None:
+        """N of the filter as one statement reads it from the stored counts, where they
+        are the filter's."""
+        stored = self.of(chats)
+        return None if stored is None else stored_total_sql(stored.tenant, stored.roles)
+
+    def term_counts(
+        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> list[int | None]:
+        return self.counts_of(cursor, terms, self._required(chats))
+
+    def counts_of(
         self, cursor: CursorWrapper, terms: Sequence[str], stored: StoredCounts
     ) -> list[int | None]:
         """Each term's stored count in ``stored``'s tenant and roles (``None``: not
@@ -90,37 +105,26 @@ class PostgresCounts(SearchMatcher):
             )
         return self._stored_counts[key]
 
-    def stores_term_counts(self, chats: ChatFilter) -> bool:
-        return self.stored_counts_of(chats) is not None
-
-    def stored_density(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
-    ) -> tuple[int, list[int]] | None:
-        """N and each n_t from the stored counts: one statement for the n_t (a term not
-        counted, rare or new, ends it there), and one for N unless the filter knows it.
-        A date window gets the figures of the search without it (a window filters hits
-        only, SPEC §8): as a walk's guess, they only bound a walk of the window's rows."""
-        whole = chats.without_window() if chats.windowed else chats
-        stored = self.stored_counts_of(whole)
-        if stored is None:
-            return None
-        counts = self.stored_counts(cursor, terms, stored)
-        known = [count for count in counts if count is not None]
-        if len(known) < len(counts):
-            return None
-        return self.total(cursor, whole) if whole.size is None else whole.size, known
+    def index_counts(
+        self, cursor: CursorWrapper, terms: Sequence[str], roles: frozenset[str] | None
+    ) -> IndexTermCounts:
+        """The whole index's counts of ``terms`` (``index_term_counts``), read once."""
+        key = (tuple(terms), roles)
+        if key not in self._index_counts:
+            self._index_counts[key] = index_term_counts(cursor, terms, roles)
+        return self._index_counts[key]
 
     def index_density(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
-    ) -> tuple[int, list[int]] | None:
+    ) -> Density | None:
         """A tenant of fewer than ``COUNTED_TENANT_MIN_ROWS`` messages (N known: so without
         counts of its own, but where one shrank since the tenants were chosen) guessed as
         dense as the whole index: its words' stored counts over every tenant against the
         table's estimated rows. A word not counted is rare, and a page of rows holding it
-        is not to be guessed. A bigger tenant's own counts were ``stored_density``'s."""
+        is not to be guessed. A bigger tenant's own counts were its stored density."""
         if chats.size is None or chats.size >= COUNTED_TENANT_MIN_ROWS:
             return None
-        stored = self.stored_counts_of(chats)
+        stored = self.of(chats)
         if stored is None or stored.tenant is None:
             return None
         counts = self.index_counts(cursor, terms, chats.roles)
@@ -129,40 +133,38 @@ class PostgresCounts(SearchMatcher):
             return None
         return counts.table_rows, role_rows
 
-    def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
-        """N from the stored counts where they are the filter's, else as every backend;
-        read once per filter."""
-        for seen, size in self._totals:
-            if seen == chats:
-                return size
-        stored = self.stored_counts_of(chats)
+    def _required(self, chats: ChatFilter) -> StoredCounts:
+        stored = self.of(chats)
         if stored is None:
-            size = super().total(cursor, chats)
-        else:
-            size = stored_total(cursor, stored.tenant, stored.roles)
-        self._totals.append((chats, size))
-        return size
+            raise ValueError("the stored counts do not cover this filter")
+        return stored
 
-    def essential_min_terms(self, chats: ChatFilter) -> int:
-        if self.stored_counts_of(chats) is not None:
-            return self.policy.essential_min_terms_stored
-        return super().essential_min_terms(chats)
 
-    def token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
+class PostgresCounts(EngineCounts):
+    """N, n_t, histograms and totals of PostgreSQL searches, counted in GIN (a term's own
+    stored count inlined where one statement counts term subsets)."""
+
+    rare_terms: ClassVar[RareTerms] = (
+        "by_filter_counts"  # every n_t is a stored count or one GIN count
+    )
+    stored: PostgresStoredCounts
+
+    def __init__(self, source: RowSource, stored: PostgresStoredCounts) -> None:
+        super().__init__(source, stored)
+
+    def _reads_scope_rows(self, size: int) -> bool:
+        return size <= self.policy.lexeme_scope_min
+
+    def _token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """The vectors holding the scope, chat and role lexemes: one GIN count."""
-        tenant, tenant_params = chats.tenant_sql()
-        with _bitmap_scans(self.alias, cursor):
+        tenant, tenant_params = tenant_sql(chats)
+        with _bitmap_scans(self.source.alias, cursor):
             cursor.execute(
                 f"SELECT count(*) FROM {table(Message)} m "
                 f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{tenant}",
                 [" & ".join(filter_parts(chats)), *tenant_params],
             )
             return fetch_int(cursor)
-
-    def uses_lexemes(self, chats: ChatFilter) -> bool:
-        """GIN filters the scope (big or unscoped searches, and ``routed`` ones), else the
-        scope's rows are read."""
-        return chats.by_tokens or chats.size is None or chats.size > self.policy.lexeme_scope_min
 
     def routed(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> ChatFilter:
         """A mid-size scope (``rare_lexeme_scope_min`` to ``lexeme_scope_min`` messages) is
@@ -179,7 +181,7 @@ class PostgresCounts(SearchMatcher):
             return chats
         if not policy.rare_lexeme_scope_min < size <= policy.lexeme_scope_min:
             return chats
-        rows = self.index_counts(cursor, terms, chats.roles).posting_rows()
+        rows = self.stored.index_counts(cursor, terms, chats.roles).posting_rows()
         if rows is None or rows > policy.gin_rows_per_scope_row * size:
             return chats
         return replace(chats, by_tokens=True)
@@ -190,7 +192,7 @@ class PostgresCounts(SearchMatcher):
         """Few terms of a GIN-filtered search: one count per term subset in one
         statement (inclusion-exclusion), so rows are only checked for visibility, never
         read; a term's own count is its stored count where it has one."""
-        if len(terms) > self.policy.subset_count_max_terms or not self.uses_lexemes(chats):
+        if len(terms) > self.policy.subset_count_max_terms or not uses_lexemes(chats, self.policy):
             return super().mask_histogram(cursor, chats, terms)
         return ranking.masks_from_subset_counts(
             self._count_subsets(cursor, chats, terms), len(terms)
@@ -201,7 +203,7 @@ class PostgresCounts(SearchMatcher):
     ) -> dict[int, int]:
         """Every non-empty term subset's rows, in one statement (one snapshot): a term's
         own count as ``_term_count`` takes it, every other count in GIN."""
-        stored = self.stored_counts_of(chats)
+        stored = self.stored.of(chats)
         columns = {}
         for subset in range(1, 1 << len(terms)):
             query = every_term_tsquery(terms, subset)
@@ -210,39 +212,31 @@ class PostgresCounts(SearchMatcher):
                 columns[subset] = _term_count(chats, term, query, stored)
             else:
                 columns[subset] = gin_count(chats, filtered_tsquery(chats, query))
-        with _bitmap_scans(self.alias, cursor):
+        with _bitmap_scans(self.source.alias, cursor):
             return count_subsets(cursor, columns)
 
     def counts_terms(self, chats: ChatFilter, total: int) -> bool:
         """GIN (or the stored counts) give each n_t without reading rows where GIN filters
         the scope; a date window's rows (a windowed histogram's) are counted over its
         chats."""
-        return chats.without_window().tokens_suffice and self.uses_lexemes(chats)
+        return chats.without_window().tokens_suffice and uses_lexemes(chats, self.policy)
 
     def term_counts(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> list[int]:
-        """Each term's rows in the filter: stored (common terms of unscoped and tenant
-        searches), or one GIN count per term (no vector is read).
+        """Each term's rows in the filter, one GIN count per term (no vector is read).
 
         One statement per term, not one holding a subquery per term: a statement keeps
         every bitmap it built until it ends, and 30 counts of common words in one
         statement took 6.0 s at 1M messages (36 s on 16 partitions) where the same counts
         one by one take 2.6-3.5 s (bench/RESULTS.md, partitions by tenant)."""
-        stored = self.stored_counts_of(chats)
-        counts: list[int | None] = (
-            [None] * len(terms) if stored is None else self.stored_counts(cursor, terms, stored)
-        )
-        missing = [position for position, count in enumerate(counts) if count is None]
-        if missing:  # the bitmap settings cost a savepoint and two statements: only for GIN
-            with _bitmap_scans(self.alias, cursor):
-                for position in missing:
-                    sql, params = gin_rows(
-                        chats, filtered_tsquery(chats, tsquery_literal(terms[position]))
-                    )
-                    cursor.execute(f"SELECT count(*) {sql}", params)
-                    counts[position] = fetch_int(cursor)
-        return [int(count or 0) for count in counts]
+        counts = []
+        with _bitmap_scans(self.source.alias, cursor):
+            for term in terms:
+                sql, params = gin_rows(chats, filtered_tsquery(chats, tsquery_literal(term)))
+                cursor.execute(f"SELECT count(*) {sql}", params)
+                counts.append(fetch_int(cursor))
+        return counts
 
     def count_matches(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], known: Known = None
@@ -250,7 +244,7 @@ class PostgresCounts(SearchMatcher):
         """GIN counts when GIN filters the scope and tokens say which rows are admitted:
         of the union, or, with N and every n_t ``known``, of the term subsets where that
         visits fewer rows (``subsets_visit_fewer``)."""
-        if not (chats.tokens_suffice and self.uses_lexemes(chats)):
+        if not (chats.tokens_suffice and uses_lexemes(chats, self.policy)):
             return super().count_matches(cursor, chats, terms)
         if (
             known is not None
@@ -259,8 +253,8 @@ class PostgresCounts(SearchMatcher):
         ):
             return union_size(self._count_subsets(cursor, chats, terms), len(terms))
         query = " | ".join(tsquery_literal(term) for term in terms)
-        tenant, tenant_params = chats.tenant_sql()
-        with _bitmap_scans(self.alias, cursor):
+        tenant, tenant_params = tenant_sql(chats)
+        with _bitmap_scans(self.source.alias, cursor):
             cursor.execute(
                 f"SELECT count(*) FROM {table(Message)} m "
                 f"WHERE m.{VECTOR_COLUMN} @@ %s::tsquery{tenant}",
@@ -268,52 +262,20 @@ class PostgresCounts(SearchMatcher):
             )
             return fetch_int(cursor)
 
-    def matches_more_than(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], cap: int
-    ) -> bool:
-        """Decided from each term's n_t where the filter's counts are stored (a term not
-        counted is counted in GIN up to ``cap + 1``, in the same statement): one term past
-        ``cap`` says yes, all together within it no; in between, two terms count the rows
-        holding both (``either_of_two_more_than``), more terms their matches up to
-        ``cap + 1``."""
-        stored = self.stored_counts_of(chats)
-        if stored is None or not self.uses_lexemes(chats):
-            return super().matches_more_than(cursor, chats, terms, cap)
-        columns = {
-            position: stored_or(
-                term,
-                stored.tenant,
-                stored.roles,
-                gin_count(chats, filtered_tsquery(chats, tsquery_literal(term)), cap + 1),
-            )
-            for position, term in enumerate(terms)
-        }
-        if len(terms) == 2:
-            both = filtered_tsquery(chats, every_term_tsquery(terms, 0b11))
-            # no sequential scan: GIN overestimates an AND's rows, and a LIMIT would then
-            # make reading the table until the bound look cheaper (it is never reached
-            # when fewer rows hold both: the whole table read)
-            with _bitmap_scans(self.alias, cursor):
-                return either_of_two_more_than(cursor, chats, both, (columns[0], columns[1]), cap)
-        decided = more_than_by_counts(list(count_subsets(cursor, columns).values()), cap)
-        if decided is not None:
-            return decided
-        return super().matches_more_than(cursor, chats, terms, cap)
-
     def subset_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int
     ) -> dict[int, int] | None:
         """Every match's mask histogram from the terms' stored counts and one GIN count of
         each larger subset, where every n_t is stored and those counts visit fewer rows
         than the essential-terms plan reads for it (``subsets_beat_reading``)."""
-        stored = self.stored_counts_of(chats)
+        stored = self.stored.of(chats)
         if (
             stored is None
             or not 2 <= len(terms) <= self.policy.subset_count_max_terms
-            or not self.uses_lexemes(chats)
+            or not uses_lexemes(chats, self.policy)
         ):
             return None
-        counts = self.stored_counts(cursor, terms, stored)
+        counts = self.stored.counts_of(cursor, terms, stored)
         known = [count for count in counts if count is not None]
         if len(known) < len(counts) or not subsets_beat_reading(total, known):
             return None
