@@ -360,9 +360,9 @@ def test_chat_rows_written_by_sql_read_back_as_the_orm_reads_them():
     store.write_chat(moved, expected_revision=1)
     orm = Chat.objects.get(chat_id="c1")
     with connection.cursor() as cursor:
-        tombstoned, loaded = load_chat(cursor, "default", "c1")
-        assert load_chat(cursor, "default", "nothing") == (False, None)
-    assert not tombstoned and loaded is not None
+        tombstoned, loaded, key = load_chat(cursor, "default", "c1")
+        assert load_chat(cursor, "default", "nothing") == (False, None, None)
+    assert not tombstoned and loaded is not None and key is None
     fields = [field.attname for field in Chat._meta.concrete_fields]
     assert [getattr(loaded, name) for name in fields] == [getattr(orm, name) for name in fields]
     assert orm.scope == {"userId": "ada", "team": "y"}
@@ -370,7 +370,27 @@ def test_chat_rows_written_by_sql_read_back_as_the_orm_reads_them():
     assert dict(ChatScope.objects.filter(chat=orm).values_list("key", "value")) == orm.scope
     store.delete_chat("c1")
     with connection.cursor() as cursor:
-        assert load_chat(cursor, "default", "c1") == (True, None)
+        assert load_chat(cursor, "default", "c1") == (True, None, None)
+
+
+def test_a_new_chat_key_is_reserved_only_for_a_chat_with_no_row():
+    """PostgreSQL reserves the key of a new chat's row in the round trip of its lock."""
+    from deuz_transcripts.backends import get_search_rows
+    from deuz_transcripts.sql.chat_rows import load_chat
+
+    new_key = get_search_rows("default").new_chat_key_sql
+    store = DjangoConditionalChatStore()
+    store.write_chat(record("c1", "hello"), expected_revision=0)
+    with connection.cursor() as cursor:
+        _, row, kept = load_chat(cursor, "default", "c1", new_key=new_key)
+        _, none, reserved = load_chat(cursor, "default", "c2", new_key=new_key)
+    assert row is not None and kept is None and none is None
+    if new_key is None:  # SQLite: the chat row's INSERT returns its key
+        assert reserved is None
+        return
+    assert isinstance(reserved, int) and reserved > row.pk
+    store.write_chat(record("c2", "world"), expected_revision=0)
+    assert Chat.objects.get(chat_id="c2").pk > reserved  # a key is never handed out twice
 
 
 def test_tombstoned_chat_is_never_reindexed():

@@ -11,12 +11,14 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from ..conf import conf
 from .maintenance import EngineMaintenance
 from .search_backend import SearchBackend
+from .search_rows import SearchRows
 
 __all__ = [
     "SearchBackend",
     "backend_name_for",
     "connect_engine_signals",
     "get_backend",
+    "get_search_rows",
     "maintenance_for",
     "storage_steps",
 ]
@@ -54,19 +56,29 @@ def backend_name_for(alias: str, *, inspect_database: bool = True) -> str:
     return "sqlite-like"
 
 
-def get_backend(alias: str) -> SearchBackend:
+def _backend_class(alias: str) -> type[SearchBackend]:
     name = backend_name_for(alias)
     if name == "postgresql":
         from .postgresql.engine import PostgresBackend
 
-        return PostgresBackend(alias)
+        return PostgresBackend
     if name == "sqlite-fts5":
         from .sqlite.fts5 import SQLiteFts5Backend
 
-        return SQLiteFts5Backend(alias)
+        return SQLiteFts5Backend
     from .sqlite.like import SQLiteLikeBackend
 
-    return SQLiteLikeBackend(alias)
+    return SQLiteLikeBackend
+
+
+def get_backend(alias: str) -> SearchBackend:
+    return _backend_class(alias)(alias)
+
+
+def get_search_rows(alias: str) -> SearchRows:
+    """``get_backend(alias).rows`` without the rest of the backend (its matcher reads
+    the search policy): what a write needs, looked up at every write."""
+    return _backend_class(alias).rows_class(alias)
 
 
 def maintenance_for(alias: str) -> EngineMaintenance:

@@ -19,6 +19,7 @@ from django.db import connections
 from django.db.backends.utils import CursorWrapper
 
 from ..models import Chat, Message
+from .batched import Statement, run_batched
 from .chat_filter import table
 
 __all__ = ["NEW_MESSAGE_COLUMNS", "NewMessage", "NewRows", "SearchRows", "StoredRow"]
@@ -79,20 +80,37 @@ class SearchRows(ABC):
     def __init__(self, alias: str) -> None:
         self.alias = alias
 
+    #: An SQL expression of a new ``Chat`` key, evaluated in the round trip that locks
+    #: and reads a chat with no row, so that the write inserting it sends its chat row
+    #: with its other statements (``None``: the chat row's insert returns its key).
+    new_chat_key_sql: ClassVar[str | None] = None
+
     @abstractmethod
+    def lock_sql(self, chat_id: str) -> Statement:
+        """The statement that serializes writers of one chat id until the transaction ends."""
+
     def lock_chat(self, cursor: CursorWrapper, chat_id: str) -> None:
         """Serialize writers of one chat id until the transaction ends."""
+        cursor.execute(*self.lock_sql(chat_id))
 
     def lock_chats(self, cursor: CursorWrapper, chat_ids: Sequence[str]) -> None:
         """``lock_chat`` for each id, in the order given (callers keep one order)."""
         for chat_id in chat_ids:
             self.lock_chat(cursor, chat_id)
 
-    def insert(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
-        """Insert the new rows of one chat or several (multi-row ``INSERT``s as large as
-        the engine's parameter limit allows, each returning the keys it made), then their
-        search data. Plain SQL: ``bulk_create`` built a model instance and compiled each
-        field of each row, Python work that a write holds its lock through."""
+    def insert(
+        self,
+        cursor: CursorWrapper,
+        batches: Sequence[NewRows],
+        *,
+        before: Sequence[Statement] = (),
+    ) -> None:
+        """Run ``before`` (the write's other statements: its chat row's), then insert the
+        new rows of one chat or several (multi-row ``INSERT``s as large as the engine's
+        parameter limit allows, each returning the keys it made), then their search data.
+        Plain SQL: ``bulk_create`` built a model instance and compiled each field of each
+        row, Python work that a write holds its lock through."""
+        run_batched(cursor, before)
         values = [(batch.chat.pk, *message) for batch in batches for message in batch.messages]
         if not values:
             return

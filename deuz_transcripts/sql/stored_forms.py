@@ -14,11 +14,18 @@ from __future__ import annotations
 from django.db import DatabaseError, transaction
 from django.db.backends.utils import CursorWrapper
 
+from ..backends.batched import Statement
 from ..backends.chat_filter import table
 from ..models import StoredForm
 from ..stored_form import current_form, describe_form
 
-__all__ = ["begin_reindex", "finish_reindex", "record_form", "stored_form_problem"]
+__all__ = [
+    "begin_reindex",
+    "finish_reindex",
+    "record_form",
+    "record_form_sql",
+    "stored_form_problem",
+]
 
 # ``ON CONFLICT ... DO NOTHING``: PostgreSQL and SQLite (3.24+) alike; no lock on a
 # recorded form, so concurrent writers never wait for each other here.
@@ -31,7 +38,12 @@ _RECORD = (
 def record_form(cursor: CursorWrapper) -> None:
     """Adds the form in force to the forms of the cursor's database: for each write of
     message rows, in its transaction, after the chat's lock."""
-    cursor.execute(_RECORD, [current_form(), False])
+    cursor.execute(*record_form_sql())
+
+
+def record_form_sql() -> Statement:
+    """``record_form``'s statement, for a write to send with its others."""
+    return _RECORD, [current_form(), False]
 
 
 def begin_reindex(using: str) -> None:

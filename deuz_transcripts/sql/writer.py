@@ -21,17 +21,26 @@ from typing import Any
 from django.db import connections
 from django.db.models import QuerySet
 
-from ..backends import SearchBackend, get_backend
+from ..backends import SearchBackend, get_backend, get_search_rows
 from ..backends.base import StoredMessage
+from ..backends.batched import Statement
 from ..backends.chat_filter import table
 from ..backends.search_rows import NewMessage, NewRows, SearchRows, StoredRow
 from ..conf import conf
 from ..models import Chat, ChatScope, Message, Tombstone
 from ..prepared import PreparedChat, PreparedMessage
 from ..records import ChatRecord, fill_ids
-from .chat_rows import insert_chat, insert_chats, insert_scope_rows, load_chat, update_chat
+from .chat_rows import (
+    insert_chat,
+    insert_chats,
+    insert_scope_rows,
+    load_chat,
+    new_chat_sql,
+    scope_rows_sql,
+    update_chat_sql,
+)
 from .stored import stored_differences, to_db_datetime
-from .stored_forms import record_form
+from .stored_forms import record_form, record_form_sql
 
 __all__ = ["ChatWriter", "HandOver", "LockedChat", "chat_messages"]
 
@@ -59,6 +68,9 @@ class LockedChat:
     tombstoned: bool
     row: Chat | None
     sets_revision: int | None = None
+    #: The key reserved for the chat row a write inserts (a chat with no row, on an
+    #: engine whose ``SearchRows.new_chat_key_sql`` the lock's round trip evaluated).
+    new_key: int | None = None
 
     @property
     def revision(self) -> int:
@@ -136,9 +148,7 @@ class ChatWriter:
         ):
             handed.taken = True
             return handed.locked
-        with connections[self.using].cursor() as cursor:
-            self.backend.rows.lock_chat(cursor, chat_id)
-        return self.read(chat_id)
+        return self._load_one(chat_id, locking=True)
 
     @contextmanager
     def handing_over(self, locked: LockedChat, *, revision: int) -> Iterator[HandOver]:
@@ -154,7 +164,22 @@ class ChatWriter:
 
     def read(self, chat_id: str) -> LockedChat:
         """What ``lock`` reads, without the lock (a dry run, which writes nothing)."""
-        return self._load([chat_id])[chat_id]
+        return self._load_one(chat_id, locking=False)
+
+    def _load_one(self, chat_id: str, *, locking: bool) -> LockedChat:
+        """One chat's tombstone and row (``locking``: after its lock, in the same round
+        trip, with a key reserved for its row if it has none): this runs at every store
+        write."""
+        rows = get_search_rows(self.using)
+        with connections[self.using].cursor() as cursor:
+            tombstoned, row, new_key = load_chat(
+                cursor,
+                self.using,
+                chat_id,
+                before=[rows.lock_sql(chat_id)] if locking else (),
+                new_key=rows.new_chat_key_sql if locking else None,
+            )
+        return LockedChat(chat_id, tombstoned, row, new_key=new_key)
 
     def read_many(self, chat_ids: Sequence[str]) -> dict[str, LockedChat]:
         """``read`` for several chats in two statements (``verify`` reads a batch at once)."""
@@ -168,11 +193,8 @@ class ChatWriter:
 
     def _load(self, chat_ids: Sequence[str]) -> dict[str, LockedChat]:
         db = self.using
-        if len(chat_ids) == 1:  # one plain statement: this runs at every store write
-            chat_id = chat_ids[0]
-            with connections[db].cursor() as cursor:
-                tombstoned, row = load_chat(cursor, db, chat_id)
-            return {chat_id: LockedChat(chat_id, tombstoned, row)}
+        if len(chat_ids) == 1:
+            return {chat_ids[0]: self._load_one(chat_ids[0], locking=False)}
         tombstones = Tombstone.objects.using(db).filter(chat_id__in=chat_ids)
         found = set(tombstones.values_list("chat_id", flat=True))
         rows = {chat.chat_id: chat for chat in Chat.objects.using(db).filter(chat_id__in=chat_ids)}
@@ -189,7 +211,7 @@ class ChatWriter:
         scope lookup rows (verify's repair); the lock's ``sets_revision``, when given, is
         set with the row. Returns the chat row."""
         db = self.using
-        rows = self.backend.rows
+        rows = get_search_rows(db)
         row = locked.row
         unchanged: dict[int, bool] = {}  # kept rows: {position: has_terms}
         if row is not None:
@@ -205,19 +227,23 @@ class ChatWriter:
         }
         if locked.sets_revision is not None:
             fields["revision"] = locked.sets_revision
+        # the chat row's statements go in the round trip of the message rows' INSERT
+        statements: list[Statement] = []
         with connections[db].cursor() as cursor:
-            if row is None:
+            if row is None and locked.new_key is not None:
+                row, insert = new_chat_sql(db, {"chat_id": chat.chat_id, **fields}, locked.new_key)
+                statements += [insert, *scope_rows_sql(db, [row])]
+            elif row is None:
                 row = insert_chat(cursor, db, {"chat_id": chat.chat_id, **fields})
                 insert_scope_rows(cursor, [row])
             else:
                 scope_changed = row.scope != fields["scope"]  # a new tenant rewrote every row
-                update_chat(cursor, db, row, fields)
+                statements.append(update_chat_sql(db, row, fields))
                 if scope_changed or rewrite:
-                    ChatScope.objects.using(db).filter(chat=row).delete()
-                    insert_scope_rows(cursor, [row])
+                    statements += scope_rows_sql(db, [row], replace=True)
             if fresh:
-                record_form(cursor)
-            rows.insert(cursor, [_new_rows(row, fresh, rows.keeps_search_text)])
+                statements.append(record_form_sql())
+            rows.insert(cursor, [_new_rows(row, fresh, rows.keeps_search_text)], before=statements)
         _wrote(self.using, locked)
         return row
 
@@ -296,12 +322,12 @@ class ChatWriter:
             "message_count": fresh[0].index + len(fresh) if fresh else row.message_count,
             "revision": revision,
         }
-        rows = self.backend.rows
+        rows = get_search_rows(self.using)
+        statements = [update_chat_sql(self.using, row, fields)]
+        if fresh:
+            statements.append(record_form_sql())
         with connections[self.using].cursor() as cursor:
-            update_chat(cursor, self.using, row, fields)
-            if fresh:
-                record_form(cursor)
-                rows.insert(cursor, [_new_rows(row, fresh, rows.keeps_search_text)])
+            rows.insert(cursor, [_new_rows(row, fresh, rows.keeps_search_text)], before=statements)
         _wrote(self.using, locked)
         return row
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
@@ -117,8 +118,10 @@ def tsquery_operand(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+@lru_cache(maxsize=256)
 def role_lexeme(role: str) -> str:
-    """The lexeme of a message's role (the ``roles`` filter is a GIN search)."""
+    """The lexeme of a message's role (the ``roles`` filter is a GIN search); kept, as a
+    write hashes the role of each of its messages and a chat's roles are few."""
     return _token(_ROLE_PREFIX, role)
 
 

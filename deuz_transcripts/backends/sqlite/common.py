@@ -18,6 +18,7 @@ from django.db.models.expressions import RawSQL
 from ...conf import conf
 from ...errors import SearchTimeout
 from ...models import LegacyChat, Message, Tombstone
+from ..batched import Statement
 from ..chat_filter import table
 from ..search_backend import SearchBackend
 from ..search_rows import SearchRows
@@ -162,12 +163,10 @@ def secure_delete_on_connect(sender: object, connection: Any, **kwargs: object) 
 class SQLiteRows(SearchRows):
     """SQLite's write lock, and deletes that leave no trace (``SQLITE_SECURE_DELETE``)."""
 
-    def lock_chat(self, cursor: CursorWrapper, chat_id: str) -> None:
+    def lock_sql(self, chat_id: str) -> Statement:
         # A write statement takes SQLite's RESERVED lock now, not at the first real
         # write, so a deferred transaction cannot fail to upgrade after reading.
-        cursor.execute(
-            f"UPDATE {table(Tombstone)} SET chat_id = chat_id WHERE chat_id = %s", [chat_id]
-        )
+        return f"UPDATE {table(Tombstone)} SET chat_id = chat_id WHERE chat_id = %s", [chat_id]
 
     def lock_chats(self, cursor: CursorWrapper, chat_ids: Sequence[str]) -> None:
         """SQLite's write lock covers the whole database: one statement takes it for all."""
