@@ -24,6 +24,7 @@ from django.db.backends.utils import CursorWrapper
 
 from ...errors import SearchTimeout
 from ...search_budget import SearchBudget
+from ..batched import binds_on_client
 from ..search_cursor import SearchCursor
 from .errors import QUERY_CANCELED, sqlstate
 
@@ -81,7 +82,7 @@ class SearchSession:
         #: a transaction of its own; else a savepoint in the caller's, rolled back at the
         #: end (a search writes nothing): that puts back every setting at once
         self.own = inner.db.get_autocommit()
-        self.inline = _binds_on_client(inner)
+        self.inline = binds_on_client(inner)
         self.timeout_ms = timeout_ms
         self.budget = SearchBudget(timeout_ms) if timeout_ms else None
         self.begun = False  # a transaction (savepoint) is open, to be ended
@@ -194,17 +195,6 @@ class SearchSession:
 
 def _select(settings: _Settings) -> str:
     return "SELECT " + ", ".join(settings.columns)
-
-
-def _binds_on_client(cursor: CursorWrapper) -> bool:
-    """Whether one query string may hold several statements: psycopg 3's client-side
-    binding (Django's default) sends it by the simple query protocol; server-side binding
-    (``OPTIONS["server_side_binding"]``) and other drivers send one statement."""
-    try:
-        from psycopg import ClientCursor
-    except ImportError:  # pragma: no cover - psycopg2
-        return False
-    return isinstance(cursor.cursor, ClientCursor)
 
 
 class SessionCursor(SearchCursor):
