@@ -79,6 +79,17 @@ def analyze() -> None:
         cursor.execute(f"ANALYZE {MESSAGES}")
 
 
+def zephyr_in_30_messages(store: DjangoConditionalChatStore) -> int:
+    """Six chats of ada's whose 30 messages hold "zephyr", analysed so that the next fold
+    marks it; the first chat's key."""
+    for n in range(6):
+        store.write_chat(
+            chat(f"s{n}", "ada", *[f"zephyr {n} {k}" for k in range(5)]), expected_revision=0
+        )
+    analyze()
+    return Chat.objects.get(chat_id="s0").pk
+
+
 def holding(lexeme: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -123,12 +134,7 @@ def test_a_writer_that_missed_the_mark_holds_the_count_back_until_it_ends():
     is in the count."""
     with tenant_key("userId"), thresholds(terms=20, tenants=10**9):
         store = DjangoConditionalChatStore()
-        for n in range(6):
-            store.write_chat(
-                chat(f"s{n}", "ada", *[f"zephyr {n} {k}" for k in range(5)]), expected_revision=0
-            )
-        chat_pk = Chat.objects.get(chat_id="s0").pk
-        analyze()
+        chat_pk = zephyr_in_30_messages(store)
         with other_connection() as other, other.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {MESSAGES} (chat_id, position, message_id, role, payload, "
@@ -157,12 +163,7 @@ def test_a_repeatable_read_writer_whose_snapshot_predates_the_mark_holds_the_cou
     terms as they were): the term waits for it too, and its row is in the count."""
     with tenant_key("userId"), thresholds(terms=20, tenants=10**9):
         store = DjangoConditionalChatStore()
-        for n in range(6):
-            store.write_chat(
-                chat(f"s{n}", "ada", *[f"zephyr {n} {k}" for k in range(5)]), expected_revision=0
-            )
-        chat_pk = Chat.objects.get(chat_id="s0").pk
-        analyze()
+        chat_pk = zephyr_in_30_messages(store)
         with other_connection() as other, other.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             cursor.execute(f"SELECT count(*) FROM {MESSAGES}")  # its snapshot
