@@ -7,7 +7,7 @@ variant to ``plain`` is the cost of the filter.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from deuz_transcripts.base import BaseTranscriptIndex
@@ -19,9 +19,12 @@ from .measures import Engine
 __all__ = [
     "FILTER_CLASSES",
     "VARIANTS",
+    "WINDOWS",
+    "Window",
     "newest_cutoff",
     "ratios",
     "variant_engines",
+    "windows",
 ]
 
 #: Query classes measured with filters (the same queries as the search phase).
@@ -30,8 +33,13 @@ FILTER_CLASSES = ("1-common", "2-common", "2-mixed", "5-mixed")
 VARIANTS = {
     "plain": "search(scope, q)",
     "roles": 'search(scope, q, roles=["user"])',
+    "window_day": "search(scope, q, updated_after=D): D is a day before the scope's newest chat",
+    "window10": "search(scope, q, updated_after=T10): T10 keeps the newest 10% of its chats",
     "window": "search(scope, q, updated_after=T): T keeps the newest half of the scope's chats",
     "window90": "search(scope, q, updated_after=T90): T90 keeps the newest 90% of its chats",
+    "window_old_month": "search(scope, q, updated_after=A, updated_before=B): a closed window "
+    "holding 1/12 of the scope's chats two thirds of the way back (the corpus spans about six "
+    "weeks, so a calendar month would be most of it)",
     "roles+window": 'search(scope, q, roles=["user"], updated_after=T)',
     "page_first": "search_page(scope, q).hits: the first page with its exact total",
     "page_next": "search_page(scope, q, cursor=first page's next_cursor).hits",
@@ -51,6 +59,25 @@ def newest_cutoff(user: str | None, share: float = 0.5) -> datetime:
     count = chats.count()
     ordered = chats.order_by("-updated_at").values_list("updated_at", flat=True)
     return ordered[min(int(count * share), count - 1)]
+
+
+#: A date window of a variant: ``(updated_after, updated_before)``, either may be ``None``.
+Window = tuple[datetime | None, datetime | None]
+#: The window variants, newest and narrowest first.
+WINDOWS = ("window_day", "window10", "window", "window90", "window_old_month")
+
+
+def windows(user: str | None) -> dict[str, Window]:
+    """Each window variant's bounds over the scope of ``user`` (``None``: unscoped)."""
+    newest = newest_cutoff(user, 0.0)
+    old_end = newest_cutoff(user, 2 / 3)
+    return {
+        "window_day": (newest - timedelta(days=1), None),
+        "window10": (newest_cutoff(user, 0.1), None),
+        "window": (newest_cutoff(user, 0.5), None),
+        "window90": (newest_cutoff(user, 0.9), None),
+        "window_old_month": (newest_cutoff(user, 2 / 3 + 1 / 12), old_end),
+    }
 
 
 class _NextPage:
@@ -91,10 +118,10 @@ class _NextPage:
 
 
 def variant_engines(
-    index: BaseTranscriptIndex, user: str | None, cutoff: datetime, cutoff_90: datetime
+    index: BaseTranscriptIndex, user: str | None, bounds: dict[str, Window]
 ) -> dict[str, Engine]:
-    """One engine per variant, over the scope of ``user`` (``None``: unscoped);
-    ``cutoff`` keeps the newest half of its chats, ``cutoff_90`` the newest 90%."""
+    """One engine per variant, over the scope of ``user`` (``None``: unscoped); ``bounds``
+    are the window variants' (``windows``)."""
     scope = {} if user is None else {"userId": user}
 
     def plain(_: str | None, q: str) -> list[Any]:
@@ -103,14 +130,17 @@ def variant_engines(
     def roles(_: str | None, q: str) -> list[Any]:
         return index.search(scope, q, limit=20, around=1, roles=["user"])
 
-    def window(_: str | None, q: str) -> list[Any]:
-        return index.search(scope, q, limit=20, around=1, updated_after=cutoff)
+    def windowed(after: datetime | None, before: datetime | None) -> Engine:
+        def search(_: str | None, q: str) -> list[Any]:
+            return index.search(
+                scope, q, limit=20, around=1, updated_after=after, updated_before=before
+            )
 
-    def window_90(_: str | None, q: str) -> list[Any]:
-        return index.search(scope, q, limit=20, around=1, updated_after=cutoff_90)
+        return search
 
     def roles_window(_: str | None, q: str) -> list[Any]:
-        return index.search(scope, q, limit=20, around=1, roles=["user"], updated_after=cutoff)
+        after = bounds["window"][0]
+        return index.search(scope, q, limit=20, around=1, roles=["user"], updated_after=after)
 
     def page_first(_: str | None, q: str) -> list[Any]:
         return index.search_page(scope, q, limit=20, around=1).hits
@@ -121,8 +151,7 @@ def variant_engines(
     return {
         "plain": plain,
         "roles": roles,
-        "window": window,
-        "window90": window_90,
+        **{name: windowed(*bounds[name]) for name in WINDOWS},
         "roles+window": roles_window,
         "page_first": page_first,
         "page_next": _NextPage(index, scope),

@@ -21,7 +21,15 @@ ENGINES = [
 ]
 COMMON = ("1-common", "2-common")
 #: The filtered variants judged against the plain search (the paging ones are reported only).
-FILTERED = ("roles", "window", "window90", "roles+window")
+FILTERED = (
+    "roles",
+    "window_day",
+    "window10",
+    "window",
+    "window90",
+    "window_old_month",
+    "roles+window",
+)
 #: "No more than the plain search": the same cost within the noise of a shared machine.
 FILTER_NOISE = 1.1
 
@@ -139,10 +147,11 @@ def print_filters(results: dict[str, Any], out: TextIO) -> None:
         out.write(f"- `{name}`: `{what}`\n")
     scopes = [(label, section) for label, section in data.items() if label != "variants"]
     for label, section in scopes:
-        out.write(
-            f"- {label}: T = {section['updated_after']}, "
-            f"T90 = {section.get('updated_after_90', '-')}\n"
+        bounds = ", ".join(
+            f"{name} {after or '-'} .. {before or '-'}"
+            for name, (after, before) in section.get("windows", {}).items()
         )
+        out.write(f"- {label}: {bounds}\n")
     out.write("\n| scope | class | " + " | ".join(variants) + " |\n")
     out.write("|---|---|" + "---|" * len(variants) + "\n")
     for label, section in scopes:

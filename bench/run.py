@@ -370,15 +370,17 @@ class Run:
         for label, user in measures.users_measured().items():
             if label == "small":
                 continue
-            cutoff, cutoff_90 = filters.newest_cutoff(user), filters.newest_cutoff(user, 0.9)
+            bounds = filters.windows(user)
             classes = measures.query_classes(self.corpus, user, self.per_class, self.args.seed)
-            engines = filters.variant_engines(index, user, cutoff, cutoff_90)
+            engines = filters.variant_engines(index, user, bounds)
             for engine in engines.values():  # warm every code path once
                 engine(user, classes[filters.FILTER_CLASSES[0]][0])
             out[label] = {
                 "user": user,
-                "updated_after": cutoff.isoformat(),
-                "updated_after_90": cutoff_90.isoformat(),
+                "windows": {
+                    name: [None if bound is None else bound.isoformat() for bound in pair]
+                    for name, pair in bounds.items()
+                },
                 "classes": {},
             }
             for name in filters.FILTER_CLASSES:

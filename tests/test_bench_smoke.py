@@ -132,13 +132,18 @@ def test_bench_cjk_and_filter_phases_then_reuse(tmp_path: Path) -> None:
     for label in ("big", "unscoped"):
         section = results["filters"][label]
         assert set(section["classes"]) == {"1-common", "2-common", "2-mixed", "5-mixed"}
+        # newest day, newest 10%, half and 90%, and a closed window two thirds back
+        after, before = section["windows"]["window_old_month"]
+        assert after <= before <= section["windows"]["window"][0]
+        assert section["windows"]["window_day"][1] is None
         for cls in section["classes"].values():
             assert set(cls["variants"]) == set(results["filters"]["variants"])
             assert cls["variants"]["plain"]["n"] >= 1
             ratio = cls["ratio_to_plain"]["roles"]["p50"]
             assert ratio is not None and ratio > 0
             # roles and the window narrow the matches
-            assert cls["variants"]["roles"]["max_hits"] <= cls["variants"]["plain"]["max_hits"]
+            for narrower in ("roles", "window_day", "window10", "window_old_month"):
+                assert cls["variants"][narrower]["max_hits"] <= cls["variants"]["plain"]["max_hits"]
     assert any(t["target"].startswith("filters (roles") for t in results["targets"])
     assert "Left out of the cjk-1/cjk-2 classes" in proc.stdout and "- tantivy: " in proc.stdout
     assert "Ratio to `plain`" in proc.stdout and "| cjk-1 |" not in proc.stdout.split("Filters")[1]
