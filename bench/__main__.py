@@ -202,6 +202,13 @@ def apply_policy(changes: list[tuple[str, int]]) -> None:
         )
     if changes:
         policy.DEFAULT_POLICY = replace(policy.DEFAULT_POLICY, **dict(changes))
+    if "scan_scope_max" in dict(changes):  # a setting too, which current_policy() reads
+        from django.conf import settings
+
+        settings.DEUZ_TRANSCRIPTS = {
+            **settings.DEUZ_TRANSCRIPTS,
+            "SQLITE_SCAN_SCOPE_MAX": dict(changes)["scan_scope_max"],
+        }
 
 
 def main(argv: list[str] | None = None) -> int:

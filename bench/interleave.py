@@ -48,6 +48,11 @@ if changes:
     if unknown:
         raise SystemExit(f"no threshold {unknown} in {tree}")
     policy.DEFAULT_POLICY = replace(policy.DEFAULT_POLICY, **changes)
+    if "scan_scope_max" in changes:  # a setting too, which current_policy() reads
+        from django.conf import settings
+        settings.DEUZ_TRANSCRIPTS = {
+            **settings.DEUZ_TRANSCRIPTS, "SQLITE_SCAN_SCOPE_MAX": changes["scan_scope_max"]
+        }
 from deuz_transcripts.stores import DjangoConditionalChatStore
 store = DjangoConditionalChatStore()
 print(json.dumps({"ready": True}), flush=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -36,3 +37,11 @@ def test_a_change_that_is_no_integer_is_refused(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         parse_args(["--policy", "walk_min_rows=many"])
     assert "NAME=INTEGER" in capsys.readouterr().err
+
+
+def test_the_scan_scope_threshold_is_also_the_setting_it_is_read_from(
+    restored_policy: None, settings: Any
+) -> None:
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS}
+    apply_policy([("scan_scope_max", 0)])
+    assert policy.current_policy().scan_scope_max == 0
