@@ -60,9 +60,12 @@ for line in sys.stdin:
     ask = json.loads(line)
     scope = {} if ask["user"] is None else {"userId": ask["user"]}
     start = time.perf_counter()
-    hits = store.transcript.search(scope, ask["q"], limit=20, around=1)
+    try:
+        hits = store.transcript.search(scope, ask["q"], limit=20, around=1)
+        out = [f"{h.message_id}:{h.score:.9f}" for h in hits]
+    except Exception as exc:  # a timeout: timed as it is, its hits "error"
+        out = [f"error {type(exc).__name__}"]
     ms = (time.perf_counter() - start) * 1000
-    out = [f"{h.message_id}:{h.score:.9f}" for h in hits]
     print(json.dumps({"ms": ms, "hits": out}), flush=True)
 """
 
