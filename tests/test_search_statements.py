@@ -460,3 +460,23 @@ def test_n_and_a_small_scopes_candidates_come_in_one_statement(store):
         assert read is not None and sum(read[0].values()) == 15  # each message holds a word
         assert source.sized_candidates(cursor, ada, terms, 4, 14) == (15, None)
         assert source.sized_candidates(cursor, chats_of(BOB), terms, 4, 15) == (180, None)
+
+
+@pytest.mark.django_db
+@override_settings(DEUZ_TRANSCRIPTS=TENANTS)
+def test_ns_statement_plans_the_same_subqueries_for_any_number_of_terms(scaled_plans):
+    """Every n_t N's statement carries comes from one array subquery per kind (stored,
+    counted in GIN), not one per term: PostgreSQL plans a statement's subqueries whether
+    their branch runs or not, and 32 of them each cost a small scope's search three times
+    its own time (bench/RESULTS.md)."""
+    postgresql_only()
+    store = counted_users_store()
+    source = store.transcript.backend.source
+    bob = ChatFilter(BOB, tenant=source.tested_tenant(BOB))
+    many = [*WORDS.split(), *(f"word{number}" for number in range(27))]
+    subqueries = []
+    for terms in (WORDS.split(), many):
+        with sent() as trips, search_session("default", 5_000) as cursor:
+            source.sized_candidates(cursor, bob, terms, 4, 15)
+        subqueries.append(trips[0][-1].count("(SELECT"))
+    assert subqueries[0] == subqueries[1]

@@ -23,6 +23,7 @@ from django.db.models import QuerySet
 
 from ...conf import conf
 from ...models import Chat, Message
+from ...text import stored_term
 from ..base import Candidate, Ranked, RowSource, fetch_int, mask_sql, more_than_by_counts
 from ..chat_filter import ChatFilter, table
 from ..engine_counts import EngineCounts
@@ -30,8 +31,13 @@ from ..policy import PlanPolicy
 from ..search_backend import SearchBackend
 from .checks import PostgresChecks
 from .counts.statistics import PostgresCounts, PostgresStoredCounts
-from .counts.stored import is_stored_sql, stored_or, tenant_counted_sql
-from .counts.subsets import count_subsets, either_of_two_more_than, gin_count
+from .counts.stored import (
+    each_stored_or_null,
+    lexeme_stored_sql,
+    stored_or,
+    tenant_counted_sql,
+)
+from .counts.subsets import count_subsets, either_of_two_more_than, gin_count, gin_count_of
 from .rows import PostgresRows
 from .session import SessionCursor, bitmap_scans_free, keep_bitmap_scans, search_session
 from .session import bitmap_scans as _bitmap_scans
@@ -116,22 +122,30 @@ class PostgresRowSource(RowSource):
         policy = self.policy
         counted = len(terms) > policy.walk_max_terms and bitmap_scans_free(cursor)
         gate = max(policy.single_statement_max, policy.lexeme_scope_min)
-        past: list[tuple[str, list[Any]]] = []
-        for term in terms:
-            past.append(stored_or(term, stored.tenant, stored.roles, ("NULL", [])))
-            if counted:
-                is_stored, is_stored_params = is_stored_sql(term, stored.tenant)
-                own, own_params = "TRUE", list[Any]()
-                if stored.tenant is not None:
-                    own, own_params = tenant_counted_sql(stored.tenant)
-                gin, gin_params = gin_count(chats, filtered_tsquery(chats, tsquery_literal(term)))
-                past.append(
-                    (
-                        f"CASE WHEN t.total > %s AND {own} AND NOT {is_stored} THEN {gin} END",
-                        [gate, *own_params, *is_stored_params, *gin_params],
-                    )
-                )
+        # arrays of every term's count: one subquery each to plan, however many terms
+        past = [each_stored_or_null(terms, stored.tenant, stored.roles)]
         if counted:
+            own, own_params = "TRUE", list[Any]()
+            if stored.tenant is not None:
+                own, own_params = tenant_counted_sql(stored.tenant)
+            is_stored, is_stored_params = lexeme_stored_sql("q.lexeme", stored.tenant)
+            gin, gin_params = gin_count_of(chats, "q.query")
+            queries = [filtered_tsquery(chats, tsquery_literal(term)) for term in terms]
+            past.append(
+                (
+                    f"(SELECT array_agg(CASE WHEN t.total > %s AND {own} AND NOT ({is_stored}) "
+                    f"THEN {gin} END ORDER BY q.i) FROM unnest(%s::text[], %s::tsquery[]) "
+                    "WITH ORDINALITY AS q(lexeme, query, i))",
+                    [
+                        gate,
+                        *own_params,
+                        *is_stored_params,
+                        *gin_params,
+                        [stored_term(term) for term in terms],
+                        queries,
+                    ],
+                )
+            )
             with _bitmap_scans(self.alias, cursor):
                 size, read, values = self._sized_candidates_of(
                     cursor, total, chats, terms, depth, most, past
@@ -143,8 +157,7 @@ class PostgresRowSource(RowSource):
                 cursor, total, chats, terms, depth, most, past
             )
         if size > most:
-            step = 2 if counted else 1
-            self.stored.remember(terms, stored, values[::step], values[1::2] if counted else [])
+            self.stored.remember(terms, stored, values[0], values[1] if counted else [])
         return size, read
 
     def one_statement_scope_max(self) -> int:

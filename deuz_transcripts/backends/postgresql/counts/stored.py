@@ -74,9 +74,11 @@ __all__ = [
     "count_drift",
     "create_triggers",
     "drop_term_counts",
+    "each_stored_or_null",
     "has_counting",
     "has_deltas",
     "is_stored_sql",
+    "lexeme_stored_sql",
     "rebuild_term_counts",
     "replace_function",
     "stored_or",
@@ -487,17 +489,41 @@ def stored_or(
     )
 
 
-def is_stored_sql(term: str, tenant: str | None) -> tuple[str, list[Any]]:
-    """A boolean SQL expression: whether ``term``'s count is stored for ``tenant``
-    (``None``: every tenant's)."""
+def each_stored_or_null(
+    terms: Sequence[str], tenant: str | None, roles: Collection[str] | None
+) -> tuple[str, list[Any]]:
+    """A scalar SQL expression: an array of each term's stored count (as ``stored_or``
+    with ``NULL`` for a term not stored), in order. One subquery however many terms: a
+    subquery per term is planned per statement, which cost a small scope's search more
+    than the search itself for long queries (bench/RESULTS.md)."""
+    counted, counted_params = lexeme_stored_sql("q.lexeme", tenant)
+    where, params = _where(tenant, roles)
+    parts = counts_relation(tenant=tenant is not None)
+    count = f"COALESCE((SELECT sum(t.rows) FROM {parts} t WHERE t.lexeme = q.lexeme{where}), 0)"
+    return (
+        f"(SELECT array_agg(CASE WHEN {counted} THEN {count} END ORDER BY q.i) "
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, i))",
+        [*counted_params, *params, [stored_term(term) for term in terms]],
+    )
+
+
+def lexeme_stored_sql(lexeme: str, tenant: str | None) -> tuple[str, list[Any]]:
+    """``is_stored_sql`` of a stored term given as SQL (e.g. ``q.lexeme``)."""
     own, own_params = "", list[Any]()
     if tenant is not None:
         own, own_params = tenant_counted_sql(tenant)
         own = f" AND {own}"
     return (
-        f"EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = %s){own}",
-        [stored_term(term), *own_params],
+        f"EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = {lexeme}){own}",
+        own_params,
     )
+
+
+def is_stored_sql(term: str, tenant: str | None) -> tuple[str, list[Any]]:
+    """A boolean SQL expression: whether ``term``'s count is stored for ``tenant``
+    (``None``: every tenant's)."""
+    sql, params = lexeme_stored_sql("%s", tenant)
+    return sql, [stored_term(term), *params]
 
 
 def tenant_counted_sql(tenant: str) -> tuple[str, list[Any]]:

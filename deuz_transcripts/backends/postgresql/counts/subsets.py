@@ -31,6 +31,7 @@ __all__ = [
     "count_subsets",
     "either_of_two_more_than",
     "gin_count",
+    "gin_count_of",
     "gin_rows",
     "subset_visits",
     "subsets_beat_reading",
@@ -61,6 +62,16 @@ def gin_count(chats: ChatFilter, query: str, limit: int | None = None) -> tuple[
     if limit is None:
         return f"(SELECT count(*) {rows})", params
     return f"(SELECT count(*) FROM (SELECT 1 {rows} LIMIT %s) AS probe)", [*params, limit]
+
+
+def gin_count_of(chats: ChatFilter, query: str) -> tuple[str, list[Any]]:
+    """``gin_count`` of a tsquery given as SQL (e.g. a column of ``unnest``), which GIN
+    still finds by its value: one subquery to plan for many tsqueries."""
+    more, more_params = chats.token_sql()
+    return (
+        f"(SELECT count(*) FROM {table(Message)} m WHERE m.{VECTOR_COLUMN} @@ {query}{more})",
+        more_params,
+    )
 
 
 def either_of_two_more_than(
