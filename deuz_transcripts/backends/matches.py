@@ -15,9 +15,9 @@ cursor's hit) is bound anew from this one (``sized``, ``without_window``, ``afte
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from django.db.backends.utils import CursorWrapper
 
@@ -30,13 +30,110 @@ from .policy import PlanPolicy
 if TYPE_CHECKING:
     from ..search_request import SearchRequest
 
-__all__ = ["MatchCounts", "Matches"]
+__all__ = ["FirstSize", "MatchCounts", "Matches"]
+
+
+class FirstSize(NamedTuple):
+    """N of a scoped search read before anything else (its size picks the route):
+    ``size`` is N where ``exact``, else a number past every size that picks a route;
+    ``read``: a small scope's mask histogram and candidates, read with N."""
+
+    size: int
+    exact: bool
+    read: Ranked | None
+
+
+class MatchCounts:
+    """What the engine counts of one filter's matches: N, n_t, the mask histogram and the
+    exact total, and the stored counts where the engine keeps them for the filter."""
+
+    def __init__(
+        self, counts: EngineCounts, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
+    ) -> None:
+        self._counts = counts
+        self._cursor = cursor
+        self._chats = chats
+        self._terms = tuple(terms)
+
+    @property
+    def rare_terms(self) -> RareTerms:
+        """How the essential-terms plan reads the rarest terms' rows at once here."""
+        return self._counts.rare_terms
+
+    def total(self) -> int:
+        """N counted in the engine (not the stored counts)."""
+        return self._counts.total(self._cursor, self._chats)
+
+    def mask_histogram(self) -> dict[int, int]:
+        """``{mask: rows}`` of every match."""
+        return self._counts.mask_histogram(self._cursor, self._chats, self._terms)
+
+    def subset_histogram(self, total: int) -> dict[int, int] | None:
+        """Every match's mask histogram from counts alone where that is cheaper than the
+        essential-terms plan's reading; ``None``: not here."""
+        return self._counts.subset_histogram(self._cursor, self._chats, self._terms, total)
+
+    def counts_terms(self, total: int) -> bool:
+        """Whether each n_t is counted in the index without reading rows, for N ``total``."""
+        return self._counts.counts_terms(self._chats, total)
+
+    def histogram_from_term_counts(self) -> bool:
+        """Whether a mask histogram costs less built from the n_t and the rarer terms'
+        rows than read from every match: where the n_t are stored counts (an engine that
+        counts terms cheaply in its index says where else)."""
+        return self.stored_cover()
+
+    def term_counts(self, terms: Sequence[str]) -> list[int]:
+        """n_t of each of ``terms`` counted in the index."""
+        return self._counts.term_counts(self._cursor, self._chats, terms)
+
+    def capped_term_counts(self, cap: int) -> list[int]:
+        """Each term's rows in the whole index, unfiltered, counted up to ``cap``."""
+        return self._counts.capped_term_counts(self._cursor, self._terms, cap)
+
+    def count_matches(self, known: Known = None) -> int:
+        """The rows holding any of the terms (``known``: N and every n_t, when known)."""
+        return self._counts.count_matches(self._cursor, self._chats, self._terms, known)
+
+    # the stored counts
+
+    def stored_cover(self) -> bool:
+        """Whether the engine's stored counts are this filter's N and n_t."""
+        stored = self._counts.stored
+        return stored is not None and stored.covers(self._chats)
+
+    def stored_total(self) -> int:
+        """N from the stored counts (``stored_cover``)."""
+        stored = self._counts.stored
+        assert stored is not None
+        return stored.total(self._cursor, self._chats)
+
+    def stored_term_counts(self, terms: Sequence[str]) -> list[int | None]:
+        """Each term's stored n_t (``None``: not stored), where ``stored_cover``."""
+        stored = self._counts.stored
+        assert stored is not None
+        return stored.term_counts(self._cursor, self._chats, terms)
+
+    def index_density(self) -> Density | None:
+        """Rows and each term's rows in the whole index, to guess the density of a filter
+        without stored counts of its own (a walk's bound only); ``None``: no guess."""
+        stored = self._counts.stored
+        if stored is None:
+            return None
+        return stored.index_density(self._cursor, self._chats, self._terms)
 
 
 class Matches:
     """The rows holding one search's terms within one filter: of given masks in tie order,
     newest chats first, the rarest terms' rows, counts up to a cap (``counts``: what the
-    engine counts of them). Two are equal when they bind the same filter and terms."""
+    engine counts of them). Two are equal when they bind the same filter and terms.
+
+    An engine that reads more in the same statements (PostgreSQL: N with a small scope's
+    ranking; FTS5: a big scope's N counted until it is big enough) binds its own kind
+    (``SearchBackend.matches_class``)."""
+
+    #: What the engine counts of these matches, bound alike.
+    counts_class: ClassVar[type[MatchCounts]] = MatchCounts
 
     def __init__(
         self,
@@ -53,7 +150,7 @@ class Matches:
         #: The query's terms, in the request's order (mask bit ``i`` is ``terms[i]``).
         self.terms = tuple(terms)
         #: What the engine counts of these matches.
-        self.counts = MatchCounts(counts, cursor, chats, self.terms)
+        self.counts = self.counts_class(counts, cursor, chats, self.terms)
 
     @classmethod
     def of_request(
@@ -74,7 +171,7 @@ class Matches:
         return cls(source, counts, cursor, chats, request.terms)
 
     def _bound(self, chats: ChatFilter) -> Matches:
-        return Matches(self._source, self._engine_counts, self._cursor, chats, self.terms)
+        return type(self)(self._source, self._engine_counts, self._cursor, chats, self.terms)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Matches):
@@ -121,10 +218,9 @@ class Matches:
     # the same search, narrower
 
     def sized(self, size: int | None) -> Matches:
-        """These matches with their N (``None``: past every size that routes them),
-        routed by the engine as N and the terms say."""
-        chats = replace(self._chats, size=size)
-        return self._bound(self._engine_counts.routed(self._cursor, chats, self.terms))
+        """These matches with their N (``None``: past every size that routes them), which
+        picks how the engine finds their rows."""
+        return self._bound(replace(self._chats, size=size))
 
     def without_window(self) -> Matches:
         """The search without its date window (and without its N): whose N and n_t score
@@ -143,15 +239,14 @@ class Matches:
         (``total``: N)."""
         return self._source.candidates(self._cursor, self._chats, self.terms, depth, total)
 
-    def sized_candidates(self, depth: int, most: int) -> tuple[int, Ranked | None] | None:
-        """N of a scope and, where N is at most ``most`` (and at most the engine's
-        one-statement scope), ``candidates`` read with it in one statement; ``None``: N is
-        to be read alone (or a date window narrows the chats)."""
-        if self._chats.windowed:
-            return None
-        source = self._source
-        most = min(most, source.one_statement_scope_max())
-        return source.sized_candidates(self._cursor, self._chats, self.terms, depth, most)
+    def first_size(
+        self, depth: int, most: int, past: int | None, total: Callable[[], int]
+    ) -> FirstSize:
+        """N of a scoped search, read first as cheaply as the engine can: with
+        ``candidates`` of its ``depth`` rows where N is at most ``most`` and one statement
+        reads both, or counted until it is past ``past`` (``None``: exactly); here, N as
+        the search's statistics read it (``total``: stored counts, else counted)."""
+        return FirstSize(total(), True, None)
 
     def plans_masks(self, total: int) -> bool:
         """Whether to count masks first and read only the page's rows (big scopes)."""
@@ -199,87 +294,3 @@ class Matches:
     def more_than(self, cap: int) -> bool:
         """Whether more than ``cap`` rows hold any of the terms."""
         return self._source.matches_more_than(self._cursor, self._chats, self.terms, cap)
-
-
-class MatchCounts:
-    """What the engine counts of one filter's matches: N, n_t, the mask histogram and the
-    exact total, and the stored counts where the engine keeps them for the filter."""
-
-    def __init__(
-        self, counts: EngineCounts, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
-    ) -> None:
-        self._counts = counts
-        self._cursor = cursor
-        self._chats = chats
-        self._terms = tuple(terms)
-
-    @property
-    def rare_terms(self) -> RareTerms:
-        """How the essential-terms plan reads the rarest terms' rows at once here."""
-        return self._counts.rare_terms
-
-    def total(self) -> int:
-        """N counted in the engine (not the stored counts)."""
-        return self._counts.total(self._cursor, self._chats)
-
-    def total_past(self, past: int) -> tuple[int, bool] | None:
-        """N and ``True``, or a number past ``past`` and ``False`` where counting can stop
-        there; ``None``: N is read whole here."""
-        return self._counts.total_past(self._cursor, self._chats, past)
-
-    def mask_histogram(self) -> dict[int, int]:
-        """``{mask: rows}`` of every match."""
-        return self._counts.mask_histogram(self._cursor, self._chats, self._terms)
-
-    def subset_histogram(self, total: int) -> dict[int, int] | None:
-        """Every match's mask histogram from counts alone where that is cheaper than the
-        essential-terms plan's reading; ``None``: not here."""
-        return self._counts.subset_histogram(self._cursor, self._chats, self._terms, total)
-
-    def counts_terms(self, total: int) -> bool:
-        """Whether each n_t is counted in the index without reading rows, for N ``total``."""
-        return self._counts.counts_terms(self._chats, total)
-
-    def histogram_from_term_counts(self) -> bool:
-        """Whether a mask histogram costs less built from the n_t and the rarer terms'
-        rows than read from every match (counts not stored)."""
-        return self._counts.histogram_from_term_counts(self._chats, self._terms)
-
-    def term_counts(self, terms: Sequence[str]) -> list[int]:
-        """n_t of each of ``terms`` counted in the index."""
-        return self._counts.term_counts(self._cursor, self._chats, terms)
-
-    def capped_term_counts(self, cap: int) -> list[int]:
-        """Each term's rows in the whole index, unfiltered, counted up to ``cap``."""
-        return self._counts.capped_term_counts(self._cursor, self._terms, cap)
-
-    def count_matches(self, known: Known = None) -> int:
-        """The rows holding any of the terms (``known``: N and every n_t, when known)."""
-        return self._counts.count_matches(self._cursor, self._chats, self._terms, known)
-
-    # the stored counts
-
-    def stored_cover(self) -> bool:
-        """Whether the engine's stored counts are this filter's N and n_t."""
-        stored = self._counts.stored
-        return stored is not None and stored.covers(self._chats)
-
-    def stored_total(self) -> int:
-        """N from the stored counts (``stored_cover``)."""
-        stored = self._counts.stored
-        assert stored is not None
-        return stored.total(self._cursor, self._chats)
-
-    def stored_term_counts(self, terms: Sequence[str]) -> list[int | None]:
-        """Each term's stored n_t (``None``: not stored), where ``stored_cover``."""
-        stored = self._counts.stored
-        assert stored is not None
-        return stored.term_counts(self._cursor, self._chats, terms)
-
-    def index_density(self) -> Density | None:
-        """Rows and each term's rows in the whole index, to guess the density of a filter
-        without stored counts of its own (a walk's bound only); ``None``: no guess."""
-        stored = self._counts.stored
-        if stored is None:
-            return None
-        return stored.index_density(self._cursor, self._chats, self._terms)

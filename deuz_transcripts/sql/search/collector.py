@@ -27,6 +27,7 @@ pays off is its ``PlanPolicy``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -35,9 +36,9 @@ from typing import Literal, NamedTuple
 from django.db.backends.utils import CursorWrapper
 
 from ... import ranking
-from ...backends.base import Candidate, Ranked, RowSource
-from ...backends.engine_counts import EngineCounts
+from ...backends.base import Candidate, Ranked
 from ...backends.matches import Matches
+from ...backends.search_backend import SearchBackend
 from ...paging import PageAfter, PinnedRanking
 from ...search_request import SearchRequest
 from .essential import EssentialTerms
@@ -95,12 +96,11 @@ class Collector:
     """Collects one search's page from an engine's row source, scored by the search's
     statistics (the engine's stored counts, else its ``counts``)."""
 
-    def __init__(self, source: RowSource, counts: EngineCounts, cursor: CursorWrapper) -> None:
-        self.source = source
-        self.counts = counts
+    def __init__(self, backend: SearchBackend, cursor: CursorWrapper) -> None:
+        self.backend = backend
         self.cursor = cursor
-        self.policy = source.policy
-        self.statistics = SearchStatistics(source.policy)
+        self.policy = backend.source.policy
+        self.statistics = SearchStatistics(self.policy)
         self.walks = NewestWalks(self.statistics)
         self.essential = EssentialTerms(self.statistics)
 
@@ -116,7 +116,7 @@ class Collector:
         ``count`` says (``"capped"``: exactly up to ``cap`` matches, past it ``cap + 1``).
         ``None``: nothing matches (or, uncounted, the page is past the last match)."""
         # the request read once: every route below takes its matches and its page
-        matches = Matches.of_request(self.source, self.counts, self.cursor, request)
+        matches = self.backend.matches(self.cursor, request)
         asked = _Asked(request.offset, request.limit)
         if matches.windowed and after is None:
             return self._windowed(matches, asked, count, cap)
@@ -148,11 +148,8 @@ class Collector:
         # small one); past every size that picks a route, the walk needs no N
         if sized:
             past = max(self.policy.walk_min_rows, depth)  # the walk's probe below it
-            sized_read = matches.sized_candidates(depth, past - 1)
-            if sized_read is None:
-                size, exact, read = (*statistics.total_past(matches, past), None)
-            else:
-                size, exact, read = sized_read[0], True, sized_read[1]
+            counted = functools.partial(statistics.total, matches)
+            size, exact, read = matches.first_size(depth, past - 1, past, counted)
             if not size:
                 return None
             matches = matches.sized(size if exact else None)
@@ -309,10 +306,13 @@ class Collector:
         """The page with every match counted (the mask histogram's sum, which the
         ranking needs anyway) and the ranking to pin; with ``after``, the rows after
         the cursor's hit ranked by its pinned ranking."""
-        sized = None
+        read = None
         if after is None and matches.scoped:
-            sized = matches.sized_candidates(asked.depth, self.policy.single_statement_max)
-        total, read = (self.statistics.total(matches), None) if sized is None else sized
+            most = self.policy.single_statement_max
+            counted = functools.partial(self.statistics.total, matches)
+            total, _, read = matches.first_size(asked.depth, most, None, counted)
+        else:
+            total = self.statistics.total(matches)
         if not total:
             return None
         if matches.narrowed:

@@ -114,7 +114,7 @@ class EssentialTerms:
         ``None``: read the matches instead (no such counts, or more rows than
         ``essential_max_rows`` to read)."""
         if (
-            not self.statistics.histogram_from_term_counts(matches)
+            not matches.counts.histogram_from_term_counts()
             or total <= self.policy.single_statement_max
         ):
             return None

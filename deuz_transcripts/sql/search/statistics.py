@@ -48,14 +48,6 @@ class SearchStatistics:
         self._totals.append((matches, size))
         return size
 
-    def total_past(self, matches: Matches, past: int) -> tuple[int, bool]:
-        """N and ``True``, or a number past ``past`` and every size that routes a scope
-        and ``False`` (where counting can stop there)."""
-        stopped = None
-        if not self.stores_term_counts(matches):
-            stopped = matches.counts.total_past(past)
-        return (self.total(matches), True) if stopped is None else stopped
-
     def term_counts(self, matches: Matches, terms: Sequence[str]) -> list[int]:
         """n_t of each term: its stored count, else counted in the engine's index (each
         term once per filter and search)."""
@@ -90,12 +82,6 @@ class SearchStatistics:
         if self.stores_term_counts(matches):
             return self.policy.essential_min_terms_stored
         return self.policy.essential_min_terms
-
-    def histogram_from_term_counts(self, matches: Matches) -> bool:
-        """Whether a mask histogram costs less built from the n_t and the rarer terms'
-        rows than read from every match: where the counts are stored, or the engine
-        says so."""
-        return self.stores_term_counts(matches) or matches.counts.histogram_from_term_counts()
 
     def stored(self, matches: Matches) -> Density | None:
         """N and every n_t where all are stored counts, else ``None``: one statement for
