@@ -6,7 +6,9 @@ write lock), ``RowSource`` (here) reads the rows holding query terms (see
 ``deuz_transcripts.ranking`` for masks) and counts them up to a cap, ``EngineCounts``
 (``engine_counts``) counts N, n_t and masks in the engine's index, and
 ``SearchDataChecks`` (``data_checks``) verifies and repairs the search data against the
-rows. Rows, ``around`` and scores are built once, in ``deuz_transcripts.sql``.
+rows. A search binds the row source and counts to its filter once (``matches.Matches``):
+the pipeline asks that, never these with a ``ChatFilter``. Rows, ``around`` and scores
+are built once, in ``deuz_transcripts.sql``.
 """
 
 from __future__ import annotations

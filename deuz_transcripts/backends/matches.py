@@ -7,7 +7,7 @@ never the query again. So does a search here: the collector binds the request's 
 (``Matches.of_request``), and the routes (walks, essential terms, unread masks, page rows,
 the statistics) take ``Matches`` and masks, keys and limits; which SQL finds the rows, and
 how the filter says so, stays with the engine's ``RowSource`` and ``EngineCounts``, the
-only readers of the ``ChatFilter``.
+only builders of SQL from the ``ChatFilter``.
 
 A narrower filter of the same search (its N known, without its date window, after a
 cursor's hit) is bound anew from this one (``sized``, ``without_window``, ``after``).
@@ -187,6 +187,7 @@ class Matches:
 
     @property
     def policy(self) -> PlanPolicy:
+        """The engine's thresholds between exact routes."""
         return self._source.policy
 
     @property
