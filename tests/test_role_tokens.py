@@ -81,7 +81,7 @@ def test_n_and_term_counts_with_roles_read_no_message_row(store, scope):
             small = type(backend.counts.policy)(scan_scope_max=0, lexeme_scope_min=0)
             backend.source.policy = backend.counts.policy = small
         matches = Matches(backend.source, backend.counts, cursor, chats, request.terms)
-        total = SearchStatistics(backend.source.policy).total(matches)  # stored, else counted
+        total = SearchStatistics(backend.source.policy).of(matches).total()  # stored, else counted
         histogram = backend.counts.mask_histogram(cursor, chats, request.terms)
     assert total == len(expected_hits({"user", ROLES[2]}, scope))
     assert sum(histogram.values()) == total  # every message holds both terms

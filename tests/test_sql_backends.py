@@ -923,8 +923,8 @@ def test_each_terms_count_is_exact_after_deletes_and_rewrites(secure):
                 chats = ChatFilter(scope, role_tokens=role_tokens)
                 return Matches(backend.source, backend.counts, cursor, chats, terms)
 
-            unfiltered = statistics.term_counts(matches({}), terms)
-            scoped = statistics.term_counts(matches(ADA), terms)
+            unfiltered = statistics.of(matches({})).term_counts(terms)
+            scoped = statistics.of(matches(ADA)).term_counts(terms)
     expected = [raw_matches(term) for term in terms]
     assert unfiltered == scoped == expected == [8, 6, 4, 2, 2, 0, 0, 0]
 

@@ -27,7 +27,6 @@ pays off is its ``PlanPolicy``.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -148,7 +147,7 @@ class Collector:
         # small one); past every size that picks a route, the walk needs no N
         if sized:
             past = max(self.policy.walk_min_rows, depth)  # the walk's probe below it
-            counted = functools.partial(statistics.total, matches)
+            counted = statistics.of(matches).total
             size, exact, read = matches.first_size(depth, past - 1, past, counted)
             if not size:
                 return None
@@ -162,7 +161,7 @@ class Collector:
             full = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
             return _Ranked(newest[asked.offset :], full, matches, None)
         if sized and matches.size is None:
-            matches = matches.sized(statistics.total(matches))
+            matches = matches.sized(statistics.of(matches).total())
         if len(terms) == 1 and matches.size is None and matches.walks_newest_first:
             # One term: every hit scores 1.0 whatever N, and the probe found fewer rows
             # holding it than a walk needs: one statement ranks them, N unread
@@ -171,7 +170,7 @@ class Collector:
             if ranked is None:
                 return None
             return _Ranked(order_page(found, ranked)[asked.offset : depth], ranked, matches, None)
-        total = statistics.total(matches)
+        total = statistics.of(matches).total()
         if not total:
             return None
         return self._by_masks(matches, asked, total, exact=False, pin=pin)
@@ -194,7 +193,7 @@ class Collector:
         ranked = self._first_page(matches, asked, pin=True)
         if ranked is None:  # the page is past the last match: the exact route says so
             return None
-        pinned = ranked.pinned or self.statistics.pin_every_term(ranked.matches)
+        pinned = ranked.pinned or self.statistics.of(ranked.matches).pin_every_term()
         return Collected(ranked.page, ranked.plan, pinned, more)
 
     def _full_rows_after(
@@ -256,7 +255,7 @@ class Collector:
         ranked = self._first_page(whole, _Asked(offset=0, limit=1), pin=True)
         if ranked is None:
             return None
-        return ranked.pinned or self.statistics.pin_every_term(ranked.matches)
+        return ranked.pinned or self.statistics.of(ranked.matches).pin_every_term()
 
     def _every_term_rows(
         self, matches: Matches, asked: _Asked, pinned: PinnedRanking
@@ -278,7 +277,7 @@ class Collector:
         """The window's page from its mask histogram, each mask scored by ``pinned``: only
         the masks reaching the page are read (``counted``: the total is the window's
         matches)."""
-        total = self.statistics.total(matches)  # the window's messages: how to read them
+        total = self.statistics.of(matches).total()  # the window's messages: how to read them
         if not total:
             return None
         if matches.narrowed:
@@ -309,10 +308,10 @@ class Collector:
         read = None
         if after is None and matches.scoped:
             most = self.policy.single_statement_max
-            counted = functools.partial(self.statistics.total, matches)
+            counted = self.statistics.of(matches).total
             total, _, read = matches.first_size(asked.depth, most, None, counted)
         else:
-            total = self.statistics.total(matches)
+            total = self.statistics.of(matches).total()
         if not total:
             return None
         if matches.narrowed:
@@ -350,7 +349,9 @@ class Collector:
         counted = counts.subset_histogram(total) if exact and tried else None
         if tried and counted is None:
             essential = None
-            if exact and self.statistics.stores_term_counts(matches):  # the total needs every mask
+            if (
+                exact and self.statistics.of(matches).stores_term_counts()
+            ):  # the total needs every mask
                 essential = self.essential.page(
                     matches, asked.offset, asked.limit, total, prune=False
                 )

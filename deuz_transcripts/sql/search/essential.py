@@ -102,7 +102,7 @@ class EssentialTerms:
         """Whether the query is long enough, the scope big enough and n_t cheap enough
         for the plan to pay off."""
         return (
-            len(matches.terms) >= self.statistics.essential_min_terms(matches)
+            len(matches.terms) >= self.statistics.of(matches).essential_min_terms()
             and total > self.policy.single_statement_max
             and matches.counts.counts_terms(total)
         )
@@ -236,7 +236,7 @@ class EssentialTerms:
             and rare_terms == "by_filter_counts"
             and len(terms) >= self.policy.rare_batch_min_terms
         ):
-            counts = statistics.term_counts(matches, terms)
+            counts = statistics.of(matches).term_counts(terms)
             rare = _rarest(counts, cap)
             held = [position for position in rare if counts[position]]
             expected = sum(counts[position] for position in held)
@@ -268,7 +268,7 @@ class EssentialTerms:
                 counts[position] += row.mask >> position & 1
         others = [position for position in range(len(terms)) if position not in rare]
         if others:
-            found = statistics.term_counts(matches, [terms[position] for position in others])
+            found = statistics.of(matches).term_counts([terms[position] for position in others])
             for position, count in zip(others, found, strict=True):
                 counts[position] = count
         return rows, counts, frozenset(rare)

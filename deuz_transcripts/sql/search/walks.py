@@ -51,7 +51,7 @@ class NewestWalks:
         terms = matches.terms
         if not policy.walk_guess_max_rows or len(terms) > policy.walk_max_terms:
             return None
-        density = self.statistics.guess(matches)
+        density = self.statistics.of(matches).guess()
         if density is None or not density[0]:
             return None
         total, counts = density
