@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 #: The filter on N behind which N's statement holds a small scope's ranked candidates
-#: (``RowSource.sized_candidates``), its bound as sent.
+#: (``PostgresRowSource.sized_candidates``), its bound as sent.
 _SIZED = re.compile(r"\(SELECT s\.total FROM s\) <= (\d+)")
 
 #: A placeholder, or an escaped ``%`` (not one).

@@ -176,3 +176,45 @@ def test_the_import_graph_is_read_from_relative_imports():
 
 def test_no_import_cycle_in_the_package():
     assert cycles(import_graph()) == []
+
+
+#: The search's routes: they take a search's bound ``Matches`` (``backends.matches``).
+SEARCH_ROUTES = ROOT / "sql" / "search"
+#: What only an engine reads, or builds SQL from.
+ENGINE_INSIDES = {"ChatFilter", "RowSource", "EngineCounts", "request_filter", "after_key"}
+#: Reads only one engine has: its own bound ``Matches`` kind does them, not a base's no-op.
+ONE_ENGINE_READS = {
+    "sized_candidates",
+    "one_statement_scope_max",
+    "total_past",
+    "routed",
+    "histogram_from_term_counts",
+}
+
+
+def test_the_search_routes_take_bound_matches_never_the_filter():
+    """The collector, statistics, walks, essential terms, unread masks and page rows take
+    the matches the collector bound once per search, and masks, keys and limits: only an
+    engine reads the ``ChatFilter`` (the filter is not handed down and back through them)."""
+    graph = import_graph()
+    routes = [path for path in SEARCH_ROUTES.glob("*.py") if path.name != "__init__.py"]
+    assert len(routes) >= 6
+    for path in routes:
+        assert "deuz_transcripts.backends.chat_filter" not in graph[module_name(path)], path
+        imported = {
+            alias.name
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        }
+        assert not imported & ENGINE_INSIDES, path
+
+
+def test_no_engine_base_holds_a_read_only_one_engine_has():
+    """A read only one engine has belongs to that engine's bound ``Matches`` kind; the
+    pipeline never asks a base "does this engine do it" through a no-op."""
+    from deuz_transcripts.backends.base import RowSource
+    from deuz_transcripts.backends.engine_counts import EngineCounts
+
+    for base in (RowSource, EngineCounts):
+        assert not set(vars(base)) & ONE_ENGINE_READS, base

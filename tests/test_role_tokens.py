@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from deuz_transcripts import ChatRecord
 from deuz_transcripts.backends import get_backend, policy
 from deuz_transcripts.backends.chat_filter import request_filter
+from deuz_transcripts.backends.matches import Matches
 from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.models import Message
 from deuz_transcripts.search_request import SearchRequest
@@ -79,7 +80,8 @@ def test_n_and_term_counts_with_roles_read_no_message_row(store, scope):
         if scope:  # the token count is for scopes too big to read row by row
             small = type(backend.counts.policy)(scan_scope_max=0, lexeme_scope_min=0)
             backend.source.policy = backend.counts.policy = small
-        total = SearchStatistics(backend.counts, cursor).total(chats)  # stored, else counted
+        matches = Matches(backend.source, backend.counts, cursor, chats, request.terms)
+        total = SearchStatistics(backend.source.policy).of(matches).total()  # stored, else counted
         histogram = backend.counts.mask_histogram(cursor, chats, request.terms)
     assert total == len(expected_hits({"user", ROLES[2]}, scope))
     assert sum(histogram.values()) == total  # every message holds both terms

@@ -898,6 +898,7 @@ def test_each_terms_count_is_exact_after_deletes_and_rewrites(secure):
     """The essential-terms plan's n_t (FTS5: its vocabulary when unfiltered; GIN counts)
     equals the rows holding the term, whatever deletes and rewrites left in the index."""
     from deuz_transcripts.backends.chat_filter import ChatFilter
+    from deuz_transcripts.backends.matches import Matches
     from deuz_transcripts.sql.search.statistics import SearchStatistics
 
     if DjangoTranscriptIndex().backend_name == "sqlite-like":
@@ -916,9 +917,14 @@ def test_each_terms_count_is_exact_after_deletes_and_rewrites(secure):
         backend = store.transcript.backend
         role_tokens = backend.source.role_tokens
         with connection.cursor() as cursor:
-            statistics = SearchStatistics(backend.counts, cursor)
-            unfiltered = statistics.term_counts(ChatFilter({}, role_tokens=role_tokens), terms)
-            scoped = statistics.term_counts(ChatFilter(ADA, role_tokens=role_tokens), terms)
+            statistics = SearchStatistics(backend.source.policy)
+
+            def matches(scope: dict[str, str]) -> Matches:
+                chats = ChatFilter(scope, role_tokens=role_tokens)
+                return Matches(backend.source, backend.counts, cursor, chats, terms)
+
+            unfiltered = statistics.of(matches({})).term_counts(terms)
+            scoped = statistics.of(matches(ADA)).term_counts(terms)
     expected = [raw_matches(term) for term in terms]
     assert unfiltered == scoped == expected == [8, 6, 4, 2, 2, 0, 0, 0]
 

@@ -59,11 +59,11 @@ def backend_name_for(alias: str, *, inspect_database: bool = True) -> str:
 def _backend_class(alias: str) -> type[SearchBackend]:
     name = backend_name_for(alias)
     if name == "postgresql":
-        from .postgresql.engine import PostgresBackend
+        from .postgresql.backend import PostgresBackend
 
         return PostgresBackend
     if name == "sqlite-fts5":
-        from .sqlite.fts5 import SQLiteFts5Backend
+        from .sqlite.fts5_backend import SQLiteFts5Backend
 
         return SQLiteFts5Backend
     from .sqlite.like import SQLiteLikeBackend

@@ -6,7 +6,9 @@ write lock), ``RowSource`` (here) reads the rows holding query terms (see
 ``deuz_transcripts.ranking`` for masks) and counts them up to a cap, ``EngineCounts``
 (``engine_counts``) counts N, n_t and masks in the engine's index, and
 ``SearchDataChecks`` (``data_checks``) verifies and repairs the search data against the
-rows. Rows, ``around`` and scores are built once, in ``deuz_transcripts.sql``.
+rows. A search binds the row source and counts to its filter once (``matches.Matches``):
+the pipeline asks that, never these with a ``ChatFilter``. Rows, ``around`` and scores
+are built once, in ``deuz_transcripts.sql``.
 """
 
 from __future__ import annotations
@@ -172,27 +174,6 @@ class RowSource(ABC):
             f"r.mask, r.n, r.id, r.chat_pk, r.chat_id, {updated_at}, r.position, r.visible_position"
         )
 
-    def one_statement_scope_max(self) -> int:
-        """The largest N of a scope that every plan ranks in one statement (``candidates``)
-        whose matches are found as for any smaller N."""
-        return self.policy.single_statement_max
-
-    def sized_candidates(
-        self,
-        cursor: CursorWrapper,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        depth: int,
-        most: int,
-    ) -> tuple[int, Ranked | None] | None:
-        """N of the scope ``chats`` and, where it is at most ``most`` (at most
-        ``one_statement_scope_max``), ``candidates`` in the same statement: a small
-        scope's ranking needs N only to know it is small, so one statement reads both.
-        A bigger N skips the matches (a one-time filter on N) and comes alone (``None``
-        beside it). ``None``: N is read otherwise here (SQLite FTS5 steps a scope's
-        per-chat counts and stops past a big scope's first chats)."""
-        return None
-
     def _sized_candidates_of(
         self,
         cursor: CursorWrapper,
@@ -203,7 +184,9 @@ class RowSource(ABC):
         most: int,
         past: Sequence[tuple[str, list[Any]]] = (),
     ) -> tuple[int, Ranked | None, list[Any]]:
-        """``sized_candidates`` where N is the one statement ``total``, and the values of
+        """N of the scope ``chats`` (the one statement ``total``) and, where it is at most
+        ``most``, ``candidates`` in the same statement (a bigger N skips the matches: a
+        one-time filter on N), and the values of
         the scalar SQL expressions ``past`` (N is ``t.total`` in them), evaluated in the
         same statement only where N is past ``most`` (``None`` each otherwise): what a
         big scope's plan reads next, without a statement of its own."""

@@ -108,7 +108,7 @@ class ChatFilter:
     #: partition (shard); ``None``: not tested.
     tenant: str | None = None
     #: Whether the index filters these chats by their scope tokens whatever N (PostgreSQL:
-    #: a mid-size scope whose words' posting lists are short, ``PostgresCounts.routed``).
+    #: a mid-size scope whose words' posting lists are short, ``PostgresMatches.sized``).
     by_tokens: bool = False
 
     @property

@@ -88,14 +88,6 @@ class EngineCounts:
         cursor.execute(sql, params)
         return fetch_int(cursor)
 
-    def total_past(
-        self, cursor: CursorWrapper, chats: ChatFilter, past: int
-    ) -> tuple[int, bool] | None:
-        """Where counting can stop once it passes ``past`` and every size that picks one of
-        the engine's routes, N and ``True`` or a number above them and ``False`` (that N is
-        past them is all a plan needs to know then); ``None``: N is read whole here."""
-        return None
-
     def _reads_scope_rows(self, size: int) -> bool:
         """Whether a scope of ``size`` indexed messages is read row by row, not in the index."""
         return True
@@ -103,11 +95,6 @@ class EngineCounts:
     def _token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """N counted from the index's scope, chat and role tokens (role-token engines)."""
         raise NotImplementedError(f"{type(self).__name__} has no role tokens")
-
-    def routed(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> ChatFilter:
-        """``chats`` as the query's terms route it once its N is known (PostgreSQL filters
-        a mid-size scope in the index when its words' posting lists are short beside it)."""
-        return chats
 
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
@@ -120,11 +107,6 @@ class EngineCounts:
     def counts_terms(self, chats: ChatFilter, total: int) -> bool:
         """Whether ``term_counts`` counts each term in the index without reading rows
         (so the essential-terms plan pays off) for this filter and N."""
-        return False
-
-    def histogram_from_term_counts(self, chats: ChatFilter, terms: Sequence[str]) -> bool:
-        """Whether a mask histogram costs less built from the n_t and the rarer terms'
-        rows than by ``mask_histogram`` (which reads every match), counts not stored."""
         return False
 
     def term_counts(

@@ -12,12 +12,16 @@ from django.db import connections, models
 from .base import RowSource
 from .data_checks import SearchDataChecks
 from .engine_counts import EngineCounts
+from .matches import Matches
 from .policy import PlanPolicy, current_policy
 from .search_cursor import SearchCursor
 from .search_rows import SearchRows
 
 if TYPE_CHECKING:
+    from django.db.backends.utils import CursorWrapper
+
     from ..records import Scope
+    from ..search_request import SearchRequest
 
 __all__ = ["SearchBackend"]
 
@@ -30,6 +34,8 @@ class SearchBackend:
     substring_matching: ClassVar[bool] = False
     rows_class: ClassVar[type[SearchRows]]
     checks_class: ClassVar[type[SearchDataChecks]] = SearchDataChecks
+    #: One search's matches as this engine binds them (``matches``).
+    matches_class: ClassVar[type[Matches]] = Matches
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
@@ -42,6 +48,11 @@ class SearchBackend:
     def search_parts(self, policy: PlanPolicy) -> tuple[RowSource, EngineCounts]:
         """This engine's row source and counts under ``policy``."""
         raise NotImplementedError
+
+    def matches(self, cursor: CursorWrapper, request: SearchRequest) -> Matches:
+        """The matches of ``request`` on ``cursor``, bound once per search: its scope,
+        chat ids, roles and window as this engine's statements test them."""
+        return self.matches_class.of_request(self.source, self.counts, cursor, request)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.alias!r})"

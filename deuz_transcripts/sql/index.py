@@ -187,7 +187,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             database_errors(alias),
             backend.search_cursor(conf.SEARCH_TIMEOUT_MS) as cursor,
         ):
-            collected = Collector(backend.source, backend.counts, cursor).collect(request)
+            collected = Collector(backend, cursor).collect(request)
             if collected is None:
                 return []
             return _hits_of(cursor, backend, request, collected.page, collected.plan)
@@ -206,7 +206,7 @@ class DjangoTranscriptIndex(WorkerThreadRunner, BaseTranscriptIndex):
             database_errors(alias),
             backend.search_cursor(conf.SEARCH_TIMEOUT_MS) as cursor,
         ):
-            collected = Collector(backend.source, backend.counts, cursor).collect(
+            collected = Collector(backend, cursor).collect(
                 request,
                 count="exact" if total_cap is None else "capped",
                 cap=total_cap,

@@ -15,22 +15,17 @@ The rows and their vectors are written by ``postgresql.rows``.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from django.db.backends.utils import CursorWrapper
-from django.db.models import QuerySet
 
 from ...conf import conf
 from ...models import Chat, Message
 from ...text import stored_term
 from ..base import Candidate, Ranked, RowSource, fetch_int, mask_sql, more_than_by_counts
 from ..chat_filter import ChatFilter, table
-from ..engine_counts import EngineCounts
 from ..policy import PlanPolicy
-from ..search_backend import SearchBackend
-from .checks import PostgresChecks
-from .counts.statistics import PostgresCounts, PostgresStoredCounts
+from .counts.statistics import PostgresStoredCounts
 from .counts.stored import (
     each_stored_or_null,
     lexeme_stored_sql,
@@ -38,9 +33,8 @@ from .counts.stored import (
     tenant_counted_sql,
 )
 from .counts.subsets import count_subsets, either_of_two_more_than, gin_count, gin_count_of
-from .rows import PostgresRows
-from .session import SessionCursor, bitmap_scans_free, keep_bitmap_scans, search_session
 from .session import bitmap_scans as _bitmap_scans
+from .session import bitmap_scans_free, keep_bitmap_scans
 from .storage import VECTOR_COLUMN
 from .tsquery import (
     every_term_tsquery,
@@ -53,9 +47,7 @@ from .tsquery import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ...records import Scope
-
-__all__ = ["PostgresBackend"]
+__all__ = ["PostgresRowSource"]
 
 
 class PostgresRowSource(RowSource):
@@ -98,9 +90,11 @@ class PostgresRowSource(RowSource):
         depth: int,
         most: int,
     ) -> tuple[int, Ranked | None] | None:
-        """A round trip saved: N is read whole here anyway (the stored counts' N where
-        they are the filter's); not with roles from role tokens, where which count pays
-        off follows the scope's size.
+        """N of the scope ``chats`` and, where it is at most ``most`` (at most
+        ``one_statement_scope_max``), ``candidates`` in the same statement: a small
+        scope's ranking needs N only to know it is small. A round trip saved: N is read
+        whole here anyway (the stored counts' N where they are the filter's); ``None``
+        with roles from role tokens, where which count pays off follows the scope's size.
 
         Where the counts are stored and N is past ``most``, every n_t comes in the same
         statement: the stored ones (what the walk's guess and the statistics read next),
@@ -161,8 +155,10 @@ class PostgresRowSource(RowSource):
         return size, read
 
     def one_statement_scope_max(self) -> int:
-        """Up to ``rare_lexeme_scope_min`` messages a scope reads its own rows whatever
-        its words (``routed``)."""
+        """The largest N of a scope that every plan ranks in one statement
+        (``candidates``) whose matches are found as for any smaller N: up to
+        ``rare_lexeme_scope_min`` messages a scope reads its own rows whatever its words
+        (``PostgresMatches.sized``)."""
         policy = self.policy
         return min(
             policy.single_statement_max, policy.rare_lexeme_scope_min, policy.lexeme_scope_min
@@ -336,24 +332,3 @@ class PostgresRowSource(RowSource):
         if decided is not None:
             return decided
         return super().matches_more_than(cursor, chats, terms, cap)
-
-
-class PostgresBackend(SearchBackend):
-    name = "postgresql"
-    rows_class = PostgresRows
-    checks_class = PostgresChecks
-
-    def search_parts(self, policy: PlanPolicy) -> tuple[RowSource, EngineCounts]:
-        """The row source and the counts share the search's stored counts (each read
-        once)."""
-        stored = PostgresStoredCounts(self.alias)
-        source = PostgresRowSource(self.alias, policy, stored)
-        return source, PostgresCounts(source, stored)
-
-    def legacy_scope_filter(self, rows: QuerySet[Any], scope: Scope) -> QuerySet[Any]:
-        return rows.filter(scope__contains=dict(scope)) if scope else rows  # jsonb @>
-
-    def search_cursor(self, timeout_ms: int) -> AbstractContextManager[SessionCursor]:
-        """One transaction, the budget and JIT off, sent with the search's reads
-        (``search_session``)."""
-        return search_session(self.alias, timeout_ms)

@@ -32,7 +32,7 @@ def tenant_sql(chats: ChatFilter) -> tuple[str, list[str]]:
 
 def uses_lexemes(chats: ChatFilter, policy: PlanPolicy) -> bool:
     """Whether GIN filters the scope by its lexemes in the tsquery (big or unscoped
-    searches, and routed ones: ``PostgresCounts.routed``), else the scope's rows are read."""
+    searches, and routed ones: ``PostgresMatches.sized``), else the scope's rows are read."""
     return chats.by_tokens or chats.size is None or chats.size > policy.lexeme_scope_min
 
 

@@ -22,8 +22,7 @@ from ..base import Candidate, Known, Ranked, RowSource, fetch_int, mask_sql, mor
 from ..chat_filter import ChatFilter, table
 from ..engine_counts import EngineCounts, RareTerms
 from ..policy import PlanPolicy
-from .common import FTS_TABLE, UPDATED_AT_TEXT, SQLiteBackend
-from .fts5_checks import Fts5Checks
+from .common import FTS_TABLE, UPDATED_AT_TEXT
 from .fts5_expressions import (
     chat_token,
     fts_body,
@@ -53,8 +52,8 @@ __all__ = [
     "Fts5Counts",
     "Fts5RowSource",
     "Fts5Rows",
-    "SQLiteFts5Backend",
     "chat_token",
+    "fts5_policy",
     "fts_body",
 ]
 
@@ -306,12 +305,6 @@ class Fts5Counts(EngineCounts):
     def counts_terms(self, chats: ChatFilter, total: int) -> bool:
         return chats.tokens_suffice and not _scans(chats, total, self.policy)
 
-    def histogram_from_term_counts(self, chats: ChatFilter, terms: Sequence[str]) -> bool:
-        """FTS5 counts each term without reading a row, and its histogram of more terms
-        than it counts by subset computes every match's mask (299 ms for five words, one
-        common, at 1M): past that, the rarer terms' rows cost less."""
-        return chats.tokens_suffice and len(terms) > self.policy.subset_count_max_terms
-
     def term_counts(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
     ) -> list[int]:
@@ -415,13 +408,3 @@ def matched_counts(
     )
     counts = dict(cursor.fetchall())
     return [int(counts[position]) for position in range(len(terms))]
-
-
-class SQLiteFts5Backend(SQLiteBackend):
-    name = "sqlite-fts5"
-    rows_class = Fts5Rows
-    checks_class = Fts5Checks
-
-    def search_parts(self, policy: PlanPolicy) -> tuple[RowSource, EngineCounts]:
-        source = Fts5RowSource(self.alias, fts5_policy(policy))
-        return source, Fts5Counts(source)

@@ -31,8 +31,8 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from ... import ranking
-from ...backends.base import Candidate, RowSource
-from ...backends.chat_filter import ChatFilter
+from ...backends.base import Candidate
+from ...backends.matches import Matches
 from ...paging import PinnedRanking
 from .page_rows import order_page, page_rows
 from .statistics import SearchStatistics
@@ -79,62 +79,51 @@ class _Read(NamedTuple):
 class EssentialTerms:
     """The essential-terms plan of one search."""
 
-    def __init__(self, source: RowSource, statistics: SearchStatistics) -> None:
+    def __init__(self, statistics: SearchStatistics) -> None:
         self.statistics = statistics
-        self.source = source
-        self.cursor = statistics.cursor
-        self.policy = source.policy
-        #: rows already read in this search, by filter, terms and what was read: a
+        self.policy = statistics.policy
+        #: rows already read in this search, by filter (and terms) and what was read: a
         #: counted page that gives up reading every term prunes the same rows again
-        self._read_rows: list[tuple[ChatFilter, tuple[str, ...], Hashable, list[Candidate]]]
-        self._read_rows = []
+        self._read_rows: list[tuple[Matches, Hashable, list[Candidate]]] = []
 
     def _rows_once(
-        self,
-        chats: ChatFilter,
-        terms: Sequence[str],
-        what: Hashable,
-        read: Callable[[], list[Candidate]],
+        self, matches: Matches, what: Hashable, read: Callable[[], list[Candidate]]
     ) -> list[Candidate]:
         """``read()``'s rows, read once per search for the same filter, terms and ``what``
         (a copy: callers extend it)."""
-        key = tuple(terms)
-        for seen, seen_terms, seen_what, rows in self._read_rows:
-            if seen_what == what and seen_terms == key and seen == chats:
+        for seen, seen_what, rows in self._read_rows:
+            if seen_what == what and seen == matches:
                 return list(rows)
         rows = read()
-        self._read_rows.append((chats, key, what, rows))
+        self._read_rows.append((matches, what, rows))
         return list(rows)
 
-    def tried(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
+    def tried(self, matches: Matches, total: int) -> bool:
         """Whether the query is long enough, the scope big enough and n_t cheap enough
         for the plan to pay off."""
         return (
-            len(terms) >= self.statistics.essential_min_terms(chats)
+            len(matches.terms) >= self.statistics.of(matches).essential_min_terms()
             and total > self.policy.single_statement_max
-            and self.statistics.counts.counts_terms(chats, total)
+            and matches.counts.counts_terms(total)
         )
 
-    def complete_histogram(
-        self, chats: ChatFilter, terms: Sequence[str], total: int
-    ) -> dict[int, int] | None:
+    def complete_histogram(self, matches: Matches, total: int) -> dict[int, int] | None:
         """Every match's mask histogram from the terms' n_t and the rows of all but the
         most common term, where the counts are stored (PostgreSQL's common terms: no
         match of that term is read) or counted in FTS5 (``histogram_from_term_counts``);
         ``None``: read the matches instead (no such counts, or more rows than
         ``essential_max_rows`` to read)."""
         if (
-            not self.statistics.histogram_from_term_counts(chats, terms)
+            not matches.counts.histogram_from_term_counts()
             or total <= self.policy.single_statement_max
         ):
             return None
-        read = self._read(chats, terms, total, depth=0, prune=False)
+        read = self._read(matches, total, depth=0, prune=False)
         return None if read is None else read.histogram()
 
     def page(
         self,
-        chats: ChatFilter,
-        terms: Sequence[str],
+        matches: Matches,
         offset: int,
         limit: int,
         total: int,
@@ -147,16 +136,14 @@ class EssentialTerms:
         from their masks, best first (``unread_masks``; pruning only). ``None``: ranking
         every match is the cheaper plan."""
         depth = offset + limit
-        read = self._read(chats, terms, total, depth=depth, prune=prune)
+        read = self._read(matches, total, depth=depth, prune=prune)
         if read is None:
             return None
         rows, idfs, last = read.rows, read.idfs, read.last
         histogram = read.histogram()
         if read.unread:
             unread, counts = read.unread, read.counts
-            fetched = unread_mask_rows(
-                self.source, self.cursor, chats, terms, rows, unread, counts, idfs, total, depth
-            )
+            fetched = unread_mask_rows(matches, rows, unread, counts, idfs, total, depth)
             if fetched is None:
                 return None
             rows.extend(fetched)
@@ -165,11 +152,7 @@ class EssentialTerms:
         plan = ranking.plan_page_by_idfs(histogram, idfs, offset, limit)
         if plan is not None and last is not None and 1 << last in plan.page_masks:
             alone_plan = replace(plan, page_masks=frozenset({1 << last}))
-            rows.extend(
-                page_rows(
-                    self.source, self.cursor, chats, terms, alone_plan, histogram, depth, total
-                )
-            )
+            rows.extend(page_rows(matches, alone_plan, histogram, depth, total))
         page = [] if plan is None else order_page(rows, plan)[offset:depth]
         best = max(histogram, key=lambda mask: ranking.mask_raw(mask, idfs), default=0)
         total = max(total, *read.counts)
@@ -178,8 +161,7 @@ class EssentialTerms:
 
     def _read(
         self,
-        chats: ChatFilter,
-        terms: Sequence[str],
+        matches: Matches,
         total: int,
         *,
         depth: int,
@@ -188,7 +170,7 @@ class EssentialTerms:
         """The rarest terms' rows until (``prune``) the page of ``depth`` rows is read,
         or until only the most common term is left to count, or (``prune``) until the
         terms left hold too many rows to read (``unread``); ``None``: over budget."""
-        rows, counts, rare = self._rare_terms_rows(chats, terms)
+        rows, counts, rare = self._rare_terms_rows(matches)
         idfs = [ranking.idf(max(total, *counts), count) for count in counts]
         rarest_first = sorted(
             (position for position, count in enumerate(counts) if count and position not in rare),
@@ -223,18 +205,9 @@ class EssentialTerms:
             expected = counts[position]
             rows.extend(
                 self._rows_once(
-                    chats,
-                    terms,
+                    matches,
                     ("term", position, tuple(skipped)),
-                    functools.partial(
-                        self.source.rows_with_terms,
-                        self.cursor,
-                        chats,
-                        terms,
-                        position,
-                        skipped,
-                        expected,
-                    ),
+                    functools.partial(matches.rows_with_terms, position, skipped, expected),
                 )
             )
             if page_is_read(rarest_first[step + 1 :]):
@@ -243,7 +216,7 @@ class EssentialTerms:
         return _Read(rows, counts, idfs, last, complete)
 
     def _rare_terms_rows(
-        self, chats: ChatFilter, terms: Sequence[str]
+        self, matches: Matches
     ) -> tuple[list[Candidate], list[int], frozenset[int]]:
         """The rows of the rare terms, every term's n_t, and which terms were read.
 
@@ -254,24 +227,24 @@ class EssentialTerms:
         PostgreSQL counts every term in the filter first (stored counts or GIN) and
         picks by those counts, for long queries (``rare_batch_min_terms``).
         """
-        source, cursor, cap = self.source, self.cursor, self.policy.essential_rare_rows
+        cap = self.policy.essential_rare_rows
         statistics = self.statistics
-        rare_terms = statistics.counts.rare_terms
+        terms = matches.terms
+        rare_terms = matches.counts.rare_terms
         if (
             cap
             and rare_terms == "by_filter_counts"
             and len(terms) >= self.policy.rare_batch_min_terms
         ):
-            counts = statistics.term_counts(chats, terms)
+            counts = statistics.of(matches).term_counts(terms)
             rare = _rarest(counts, cap)
             held = [position for position in rare if counts[position]]
             expected = sum(counts[position] for position in held)
             rows = (
                 self._rows_once(
-                    chats,
-                    terms,
+                    matches,
                     ("any", tuple(held)),
-                    lambda: source.rows_with_any_terms(cursor, chats, terms, held, expected),
+                    lambda: matches.rows_with_any_terms(held, expected),
                 )
                 if held
                 else []
@@ -279,13 +252,12 @@ class EssentialTerms:
             return rows, counts, frozenset(rare)
         rare = []
         if cap and rare_terms == "by_index_counts":
-            rare = _rarest(statistics.counts.capped_term_counts(cursor, terms, cap + 1), cap)
+            rare = _rarest(matches.counts.capped_term_counts(cap + 1), cap)
         rows = (
             self._rows_once(
-                chats,
-                terms,
+                matches,
                 ("any", tuple(rare)),
-                lambda: source.rows_with_any_terms(cursor, chats, terms, rare),
+                lambda: matches.rows_with_any_terms(rare),
             )
             if rare
             else []
@@ -296,7 +268,7 @@ class EssentialTerms:
                 counts[position] += row.mask >> position & 1
         others = [position for position in range(len(terms)) if position not in rare]
         if others:
-            found = statistics.term_counts(chats, [terms[position] for position in others])
+            found = statistics.of(matches).term_counts([terms[position] for position in others])
             for position, count in zip(others, found, strict=True):
                 counts[position] = count
         return rows, counts, frozenset(rare)

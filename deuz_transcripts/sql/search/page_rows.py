@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from django.db.backends.utils import CursorWrapper
-
 from ... import ranking
-from ...backends.base import Candidate, RowSource, sort_in_tie_order
-from ...backends.chat_filter import ChatFilter
+from ...backends.base import Candidate, sort_in_tie_order
+from ...backends.matches import Matches
 from .walks import walk_if_dense
 
 __all__ = ["order_page", "page_rows"]
@@ -31,10 +29,7 @@ def order_page(candidates: Sequence[Candidate], plan: ranking.RankPlan) -> list[
 
 
 def page_rows(
-    source: RowSource,
-    cursor: CursorWrapper,
-    chats: ChatFilter,
-    terms: Sequence[str],
+    matches: Matches,
     plan: ranking.RankPlan,
     histogram: Mapping[int, int],
     depth: int,
@@ -42,11 +37,11 @@ def page_rows(
 ) -> list[Candidate]:
     """The first ``depth`` rows of each of the plan's page masks (``total``: the
     filter's N, where known, for the bounded walks)."""
-    policy = source.policy
+    policy = matches.policy
     walked = {
         mask
         for mask in plan.page_masks
-        if source.walks_newest_first and histogram[mask] >= max(policy.walk_min_rows, depth)
+        if matches.walks_newest_first and histogram[mask] >= max(policy.walk_min_rows, depth)
     }
     few = set(plan.page_masks - walked)
     rows: list[Candidate] = []
@@ -55,21 +50,21 @@ def page_rows(
         # mask's rows, which reading it costs
         if total and depth and histogram[mask] ** 2 >= policy.walk_guess_margin * depth * total:
             share = histogram[mask] / total
-            found = walk_if_dense(source, cursor, chats, terms, mask, share, depth)
+            found = walk_if_dense(matches, mask, share, depth)
             if found is not None:
                 rows.extend(found)
                 few.discard(mask)
     if few:
         count = sum(histogram[mask] for mask in few)
-        rows.extend(source.mask_candidates(cursor, chats, terms, few, depth, count))
+        rows.extend(matches.mask_candidates(few, depth, count))
     for mask in walked:  # order_page orders the rows of every mask
         # bounded first: an unbounded walk may sort every row of the mask when the
         # mask gathers in old chats
         found = None
         if total:
             share = histogram[mask] / total
-            found = walk_if_dense(source, cursor, chats, terms, mask, share, depth)
+            found = walk_if_dense(matches, mask, share, depth)
         if found is None:
-            found = source.newest_with_mask(cursor, chats, terms, mask, depth)
+            found = matches.newest_with_mask(mask, depth)
         rows.extend(found)
     return rows

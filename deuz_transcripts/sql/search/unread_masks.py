@@ -21,21 +21,16 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from django.db.backends.utils import CursorWrapper
-
 from ... import ranking
-from ...backends.base import Candidate, RowSource
-from ...backends.chat_filter import ChatFilter
+from ...backends.base import Candidate
+from ...backends.matches import Matches
 from .walks import walk_if_dense
 
 __all__ = ["unread_mask_rows"]
 
 
 def unread_mask_rows(
-    source: RowSource,
-    cursor: CursorWrapper,
-    chats: ChatFilter,
-    terms: Sequence[str],
+    matches: Matches,
     known: Sequence[Candidate],
     unread: Sequence[int],
     counts: Sequence[int],
@@ -47,7 +42,7 @@ def unread_mask_rows(
     ``known`` rows (every row holding a term read), the terms' ``counts`` and ``idfs``
     fixed by N = ``total``; ``None``: more unread terms than
     ``unread_max_terms`` (too many masks: ranking every match is cheaper)."""
-    policy = source.policy
+    policy = matches.policy
     if not depth or len(unread) > policy.unread_max_terms:
         return None
     total = max(1, total, *counts)
@@ -67,9 +62,9 @@ def unread_mask_rows(
                 for bit, position in enumerate(unread)
             )
             # walked within the newest chats the guess says hold them, else read and sorted
-            rows = walk_if_dense(source, cursor, chats, terms, mask, share, depth)
+            rows = walk_if_dense(matches, mask, share, depth)
             if rows is None:
-                rows = source.mask_candidates(cursor, chats, terms, {mask}, depth)
+                rows = matches.mask_candidates({mask}, depth)
             fetched.extend(rows)
         if len(fetched) + sum(1 for known_raw in known_raws if known_raw >= raw) >= depth:
             break

@@ -13,120 +13,101 @@ independent) or chosen by a probe that counts the rows holding every term up to
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
-from django.db.backends.utils import CursorWrapper
-
-from ...backends.base import Candidate, RowSource, sort_in_tie_order
-from ...backends.chat_filter import ChatFilter
+from ...backends.base import Candidate, sort_in_tie_order
+from ...backends.matches import Matches
 from .statistics import SearchStatistics
 
 __all__ = ["NewestWalks", "walk_if_dense"]
 
 
-def walk_if_dense(
-    source: RowSource,
-    cursor: CursorWrapper,
-    chats: ChatFilter,
-    terms: Sequence[str],
-    mask: int,
-    share: float,
-    depth: int,
-) -> list[Candidate] | None:
+def walk_if_dense(matches: Matches, mask: int, share: float, depth: int) -> list[Candidate] | None:
     """The first ``depth`` rows of ``mask`` in tie order, walked within the newest chats
     that ``share`` (the guessed fraction of rows holding exactly ``mask``) says hold
     ``walk_guess_margin`` pages of them among at most ``walk_guess_max_rows`` messages.
     ``None``: no such guess (or no walk here), or the walk ended short."""
-    policy = source.policy
+    policy = matches.policy
     margin, most = policy.walk_guess_margin, policy.walk_guess_max_rows
-    if not depth or not source.walks_newest_first or share * most < margin * depth:
+    if not depth or not matches.walks_newest_first or share * most < margin * depth:
         return None
     within = math.ceil(margin * depth / share)
-    rows = source.newest_with_mask(cursor, chats, terms, mask, depth, within_rows=within)
+    rows = matches.newest_with_mask(mask, depth, within_rows=within)
     return rows if len(rows) >= depth else None
 
 
 class NewestWalks:
     """The walks of rows holding every query term, for one search."""
 
-    def __init__(self, source: RowSource, statistics: SearchStatistics) -> None:
+    def __init__(self, statistics: SearchStatistics) -> None:
         self.statistics = statistics
-        self.source = source
-        self.cursor = statistics.cursor
-        self.policy = source.policy
+        self.policy = statistics.policy
 
-    def guessed(
-        self, chats: ChatFilter, terms: Sequence[str], depth: int
-    ) -> list[Candidate] | None:
+    def guessed(self, matches: Matches, depth: int) -> list[Candidate] | None:
         """The page walked at once, without the probe, where the counts predict that
         the newest chats hold it (``walk_if_dense`` of the rows holding every term). A
         date window is guessed as dense as the search without it, and a tenant without
         counts of its own as the whole index. ``None``: not tried, or ended short."""
         policy = self.policy
+        terms = matches.terms
         if not policy.walk_guess_max_rows or len(terms) > policy.walk_max_terms:
             return None
-        density = self.statistics.guess(chats, terms)
+        density = self.statistics.of(matches).guess()
         if density is None or not density[0]:
             return None
         total, counts = density
         share = math.prod(min(count / total, 1.0) for count in counts)
         full = (1 << len(terms)) - 1
-        return walk_if_dense(self.source, self.cursor, chats, terms, full, share, depth)
+        return walk_if_dense(matches, full, share, depth)
 
     def newest_page(
-        self, chats: ChatFilter, terms: Sequence[str], depth: int, *, guess: bool = True
+        self, matches: Matches, depth: int, *, guess: bool = True
     ) -> list[Candidate] | None:
         """The first ``depth`` hits without ranking every match, when that is exact: the
         guessed walk (``guess``), else the probe's count of rows holding every term up to
         ``walk_min_rows``; that many are walked (``probed``), fewer are read and sorted,
         and nothing else is (no N, no n_t, no other mask). ``None``: ranking is needed."""
-        source = self.source
+        terms = matches.terms
         cap = max(self.policy.walk_min_rows, depth)
         if (
-            not source.walks_newest_first
+            not matches.walks_newest_first
             or len(terms) > self.policy.walk_max_terms
-            or (chats.size is not None and chats.size < cap)  # the probe could not reach it
+            or (matches.size is not None and matches.size < cap)  # the probe could not reach it
         ):
             return None
-        guessed = self.guessed(chats, terms, depth) if guess else None
+        guessed = self.guessed(matches, depth) if guess else None
         if guessed is not None:
             return guessed
-        together = source.count_with_all_terms(self.cursor, chats, terms, cap)
+        together = matches.count_with_all_terms(cap)
         full = (1 << len(terms)) - 1
         if together >= cap:  # the walk comes out in tie order
-            page = self.probed(chats, terms, full, depth, together)
+            page = self.probed(matches, full, depth, together)
         elif len(terms) == 1:  # every match has the one mask: a short page is complete
-            return self.read_in_tie_order(chats, terms, full, depth, together)
+            return self.read_in_tie_order(matches, full, depth, together)
         elif together >= depth:
-            page = self.read_in_tie_order(chats, terms, full, depth, together)
+            page = self.read_in_tie_order(matches, full, depth, together)
         else:
             return None
         return page if len(page) >= depth else None  # rows deleted meanwhile: rank them all
 
-    def probed(
-        self, chats: ChatFilter, terms: Sequence[str], full: int, depth: int, together: int
-    ) -> list[Candidate]:
+    def probed(self, matches: Matches, full: int, depth: int, together: int) -> list[Candidate]:
         """The first ``depth`` rows of mask ``full``, at least ``together`` of which
         exist: walked within the newest ``walk_probed_max_rows`` messages, else (those
         held less than a page: the rows gather in older chats) read and sorted, so the
         cost follows the bound or the rows, never the whole scope."""
         bound: int | None = self.policy.walk_probed_max_rows or None
-        if bound is not None and chats.size is not None and chats.size <= bound:
+        if bound is not None and matches.size is not None and matches.size <= bound:
             bound = None  # the scope is within the bound: nothing to bound
-        page = self.source.newest_with_mask(
-            self.cursor, chats, terms, full, depth, within_rows=bound
-        )
+        page = matches.newest_with_mask(full, depth, within_rows=bound)
         if len(page) >= depth or bound is None:
             return page
-        return self.read_in_tie_order(chats, terms, full, depth, together)
+        return self.read_in_tie_order(matches, full, depth, together)
 
-    def read_in_tie_order(
-        self, chats: ChatFilter, terms: Sequence[str], mask: int, depth: int, rows: int
-    ) -> list[Candidate]:
+    @staticmethod
+    def read_in_tie_order(matches: Matches, mask: int, depth: int, rows: int) -> list[Candidate]:
         """The first ``depth`` of the ``rows`` rows of ``mask``, read and sorted (none
         read when the count says there are none)."""
         if not rows:
             return []
-        page = self.source.mask_candidates(self.cursor, chats, terms, {mask}, depth, rows)
+        page = matches.mask_candidates({mask}, depth, rows)
         sort_in_tie_order(page)
         return page

@@ -1,6 +1,6 @@
 """PostgreSQL: the whole index's figures for a query's terms, for planning only.
 
-A mid-size scope's route (``PostgresCounts.routed``) needs how long the terms' posting
+A mid-size scope's route (``PostgresMatches.sized``) needs how long the terms' posting
 lists are, and a small tenant's walk guess (``PostgresStoredCounts.index_density``) how dense
 the terms are in the whole index; both come from the stored counts of every tenant
 (``postgresql.counts.stored``) and the table's row estimate, read in one statement. Never

@@ -7,7 +7,6 @@ statistics read first and these counts inline where one statement takes both."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from django.db.backends.utils import CursorWrapper
@@ -196,26 +195,6 @@ class PostgresCounts(EngineCounts):
                 [" & ".join(filter_parts(chats)), *tenant_params],
             )
             return fetch_int(cursor)
-
-    def routed(self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]) -> ChatFilter:
-        """A mid-size scope (``rare_lexeme_scope_min`` to ``lexeme_scope_min`` messages) is
-        filtered in GIN when the query terms' posting lists hold at most
-        ``gin_rows_per_scope_row`` rows per message of the scope, over the whole index
-        (stored counts; a term not counted holds fewer than ``COUNTED_MIN_ROWS``): GIN
-        then reads fewer rows' worth than the scope's own rows cost through the chat
-        btree. A word common in the whole index keeps the scope's rows: GIN would merge
-        its posting list, which grows with the corpus. With no term ever counted, the
-        terms' sizes are unknown: the scope's rows are read."""
-        size = chats.size
-        policy = self.policy
-        if size is None or chats.by_tokens:
-            return chats
-        if not policy.rare_lexeme_scope_min < size <= policy.lexeme_scope_min:
-            return chats
-        rows = self.stored.index_counts(cursor, terms, chats.roles).posting_rows()
-        if rows is None or rows > policy.gin_rows_per_scope_row * size:
-            return chats
-        return replace(chats, by_tokens=True)
 
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]
