@@ -102,7 +102,6 @@ def scaled_policy(scale: float) -> Any:
 
     sizes = {
         "single_statement_max",
-        "fts5_single_statement_max",
         "walk_min_rows",
         "walk_guess_max_rows",
         "walk_probed_max_rows",

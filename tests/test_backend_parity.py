@@ -357,7 +357,6 @@ ROUTES = {
         "LEXEME_SCOPE_MIN": 0,
         "ESSENTIAL_MIN_TERMS": 1,
         "ESSENTIAL_RARE_ROWS": 8,
-        "RARE_BATCH_MIN_TERMS": 1,
     },
     # ... two or more terms left over its budget: their masks, best first, walked within
     # the newest chats the counts predict hold them
@@ -403,7 +402,6 @@ def route(name: str) -> Iterator[None]:
                 essential_min_terms=values.get("ESSENTIAL_MIN_TERMS", 5),
                 essential_max_rows=values.get("ESSENTIAL_MAX_ROWS", 20_000),
                 essential_rare_rows=values.get("ESSENTIAL_RARE_ROWS", 0),
-                rare_batch_min_terms=values.get("RARE_BATCH_MIN_TERMS", 8),
                 walk_guess_max_rows=values.get("WALK_GUESS_MAX_ROWS", 16_384),
                 unread_max_terms=values.get("UNREAD_MAX_TERMS", 5),
             ),

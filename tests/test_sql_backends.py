@@ -150,31 +150,31 @@ def test_fts5_scans_small_scopes_for_long_queries_and_matches_the_rest_in_the_in
 
 
 def test_fts5_counts_masks_first_in_smaller_scopes_than_postgresql(monkeypatch):
-    """FTS5's own ``single_statement_max`` (a subquery per term seeks each term's doclist
-    to every row of the scope): past it, masks are counted first; same hits either way."""
+    """FTS5 ranks in one statement only the scopes that scan their own rows
+    (``scan_scope_max``: a subquery per term seeks each term's doclist to every row of the
+    scope); past them, masks are counted first; same hits either way."""
     if backend_name_for("default") != "sqlite-fts5":
         pytest.skip("FTS5's threshold")
     from deuz_transcripts.backends import get_backend, policy
 
     assert get_backend("default").source.policy.single_statement_max == min(
-        policy.DEFAULT_POLICY.single_statement_max, policy.DEFAULT_POLICY.fts5_single_statement_max
+        policy.DEFAULT_POLICY.single_statement_max, policy.current_policy().scan_scope_max
     )
     store = DjangoConditionalChatStore()
     for n in range(4):
         chat = record(f"c{n}", f"quokka sighting {n}", f"noted {n} quokka")
         store.write_chat(chat, expected_revision=0)
     calls = spy_search_parts(monkeypatch, get_backend("default"), ("candidates",))
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(single_statement_max=5_000))
     one_statement: dict[int, bool] = {}
     results = {}
-    for fts5_max in (5_000, 3):
-        forced = PlanPolicy(single_statement_max=5_000, fts5_single_statement_max=fts5_max)
-        monkeypatch.setattr(policy, "DEFAULT_POLICY", forced)
-        assert get_backend("default").source.policy.single_statement_max == min(5_000, fts5_max)
+    for scan_max in (5_000, 3):
         calls.clear()
-        with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}):
+        with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": scan_max}):
+            assert get_backend("default").source.policy.single_statement_max == scan_max
             hits = store.transcript.search(ADA, "quokka sighting", limit=3)
-        one_statement[fts5_max] = calls == ["candidates"]  # every match ranked at once
-        results[fts5_max] = [(h.chat_id, h.message_id, h.score) for h in hits]
+        one_statement[scan_max] = calls == ["candidates"]  # every match ranked at once
+        results[scan_max] = [(h.chat_id, h.message_id, h.score) for h in hits]
     assert one_statement == {5_000: True, 3: False}
     assert results[5_000] == results[3] and len(results[3]) == 3
 
@@ -849,7 +849,6 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
             lexeme_scope_min=0,
             essential_max_rows=max_rows,
             essential_rare_rows=rare_rows,
-            rare_batch_min_terms=1,
             walk_min_rows=walk_min_rows,
         )
         monkeypatch.setattr(policy, "DEFAULT_POLICY", forced)

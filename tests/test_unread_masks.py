@@ -44,7 +44,6 @@ UNREAD = PlanPolicy(
     essential_min_terms=1,
     essential_max_rows=4,
     essential_rare_rows=0,  # term by term, rarest first
-    rare_batch_min_terms=1,
 )
 QUERIES = [
     "alpha beta gamma",

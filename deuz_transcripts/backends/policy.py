@@ -18,11 +18,9 @@ class PlanPolicy:
     #: Scopes of at most this many indexed messages rank every match in one statement;
     #: bigger ones count masks first and fetch only what the page needs.
     single_statement_max: int = 5_000
-    #: ... on SQLite FTS5, where it is lower: one statement finds each match's mask by a
-    #: subquery per term, each seeking that term's doclist to every row of the scope
-    #: (32 words in a 4,927-message scope at 1M: 69-71 ms p50; 30-31 ms counted by mask
-    #: and essential terms first). Scopes up to ``scan_scope_max`` rank in one statement.
-    fts5_single_statement_max: int = 2_000
+    #: (SQLite FTS5: at most ``scan_scope_max``, the scopes that scan their own rows; one
+    #: statement there finds each match's mask by a subquery per term, each seeking that
+    #: term's doclist to every row of the scope.)
     #: A mask with at least this many rows (or the page depth, if larger) is walked
     #: newest chat first instead of being read and sorted whole.
     walk_min_rows: int = 2_048
@@ -84,12 +82,8 @@ class PlanPolicy:
     #: rows in all (SQLite FTS5: by their rows in the whole index, each count capped there,
     #: and the scope's doclist read once, not once per term; PostgreSQL: by their counted
     #: n_t, one GIN search and one chat lookup per row instead of settings and a statement
-    #: per term). 0: term by term.
+    #: per term), whatever the query's length. 0: term by term.
     essential_rare_rows: int = 2_000
-    #: PostgreSQL: ... for queries of at least this many terms; shorter ones read term by
-    #: term, rarest first, and mostly stop after one or two (1M messages: 5 terms 15 ms
-    #: term by term, 23 ms at once; 32 terms 20-90 ms at once, 55-150 ms term by term).
-    rare_batch_min_terms: int = 8
     #: PostgreSQL: a statement joining at most this many rows, known in advance, to their
     #: chats looks each chat up by its key instead of hashing the chat table.
     chat_lookup_max_rows: int = 5_000

@@ -360,9 +360,9 @@ class Fts5Counts(EngineCounts):
 
 
 def fts5_policy(policy: PlanPolicy) -> PlanPolicy:
-    """The policy with FTS5's own ``single_statement_max`` where it is lower, and its own
-    bound of a walk the probe chose."""
-    smaller = min(policy.single_statement_max, policy.fts5_single_statement_max)
+    """The policy with FTS5's ``single_statement_max``: the scopes that scan their own rows
+    (``scan_scope_max``) where that is lower; and its own bound of a walk the probe chose."""
+    smaller = min(policy.single_statement_max, policy.scan_scope_max)
     return replace(
         policy,
         single_statement_max=smaller,

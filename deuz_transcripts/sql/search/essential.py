@@ -225,17 +225,13 @@ class EssentialTerms:
         their rows in the whole index, counted up to that cap (reading them counts them
         in the filter) and counts the other terms in the index (``term_counts``);
         PostgreSQL counts every term in the filter first (stored counts or GIN) and
-        picks by those counts, for long queries (``rare_batch_min_terms``).
+        picks by those counts.
         """
         cap = self.policy.essential_rare_rows
         statistics = self.statistics
         terms = matches.terms
         rare_terms = matches.counts.rare_terms
-        if (
-            cap
-            and rare_terms == "by_filter_counts"
-            and len(terms) >= self.policy.rare_batch_min_terms
-        ):
+        if cap and rare_terms == "by_filter_counts":
             counts = statistics.of(matches).term_counts(terms)
             rare = _rarest(counts, cap)
             held = [position for position in rare if counts[position]]
