@@ -21,6 +21,7 @@ from deuz_transcripts import SearchTimeout, TranscriptError
 from deuz_transcripts.backends import policy
 from deuz_transcripts.backends.chat_filter import ChatFilter
 from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends.postgresql.engine import BIG_TENANTS
 from deuz_transcripts.backends.postgresql.session import (
     BITMAP_WORK_MEM,
     bitmap_scans,
@@ -41,6 +42,14 @@ WORDS = "alpha beta gamma delta epsilon"
 def postgresql_only() -> None:
     if connection.vendor != "postgresql":
         pytest.skip("a PostgreSQL session's transaction and settings")
+
+
+@pytest.fixture(autouse=True)
+def tenants_unknown() -> Iterator[None]:
+    """Each test's process knows no tenant's size yet (``BIG_TENANTS``)."""
+    BIG_TENANTS.clear()
+    yield
+    BIG_TENANTS.clear()
 
 
 @pytest.fixture
@@ -399,8 +408,12 @@ def test_a_five_word_search_of_a_big_tenant_sends_at_most_eight_statements(scale
     """On PostgreSQL at most eight statements in all, ``BEGIN``, the settings and
     ``COMMIT`` included (N and every n_t in one statement, the settings once, the hits
     read in the mode in force), each round trip holding one read; at most eight reads
-    for an exact total too, and on SQLite."""
+    for an exact total too, and on SQLite. The process's first search of the tenant
+    reads its n_t in a statement of their own (it learns there that the tenant is big):
+    one more."""
     store = counted_users_store()
+    _, (first, _) = searches(store, BOB, WORDS)
+    assert len(reads(statements_of(first))) <= 9
     _, (searched, paged) = searches(store, BOB, WORDS)
     for trips in (searched, paged):
         assert len(reads(statements_of(trips))) <= 8
@@ -432,6 +445,8 @@ def test_n_and_every_n_t_of_a_big_tenant_come_in_one_statement(scaled_plans):
         assert alone.stored.term_counts(cursor, bob, terms)[-1] is None  # not counted
         expected = alone.term_counts(cursor, sized, terms)
         assert expected[0] == 12 * 9 + 3 and expected[-1] == 3
+    with search_session("default", 5_000) as cursor:  # a first search finds bob big
+        assert source.sized_candidates(cursor, bob, terms, 4, 15) == (183, None)
     with sent() as trips, search_session("default", 5_000) as cursor:
         assert source.sized_candidates(cursor, bob, terms, 4, 15) == (183, None)
         assert counts.stored.term_counts(cursor, sized, terms)[:4] == expected[:4]
@@ -474,9 +489,30 @@ def test_ns_statement_plans_the_same_subqueries_for_any_number_of_terms(scaled_p
     source = store.transcript.backend.source
     bob = ChatFilter(BOB, tenant=source.tested_tenant(BOB))
     many = [*WORDS.split(), *(f"word{number}" for number in range(27))]
+    with search_session("default", 5_000) as cursor:  # a first search finds bob big
+        source.sized_candidates(cursor, bob, many, 4, 15)
     subqueries = []
     for terms in (WORDS.split(), many):
         with sent() as trips, search_session("default", 5_000) as cursor:
             source.sized_candidates(cursor, bob, terms, 4, 15)
         subqueries.append(trips[0][-1].count("(SELECT"))
     assert subqueries[0] == subqueries[1]
+
+
+@pytest.mark.django_db
+@override_settings(DEUZ_TRANSCRIPTS=TENANTS)
+def test_a_tenant_not_found_big_reads_n_alone_with_its_candidates(scaled_plans):
+    """N's statement carries the n_t only for a tenant this process found past the
+    one-statement size: a small tenant's search plans no subquery for them, and a big
+    tenant's first search learns its size (its n_t then read as without them)."""
+    postgresql_only()
+    store = counted_users_store()
+    source = store.transcript.backend.source
+    ada = ChatFilter(ADA, tenant=source.tested_tenant(ADA))
+    bob = ChatFilter(BOB, tenant=source.tested_tenant(BOB))
+    sizes = []
+    for chats in (ada, bob, bob):
+        with sent() as trips, search_session("default", 5_000) as cursor:
+            size, _ = source.sized_candidates(cursor, chats, WORDS.split(), 4, 15)
+        sizes.append((size, "unnest" in trips[0][-1]))
+    assert sizes == [(15, False), (180, False), (180, True)]

@@ -47,7 +47,13 @@ from .tsquery import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["PostgresRowSource"]
+__all__ = ["BIG_TENANTS", "PostgresRowSource"]
+
+#: Per database alias, the tenants whose N a search of this process found past the
+#: one-statement size (at most one per that many messages; a backend lives one search, so
+#: this outlives it). Never forgotten: a tenant that shrank costs a search some planning,
+#: not a wrong result.
+BIG_TENANTS: dict[str, set[str]] = {}
 
 
 class PostgresRowSource(RowSource):
@@ -64,6 +70,7 @@ class PostgresRowSource(RowSource):
     def __init__(self, alias: str, policy: PlanPolicy, stored: PostgresStoredCounts) -> None:
         super().__init__(alias, policy)
         self.stored = stored
+        self._big_tenants = BIG_TENANTS.setdefault(alias, set())
 
     def tested_tenant(self, scope: Mapping[str, str]) -> str | None:
         """Every statement tests the tenant column: a partitioned table reads one
@@ -113,6 +120,15 @@ class PostgresRowSource(RowSource):
             return self._sized_candidates_of(cursor, chats.total_sql(), chats, terms, depth, most)[
                 :2
             ]
+        if stored.tenant is not None and stored.tenant not in self._big_tenants:
+            # PostgreSQL plans a statement's subqueries whether they run or not: the n_t
+            # come with N only for a tenant a search here found big (an unknown tenant,
+            # mostly small, is read as before; a big one's first search then reads its
+            # n_t in a statement of their own, once per process)
+            size, read, _ = self._sized_candidates_of(cursor, total, chats, terms, depth, most)
+            if size > most:
+                self._big_tenants.add(stored.tenant)
+            return size, read
         policy = self.policy
         counted = len(terms) > policy.walk_max_terms and bitmap_scans_free(cursor)
         gate = max(policy.single_statement_max, policy.lexeme_scope_min)
