@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import F, QuerySet
 from django.db.models.functions import Mod
 
 from .models import Chat, LegacyChat
-from .prepared import PreparedChat
+from .prepared import PreparedChat, check_record
+from .records import fill_message_ids
 from .signals import chat_indexed, send_after_commit
 from .sql import ChatWriter, LockedChat
 from .sql.errors import retry_lock_conflicts
@@ -203,7 +204,7 @@ class Backfill:
         row is read again under the lock; a chat whose row changed meanwhile is prepared
         again from what the lock saw, so nothing stale is written.
         """
-        if self.dry_run:
+        if self.dry_run or not self._group_holds_every_writer():
             return {}
         chat_ids = [chat_id for _, chat_id in group]
         try:
@@ -217,6 +218,12 @@ class Backfill:
         except Exception:  # e.g. a busy database: the transaction reads and prepares them
             return {}
         return {row[0]: _ReadLegacy(row, _prepared(row)) for row in rows}
+
+    def _group_holds_every_writer(self) -> bool:
+        """Whether a group's transaction keeps other workers from writing (SQLite's one
+        write lock). Elsewhere locks are per chat, so the chats are read and prepared
+        once, under their locks, instead of read before the transaction and again."""
+        return connections[self.using].vendor == "sqlite"
 
     def _legacy_rows(self, chat_ids: list[str]) -> list[tuple[Any, ...]]:
         if not chat_ids:
@@ -360,6 +367,7 @@ def _prepared(row: tuple[Any, ...]) -> PreparedChat | Exception:
         record = DjangoChatStore.record_of(
             LegacyChat(chat_id=chat_id, scope=scope, payload=payload, updated_at=updated_at)
         )
-        return PreparedChat.of(record).compute_ahead()
+        checked = check_record(record, revalidate=False)  # built just now: checked once
+        return PreparedChat.from_checked(checked, fill_message_ids(checked)).compute_ahead()
     except Exception as exc:  # the chat fails alone, as in the chat-by-chat path
         return exc
