@@ -7,10 +7,11 @@ run are still seen. Chats are written ``chats_per_transaction`` to a transaction
 own savepoint, so a failing chat rolls back alone. Legacy chats with no row yet
 (all of them, in a first backfill) are written a group at a time in a few
 multi-row statements, falling back to the chat-by-chat path if the group write
-fails; their records are read, validated and folded before the group's transaction
-(on SQLite it holds the one write lock) and read again under it. A killed run loses
-at most the transaction in flight, and a rerun converges because a chat already in
-its indexed form is recognised as unchanged and not written.
+fails. On SQLite, whose group transaction holds the one write lock, their records are
+read, validated and folded before it and read again under it; elsewhere, once, under
+the chats' locks. A killed run loses at most the transaction in flight, and a rerun
+converges because a chat already in its indexed form is recognised as unchanged and
+not written.
 """
 
 from __future__ import annotations
@@ -196,7 +197,8 @@ class Backfill:
 
     def _prepare_new_legacy(self, group: list[tuple[int, str]]) -> dict[str, _ReadLegacy]:
         """Read and prepare, before the group's transaction, the legacy chats that have no
-        chat row yet: their validation, JSON encoding and term extraction.
+        chat row yet: their validation, JSON encoding and term extraction (SQLite only:
+        ``_group_holds_every_writer``).
 
         Why: on SQLite the group's transaction holds the database's one write lock, so
         work done inside it is work no other worker can overlap. Done here, workers fold
