@@ -7,10 +7,11 @@ run are still seen. Chats are written ``chats_per_transaction`` to a transaction
 own savepoint, so a failing chat rolls back alone. Legacy chats with no row yet
 (all of them, in a first backfill) are written a group at a time in a few
 multi-row statements, falling back to the chat-by-chat path if the group write
-fails; their records are read, validated and folded before the group's transaction
-(on SQLite it holds the one write lock) and read again under it. A killed run loses
-at most the transaction in flight, and a rerun converges because a chat already in
-its indexed form is recognised as unchanged and not written.
+fails. On SQLite, whose group transaction holds the one write lock, their records are
+read, validated and folded before it and read again under it; elsewhere, once, under
+the chats' locks. A killed run loses at most the transaction in flight, and a rerun
+converges because a chat already in its indexed form is recognised as unchanged and
+not written.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import F, QuerySet
 from django.db.models.functions import Mod
 
 from .models import Chat, LegacyChat
-from .prepared import PreparedChat
+from .prepared import PreparedChat, check_record
+from .records import fill_message_ids
 from .signals import chat_indexed, send_after_commit
 from .sql import ChatWriter, LockedChat
 from .sql.errors import retry_lock_conflicts
@@ -195,7 +197,8 @@ class Backfill:
 
     def _prepare_new_legacy(self, group: list[tuple[int, str]]) -> dict[str, _ReadLegacy]:
         """Read and prepare, before the group's transaction, the legacy chats that have no
-        chat row yet: their validation, JSON encoding and term extraction.
+        chat row yet: their validation, JSON encoding and term extraction (SQLite only:
+        ``_group_holds_every_writer``).
 
         Why: on SQLite the group's transaction holds the database's one write lock, so
         work done inside it is work no other worker can overlap. Done here, workers fold
@@ -203,7 +206,7 @@ class Backfill:
         row is read again under the lock; a chat whose row changed meanwhile is prepared
         again from what the lock saw, so nothing stale is written.
         """
-        if self.dry_run:
+        if self.dry_run or not self._group_holds_every_writer():
             return {}
         chat_ids = [chat_id for _, chat_id in group]
         try:
@@ -217,6 +220,12 @@ class Backfill:
         except Exception:  # e.g. a busy database: the transaction reads and prepares them
             return {}
         return {row[0]: _ReadLegacy(row, _prepared(row)) for row in rows}
+
+    def _group_holds_every_writer(self) -> bool:
+        """Whether a group's transaction keeps other workers from writing (SQLite's one
+        write lock). Elsewhere locks are per chat, so the chats are read and prepared
+        once, under their locks, instead of read before the transaction and again."""
+        return connections[self.using].vendor == "sqlite"
 
     def _legacy_rows(self, chat_ids: list[str]) -> list[tuple[Any, ...]]:
         if not chat_ids:
@@ -360,6 +369,7 @@ def _prepared(row: tuple[Any, ...]) -> PreparedChat | Exception:
         record = DjangoChatStore.record_of(
             LegacyChat(chat_id=chat_id, scope=scope, payload=payload, updated_at=updated_at)
         )
-        return PreparedChat.of(record).compute_ahead()
+        checked = check_record(record, revalidate=False)  # built just now: checked once
+        return PreparedChat.from_checked(checked, fill_message_ids(checked)).compute_ahead()
     except Exception as exc:  # the chat fails alone, as in the chat-by-chat path
         return exc

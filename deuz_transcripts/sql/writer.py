@@ -356,7 +356,7 @@ class ChatWriter:
             insert_scope_rows(cursor, rows)
             if any(chat.prepared for chat in chats):
                 record_form(cursor)
-            search_rows.insert(
+            search_rows.insert_new_chats(
                 cursor,
                 [
                     _new_rows(row, chat.prepared, search_rows.keeps_search_text)

@@ -9,7 +9,7 @@ round trip of its message rows' ``INSERT`` (``backends.batched``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
@@ -19,9 +19,9 @@ from ...text import stored_terms_text
 from ..batched import Statement, run_batched
 from ..chat_filter import table
 from ..search_rows import NewRows, SearchRows, StoredRow
-from .storage import VECTOR_COLUMN, role_lexeme, scope_lexemes
+from .storage import VECTOR_COLUMN, role_lexeme, scope_lexemes, tsquery_operand
 
-__all__ = ["PostgresRows", "array_literal"]
+__all__ = ["PostgresRows", "array_literal", "tsvector_text"]
 
 _LOCK_NAMESPACE = 733_120  # the advisory-lock key space of this app
 
@@ -50,6 +50,57 @@ def _element(value: str | int | bool | None) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+#: The message columns both writes fill, in the order of ``_rows``.
+_COLUMNS = (
+    "tenant",
+    "chat_id",
+    "position",
+    "message_id",
+    "role",
+    "payload",
+    "digest",
+    "visible_position",
+    "has_terms",
+    VECTOR_COLUMN,
+)
+
+
+def _rows(batches: Sequence[NewRows], vector: Callable[[str], str]) -> Iterator[tuple[Any, ...]]:
+    """Each new row's ``_COLUMNS`` values, its vector's lexemes given to ``vector`` (``None``
+    for a message without terms)."""
+    for batch in batches:
+        tokens = " ".join(scope_lexemes(batch.chat.scope, batch.chat.chat_id))
+        chat = batch.chat.pk
+        for message, terms in zip(batch.messages, batch.terms, strict=True):
+            yield (
+                message.tenant,
+                chat,
+                message.position,
+                message.message_id,
+                message.role,
+                message.payload,
+                message.digest,
+                message.visible_position,
+                message.has_terms,
+                vector(f"{stored_terms_text(terms)} {tokens} {role_lexeme(message.role)}")
+                if terms
+                else None,
+            )
+
+
+def _as_is(lexemes: str) -> str:
+    """The ``INSERT``'s form: the lexemes separated by spaces (it splits them itself)."""
+    return lexemes
+
+
+def tsvector_text(lexemes: str) -> str:
+    """The ``tsvector`` input text of space-separated lexemes (``'a' 'b'``): the vector
+    ``array_to_tsvector(string_to_array(lexemes, ' '))`` builds, each lexeme quoted."""
+    if "'" in lexemes or "\\" in lexemes:  # terms have neither: tokens are hex
+        return " ".join(tsquery_operand(lexeme) for lexeme in lexemes.split(" "))
+    return "'" + lexemes.replace(" ", "' '") + "'"
+
+
 class PostgresRows(SearchRows):
     keeps_search_text = False  # the tsvector is the search data
     new_chat_key_sql = f"nextval(pg_get_serial_sequence('{table(Chat)}', 'id'))"
@@ -75,35 +126,17 @@ class PostgresRows(SearchRows):
         """One INSERT that writes each row and its tsvector together (no second tuple),
         for the rows of one chat (a write) or of many (a backfill's new chats), sent with
         ``before`` in one round trip."""
-        columns: list[list[Any]] = [[] for _ in range(10)]
-        (tenants, chats, positions, ids, roles, payloads, digests, visible, has, lexemes) = columns
-        for batch in batches:
-            tokens = " ".join(scope_lexemes(batch.chat.scope, batch.chat.chat_id))
-            for message, terms in zip(batch.messages, batch.terms, strict=True):
-                tenants.append(message.tenant)
-                chats.append(batch.chat.pk)
-                positions.append(message.position)
-                ids.append(message.message_id)
-                roles.append(message.role)
-                payloads.append(message.payload)
-                digests.append(message.digest)
-                visible.append(message.visible_position)
-                has.append(message.has_terms)
-                lexemes.append(
-                    f"{stored_terms_text(terms)} {tokens} {role_lexeme(message.role)}"
-                    if terms
-                    else None
-                )
-        if not tenants:
+        rows = list(_rows(batches, _as_is))
+        if not rows:
             run_batched(cursor, before)
             return
+        columns = list(zip(*rows, strict=True))
         run_batched(
             cursor,
             [
                 *before,
                 (
-                    f"INSERT INTO {table(Message)} (tenant, chat_id, position, message_id, "
-                    f"role, payload, digest, visible_position, has_terms, {VECTOR_COLUMN}) "
+                    f"INSERT INTO {table(Message)} ({', '.join(_COLUMNS)}) "
                     "SELECT v.tenant, v.chat_id, v.position, v.message_id, v.role, v.payload, "
                     "v.digest, v.visible_position, v.has_terms, "
                     "array_to_tsvector(string_to_array(v.terms, ' ')) "
@@ -115,6 +148,19 @@ class PostgresRows(SearchRows):
                 ),
             ],
         )
+
+    def insert_new_chats(self, cursor: CursorWrapper, batches: Sequence[NewRows]) -> None:
+        """The rows of a backfill group's new chats by one ``COPY`` (psycopg 3), each
+        vector in its text form: no array literal to build and quote, nothing for the
+        server to parse but the rows, and heap pages filled several rows at a time. The
+        statement triggers see the ``COPY`` as one statement. Other drivers: ``insert``."""
+        copy = getattr(cursor.cursor, "copy", None)
+        if copy is None:  # pragma: no cover - psycopg2
+            self.insert(cursor, batches)
+            return
+        with copy(f"COPY {table(Message)} ({', '.join(_COLUMNS)}) FROM STDIN") as rows:
+            for row in _rows(batches, tsvector_text):
+                rows.write_row(row)
 
     def clear(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
         """The vector lives on the row: NULL it, so nothing searchable stays behind."""
