@@ -129,3 +129,14 @@ def span_match_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
         assert hasattr(span_match, name), name
         monkeypatch.setattr(span_match, name, value)
     return str(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _tenant_sizes_unknown():
+    """Each test starts in a process that has found no tenant big (``BIG_TENANTS``, which
+    picks a plan, never a result), whatever an earlier test searched."""
+    from deuz_transcripts.backends.postgresql.engine import BIG_TENANTS
+
+    BIG_TENANTS.clear()
+    yield
+    BIG_TENANTS.clear()

@@ -114,6 +114,7 @@ UNDER_THE_WALK = PlanPolicy(
     walk_min_rows=1_000,
     walk_guess_max_rows=64,
     walk_guess_margin=2,
+    essential_rare_rows=0,  # term by term: a batch would read these few rows whole
 )
 
 

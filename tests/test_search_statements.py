@@ -21,7 +21,6 @@ from deuz_transcripts import SearchTimeout, TranscriptError
 from deuz_transcripts.backends import policy
 from deuz_transcripts.backends.chat_filter import ChatFilter
 from deuz_transcripts.backends.policy import PlanPolicy
-from deuz_transcripts.backends.postgresql.engine import BIG_TENANTS
 from deuz_transcripts.backends.postgresql.session import (
     BITMAP_WORK_MEM,
     bitmap_scans,
@@ -42,14 +41,6 @@ WORDS = "alpha beta gamma delta epsilon"
 def postgresql_only() -> None:
     if connection.vendor != "postgresql":
         pytest.skip("a PostgreSQL session's transaction and settings")
-
-
-@pytest.fixture(autouse=True)
-def tenants_unknown() -> Iterator[None]:
-    """Each test's process knows no tenant's size yet (``BIG_TENANTS``)."""
-    BIG_TENANTS.clear()
-    yield
-    BIG_TENANTS.clear()
 
 
 @pytest.fixture
