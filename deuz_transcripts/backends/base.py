@@ -109,12 +109,9 @@ class RowSource(ABC):
         return self.matches_sql(chats, terms)
 
     def plans_masks(self, chats: ChatFilter, terms: Sequence[str], total: int) -> bool:
-        """Whether to count masks first and read only the page's rows (big scopes), rather
-        than rank every match in one statement."""
-        return (
-            len(terms) <= self.policy.mask_plan_max_terms
-            and total > self.policy.single_statement_max
-        )
+        """Whether to count masks first and read only the page's rows (big scopes, any
+        number of terms), rather than rank every match in one statement."""
+        return total > self.policy.single_statement_max
 
     def few_rows(self, expected: int | None) -> bool:
         """Whether rows known to be ``expected`` look their chats up one by one (a join,

@@ -46,9 +46,6 @@ class PlanPolicy:
     #: the newest chats in a window (1M: one common word 1.8 -> 65 ms unscoped, 6.3 -> 37
     #: ms for the 50,000-message user).
     fts5_walk_probed_max_rows: int = 0
-    #: Longest query planned mask by mask; longer ones rank every match in one
-    #: statement (PostgreSQL's exact-mask tsqueries grow with masks x terms).
-    mask_plan_max_terms: int = 4
     #: Queries of at most this many terms count masks (SQLite FTS5, and PostgreSQL where
     #: GIN filters the scope) and PostgreSQL's exact totals (where it visits fewer rows)
     #: by inclusion-exclusion over the counts of every term subset (2^n - 1 counts).
