@@ -15,6 +15,7 @@ The rows and their vectors are written by ``postgresql.rows``.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from django.db.backends.utils import CursorWrapper
@@ -29,6 +30,7 @@ from .counts.statistics import PostgresStoredCounts
 from .counts.stored import (
     each_stored_or_null,
     lexeme_stored_sql,
+    per_term_array,
     stored_or,
     tenant_counted_sql,
 )
@@ -134,18 +136,17 @@ class PostgresRowSource(RowSource):
         gate = max(policy.single_statement_max, policy.lexeme_scope_min)
         # arrays of every term's count: one subquery each to plan, however many terms
         past = [each_stored_or_null(terms, stored.tenant, stored.roles)]
-        if counted:
+        if counted:  # a counted tenant's words not stored, counted in GIN
             own, own_params = "TRUE", list[Any]()
             if stored.tenant is not None:
                 own, own_params = tenant_counted_sql(stored.tenant)
-            is_stored, is_stored_params = lexeme_stored_sql("q.lexeme", stored.tenant)
+            is_stored, is_stored_params = lexeme_stored_sql("q.lexeme", None)
             gin, gin_params = gin_count_of(chats, "q.query")
+            condition = f"t.total > %s AND {own} AND NOT {is_stored}"
             queries = [filtered_tsquery(chats, tsquery_literal(term)) for term in terms]
             past.append(
                 (
-                    f"(SELECT array_agg(CASE WHEN t.total > %s AND {own} AND NOT ({is_stored}) "
-                    f"THEN {gin} END ORDER BY q.i) FROM unnest(%s::text[], %s::tsquery[]) "
-                    "WITH ORDINALITY AS q(lexeme, query, i))",
+                    per_term_array(condition, gin, {"lexeme": "text", "query": "tsquery"}),
                     [
                         gate,
                         *own_params,
@@ -156,16 +157,13 @@ class PostgresRowSource(RowSource):
                     ],
                 )
             )
-            with _bitmap_scans(self.alias, cursor):
-                size, read, values = self._sized_candidates_of(
-                    cursor, total, chats, terms, depth, most, past
-                )
-            if size <= gate:  # no n_t counted: a mid-size scope's reads follow
-                keep_bitmap_scans(cursor)
-        else:
+        mode = _bitmap_scans(self.alias, cursor) if counted else nullcontext()
+        with mode:
             size, read, values = self._sized_candidates_of(
                 cursor, total, chats, terms, depth, most, past
             )
+        if counted and size <= gate:  # no n_t counted: a mid-size scope's reads follow
+            keep_bitmap_scans(cursor)
         if size > most:
             self.stored.remember(terms, stored, values[0], values[1] if counted else [])
         return size, read

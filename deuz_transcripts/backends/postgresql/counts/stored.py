@@ -34,7 +34,7 @@ term so that writers of other shards ran on.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from django.db import transaction
@@ -79,6 +79,7 @@ __all__ = [
     "has_deltas",
     "is_stored_sql",
     "lexeme_stored_sql",
+    "per_term_array",
     "rebuild_term_counts",
     "replace_function",
     "stored_or",
@@ -493,17 +494,27 @@ def each_stored_or_null(
     terms: Sequence[str], tenant: str | None, roles: Collection[str] | None
 ) -> tuple[str, list[Any]]:
     """A scalar SQL expression: an array of each term's stored count (as ``stored_or``
-    with ``NULL`` for a term not stored), in order. One subquery however many terms: a
-    subquery per term is planned per statement, which cost a small scope's search more
-    than the search itself for long queries (bench/RESULTS.md)."""
+    with ``NULL`` for a term not stored), in order (``per_term_array``)."""
     counted, counted_params = lexeme_stored_sql("q.lexeme", tenant)
     where, params = _where(tenant, roles)
     parts = counts_relation(tenant=tenant is not None)
     count = f"COALESCE((SELECT sum(t.rows) FROM {parts} t WHERE t.lexeme = q.lexeme{where}), 0)"
     return (
-        f"(SELECT array_agg(CASE WHEN {counted} THEN {count} END ORDER BY q.i) "
-        "FROM unnest(%s::text[]) WITH ORDINALITY AS q(lexeme, i))",
+        per_term_array(counted, count, {"lexeme": "text"}),
         [*counted_params, *params, [stored_term(term) for term in terms]],
+    )
+
+
+def per_term_array(condition: str, value: str, columns: Mapping[str, str]) -> str:
+    """A scalar SQL expression: the array of ``value`` where ``condition`` holds (else
+    ``NULL``), one element per row of an ``unnest`` of one array parameter per column
+    (``columns``: name to SQL type; ``q.<name>`` in both), in order. One subquery to plan
+    for any number of terms: PostgreSQL plans every subquery of a statement, run or not,
+    which cost a small scope's long query more than the search itself (bench/RESULTS.md)."""
+    arrays = ", ".join(f"%s::{kind}[]" for kind in columns.values())
+    return (
+        f"(SELECT array_agg(CASE WHEN {condition} THEN {value} END ORDER BY q.i) "
+        f"FROM unnest({arrays}) WITH ORDINALITY AS q({', '.join(columns)}, i))"
     )
 
 
