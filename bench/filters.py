@@ -21,7 +21,6 @@ __all__ = [
     "VARIANTS",
     "WINDOWS",
     "Window",
-    "newest_cutoff",
     "ratios",
     "variant_engines",
     "windows",
@@ -50,15 +49,16 @@ VARIANTS = {
 CAP = 10_000
 
 
-def newest_cutoff(user: str | None, share: float = 0.5) -> datetime:
-    """``updated_at`` of the scope's chat at ``share`` of them, newest first: strictly
-    after it lies that share of the chats (0.5: the newest half)."""
+def _newest_first(user: str | None) -> list[datetime]:
+    """The ``updated_at`` of every chat of the scope of ``user``, newest first."""
     chats = Chat.objects.all()
     if user is not None:
         chats = chats.filter(scope_fields__key="userId", scope_fields__value=user)
-    count = chats.count()
-    ordered = chats.order_by("-updated_at").values_list("updated_at", flat=True)
-    return ordered[min(int(count * share), count - 1)]
+    return list(chats.order_by("-updated_at").values_list("updated_at", flat=True))
+
+
+def _at_share(newest_first: list[datetime], share: float) -> datetime:
+    return newest_first[min(int(len(newest_first) * share), len(newest_first) - 1)]
 
 
 #: A date window of a variant: ``(updated_after, updated_before)``, either may be ``None``.
@@ -69,14 +69,13 @@ WINDOWS = ("window_day", "window10", "window", "window90", "window_old_month")
 
 def windows(user: str | None) -> dict[str, Window]:
     """Each window variant's bounds over the scope of ``user`` (``None``: unscoped)."""
-    newest = newest_cutoff(user, 0.0)
-    old_end = newest_cutoff(user, 2 / 3)
+    dates = _newest_first(user)  # read once for every bound
     return {
-        "window_day": (newest - timedelta(days=1), None),
-        "window10": (newest_cutoff(user, 0.1), None),
-        "window": (newest_cutoff(user, 0.5), None),
-        "window90": (newest_cutoff(user, 0.9), None),
-        "window_old_month": (newest_cutoff(user, 2 / 3 + 1 / 12), old_end),
+        "window_day": (dates[0] - timedelta(days=1), None),
+        "window10": (_at_share(dates, 0.1), None),
+        "window": (_at_share(dates, 0.5), None),
+        "window90": (_at_share(dates, 0.9), None),
+        "window_old_month": (_at_share(dates, 2 / 3 + 1 / 12), _at_share(dates, 2 / 3)),
     }
 
 
