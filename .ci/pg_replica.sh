@@ -71,8 +71,10 @@ if ! cluster_exists; then
     cp "$hba" "$replica_conf/pg_hba.conf"
     find "$datadir" -mindepth 1 -delete
     say "copying the primary into $datadir (pg_basebackup)"
+    # --checkpoint=fast: the default spread checkpoint waits for the primary's next one (up to
+    # checkpoint_timeout) on a primary that writes little, as a fresh CI machine's does
     runuser -u postgres -- pg_basebackup -h 127.0.0.1 -p "$primary_port" -U postgres \
-        -D "$datadir" -R -X stream
+        -D "$datadir" -R -X stream --checkpoint=fast
 fi
 
 # --- start it and wait until it answers as a standby ------------------------------------------
