@@ -44,6 +44,7 @@ from .essential import EssentialTerms
 from .page_rows import order_page, page_rows
 from .statistics import SearchStatistics
 from .walks import NewestWalks, walk_if_dense
+from .window_masks import window_page
 
 __all__ = ["Collected", "Collector", "Count"]
 
@@ -245,7 +246,7 @@ class Collector:
                 return Collected(rows[asked.offset :], plan, pinned, total)
             if rows is not None and count == "none":  # the page is past the last match
                 return None
-        return self._window_by_masks(matches, asked, pinned, counted=count != "none")
+        return self._window_by_masks(matches, asked, pinned, count, cap)
 
     def _unwindowed_ranking(self, matches: Matches) -> PinnedRanking | None:
         """N, every n_t and the best mask of the search without the window, as its own
@@ -272,11 +273,20 @@ class Collector:
         return None if rows is None else rows[:depth]
 
     def _window_by_masks(
-        self, matches: Matches, asked: _Asked, pinned: PinnedRanking, *, counted: bool
+        self, matches: Matches, asked: _Asked, pinned: PinnedRanking, count: Count, cap: int | None
     ) -> Collected | None:
-        """The window's page from its mask histogram, each mask scored by ``pinned``: only
-        the masks reaching the page are read (``counted``: the total is the window's
-        matches)."""
+        """The window's page, each mask scored by ``pinned``: unless every match is
+        counted, its masks read best first, each only up to what the page still needs
+        (``window_masks``); else from the window's mask histogram (whose sum is the
+        total), reading only the masks reaching the page."""
+        counted = count != "none"
+        if count != "exact":
+            found = window_page(matches, pinned, asked.offset, asked.limit)
+            if found is not None and found.plan is not None and found.page:
+                total = None if count == "none" else (cap or 0) + 1
+                return Collected(found.page, found.plan, pinned, total)
+            if found is not None and count == "none":  # past the window's last match
+                return None
         total = self.statistics.of(matches).total()  # the window's messages: how to read them
         if not total:
             return None

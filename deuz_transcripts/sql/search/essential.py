@@ -38,7 +38,7 @@ from .page_rows import order_page, page_rows
 from .statistics import SearchStatistics
 from .unread_masks import unread_mask_rows
 
-__all__ = ["EssentialPage", "EssentialTerms"]
+__all__ = ["EssentialPage", "EssentialTerms", "rarest_terms"]
 
 
 class EssentialPage(NamedTuple):
@@ -233,7 +233,7 @@ class EssentialTerms:
         rare_terms = matches.counts.rare_terms
         if cap and rare_terms == "by_filter_counts":
             counts = statistics.of(matches).term_counts(terms)
-            rare = _rarest(counts, cap)
+            rare = rarest_terms(counts, cap)
             held = [position for position in rare if counts[position]]
             expected = sum(counts[position] for position in held)
             rows = (
@@ -248,7 +248,7 @@ class EssentialTerms:
             return rows, counts, frozenset(rare)
         rare = []
         if cap and rare_terms == "by_index_counts":
-            rare = _rarest(matches.counts.capped_term_counts(cap + 1), cap)
+            rare = rarest_terms(matches.counts.capped_term_counts(cap + 1), cap)
         rows = (
             self._rows_once(
                 matches,
@@ -270,7 +270,7 @@ class EssentialTerms:
         return rows, counts, frozenset(rare)
 
 
-def _rarest(counts: Sequence[int], cap: int) -> list[int]:
+def rarest_terms(counts: Sequence[int], cap: int) -> list[int]:
     """Positions of the rarest terms whose ``counts`` sum to at most ``cap``."""
     rare: list[int] = []
     room = cap

@@ -1,0 +1,177 @@
+"""A date window's page read mask by mask, best first, without counting the window.
+
+A window filters hits only (SPEC §8): every mask's score is the search's without the
+window, so the window's page is the first rows of its best masks: the rarest terms'
+rows within the window, then the common terms' masks, each walked newest first from the
+window's upper bound or read, only up to what the page still needs. No statement counts
+a term, a mask or N within the window (that histogram cost 10-95x the search without
+the window at 1M: bench/RESULTS.md). Every page is the memory index's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
+from deuz_transcripts.backends import policy
+from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.factories import conversation
+
+pytestmark = pytest.mark.django_db
+
+WHEN = datetime(2025, 5, 1, tzinfo=UTC)
+TEXTS = [
+    "alpha beta gamma",
+    "alpha beta",
+    "beta gamma",
+    "alpha gamma",
+    "alpha",
+    "gamma filler",
+    "beta",
+    "plain words",
+]
+QUERIES = [
+    "alpha",
+    "alpha beta",
+    "rare alpha beta",
+    "rare seldom alpha beta gamma",
+    "seldom beta gamma",
+    "alpha beta missing",
+]
+#: Windows over the 30 chats' days: the newest few, the middle, an old closed one, one
+#: holding nothing, and one that only bounds from above.
+WINDOWS = [
+    (WHEN + timedelta(days=26), None),
+    (WHEN + timedelta(days=9), WHEN + timedelta(days=20)),
+    (WHEN - timedelta(days=1), WHEN + timedelta(days=4)),
+    (WHEN + timedelta(days=40), None),
+    (None, WHEN + timedelta(days=12)),
+]
+#: Past the one-statement size and no full-mask walk: pages are planned by masks.
+MASKS = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9)
+#: Reads that count within a filter (a term, a mask, N) or rank every match of it.
+COUNTING = {
+    "source": ("candidates",),
+    "counts": ("total", "mask_histogram", "subset_histogram", "term_counts"),
+}
+
+
+@pytest.fixture
+def indexes(settings: Any) -> tuple[DjangoConditionalChatStore, InMemoryTranscriptIndex]:
+    # SQLite FTS5: no scope scanned row by row (its own plan for small scopes)
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "SQLITE_SCAN_SCOPE_MAX": 0}
+    store = DjangoConditionalChatStore()
+    memory = InMemoryTranscriptIndex()
+    for n in range(30):
+        texts = [TEXTS[(n + k) % len(TEXTS)] for k in range(3)]
+        if n in (3, 17, 28):
+            texts.append("rare alpha")
+        if n == 9:
+            texts.append("seldom gamma")
+        record = ChatRecord(
+            f"c{n:02}",
+            {"userId": "ada" if n % 3 else "bob"},
+            conversation(texts),
+            updated_at=WHEN + timedelta(days=n // 2),  # two chats a day: ties by chat id
+        )
+        store.write_chat(record, expected_revision=0)
+        memory.index(record)
+    if not store.transcript.backend.source.walks_newest_first:
+        pytest.skip("the LIKE fallback counts the window's masks (it ranks in one statement)")
+    return store, memory
+
+
+def spy_windowed_counts(monkeypatch: pytest.MonkeyPatch, backend: Any) -> list[str]:
+    """The names of ``COUNTING`` reads the search makes over a windowed filter."""
+    calls: list[str] = []
+    for part, names in COUNTING.items():
+        part_class = type(getattr(backend, part))
+        for name in names:
+            original = getattr(part_class, name)
+
+            def spy(
+                self: Any,
+                cursor: Any,
+                chats: Any,
+                *args: Any,
+                _name: str = name,
+                _original: Any = original,
+            ) -> Any:
+                if chats.windowed:
+                    calls.append(_name)
+                return _original(self, cursor, chats, *args)
+
+            monkeypatch.setattr(part_class, name, spy)
+    return calls
+
+
+def same_pages(store: Any, memory: InMemoryTranscriptIndex, **options: Any) -> None:
+    for query in QUERIES:
+        for scope in ({}, {"userId": "ada"}):
+            for after, before in WINDOWS:
+                for offset, limit in ((0, 3), (2, 4), (0, 40)):
+                    search = {
+                        "limit": limit,
+                        "offset": offset,
+                        "updated_after": after,
+                        "updated_before": before,
+                        **options,
+                    }
+                    hits = store.transcript.search(scope, query, **search)
+                    want = memory.search(scope, query, **search)
+                    assert [(h.chat_id, h.message_id, h.score) for h in hits] == [
+                        (h.chat_id, h.message_id, h.score) for h in want
+                    ], (query, scope, after, before, offset, limit, options)
+
+
+@pytest.mark.parametrize("rare_rows", [0, 3, 2_000], ids=["all-common", "one-rare", "rare"])
+@pytest.mark.parametrize("walk", [True, False], ids=["walked", "read"])
+def test_a_window_page_reads_its_best_masks_and_counts_nothing_in_the_window(
+    monkeypatch, indexes, walk, rare_rows
+):
+    """The rarest terms' rows within the window and the common terms' masks, best
+    first, each walked from the window's upper bound (or read): the memory index's
+    pages, with roles too, and no count of anything within the window."""
+    store, memory = indexes
+    calls = spy_windowed_counts(monkeypatch, store.transcript.backend)
+    masks = replace(MASKS, essential_rare_rows=rare_rows)
+    if not walk:
+        masks = replace(masks, walk_guess_max_rows=0)
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", masks)
+    same_pages(store, memory)
+    same_pages(store, memory, roles=["user"])
+    assert calls == []
+
+
+def test_a_capped_window_page_past_its_cap_counts_nothing_in_the_window(monkeypatch, indexes):
+    """``search_page`` with a cap the window's matches pass: the same page as
+    ``search()``, the total "more than the cap", and nothing counted in the window."""
+    store, memory = indexes
+    calls = spy_windowed_counts(monkeypatch, store.transcript.backend)
+    monkeypatch.setattr(policy, "DEFAULT_POLICY", MASKS)
+    after = WHEN + timedelta(days=5)
+    for query in ("alpha beta", "rare alpha beta"):
+        page = store.transcript.search_page({}, query, limit=3, total_cap=2, updated_after=after)
+        want = memory.search({}, query, limit=3, updated_after=after)
+        assert [(h.message_id, h.score) for h in page.hits] == [
+            (h.message_id, h.score) for h in want
+        ]
+        assert (page.total, page.total_exact) == (2, False)  # more than the cap
+    assert calls == []
+
+
+def test_more_common_terms_than_unread_max_terms_count_the_window(monkeypatch, indexes):
+    """Too many common terms to try their masks one by one: the window's masks are
+    counted (the histogram route), and the pages are still the memory index's."""
+    store, memory = indexes
+    calls = spy_windowed_counts(monkeypatch, store.transcript.backend)
+    monkeypatch.setattr(
+        policy, "DEFAULT_POLICY", replace(MASKS, essential_rare_rows=0, unread_max_terms=1)
+    )
+    same_pages(store, memory)
+    assert calls
