@@ -269,7 +269,12 @@ class Collector:
         if pinned.best_mask != full or not _only_full_scores_best(pinned, len(terms)):
             return None
         depth = asked.depth
-        rows = self.walks.newest_page(matches, depth)
+        # the window guessed as dense as the search without it, whose counts are known:
+        # walked from its upper bound at once, without a probe counting within it
+        share = math.prod(min(count / pinned.total, 1.0) for count in pinned.matching)
+        rows = walk_if_dense(matches, full, share, depth)
+        if rows is None:
+            rows = self.walks.newest_page(matches, depth)
         return None if rows is None else rows[:depth]
 
     def _window_by_masks(
