@@ -156,49 +156,61 @@ UNBOUNDED = " m ON m.chat_id = c.id WHERE"
 
 
 @postgresql_only
-@pytest.mark.parametrize("window", [{}, {"updated_after": WHEN - timedelta(minutes=1)}])
 @pytest.mark.parametrize(("alpha_chats", "unbounded"), [(30, 0), (20, 1), (5, 1)])
-def test_a_page_mask_over_walk_min_rows_is_walked_bounded_first(window, alpha_chats, unbounded):
+def test_a_page_mask_over_walk_min_rows_is_walked_bounded_first(alpha_chats, unbounded):
     """The rows holding alpha alone are one mask of at least ``walk_min_rows``: walked
     newest chat first. The bounded walk comes first, so the cost follows the page even
-    where PostgreSQL would sort every row of the mask (it misjudges a window's chats);
-    where the newest chats hold none, the unbounded walk finds them."""
+    where PostgreSQL would sort every row of the mask; where the newest chats hold
+    none, the unbounded walk finds them."""
     with tenant_key("userId"):
         corpus = alpha_beside_zeta(alpha_chats)
-        statements = corpus.statements({}, "alpha zeta", guess=OVER_THE_WALK, **window)
+        statements = corpus.statements({}, "alpha zeta", guess=OVER_THE_WALK)
         walks = [sql for sql in statements if BOUNDED in sql or UNBOUNDED in sql]
         assert any(BOUNDED in sql for sql in walks)
         assert [UNBOUNDED in sql and BOUNDED not in sql for sql in walks].count(True) == unbounded
 
 
 @postgresql_only
-def test_a_date_window_is_walked_before_its_n_is_counted():
+@pytest.mark.parametrize(("alpha_chats", "read"), [(30, False), (20, True), (5, True)])
+def test_a_window_mask_is_walked_bounded_first_then_read_within_the_window(alpha_chats, read):
+    """In a date window no mask is counted (a window filters hits only): the rows
+    holding alpha alone are walked from the window's upper bound within the newest
+    chats the counts without the window predict hold a page of them; where those hold
+    none, the mask's rows within the window are read. The window's N is never read."""
+    with tenant_key("userId"):
+        corpus = alpha_beside_zeta(alpha_chats)
+        window = {"updated_after": WHEN - timedelta(minutes=1)}
+        statements = corpus.statements({}, "alpha zeta", guess=OVER_THE_WALK, **window)
+        assert any(BOUNDED in sql for sql in statements)
+        alpha_alone = [sql for sql in statements if RANKED_READ in sql and " 1 AS mask" in sql]
+        assert bool(alpha_alone) == read
+        assert not any(WINDOW_N in sql for sql in statements)
+
+
+@postgresql_only
+def test_a_date_window_is_walked_and_its_n_never_counted():
     """A window filters hits only: it is ranked by the search without it, and its rows
     are guessed as dense as that search's. A walk of the window that fills the page
     needs no N of the window (a pass over its chats); one that ends short (the window's
-    rows hold the words apart) falls back to the probe, and the window's N is read
-    only when the probe's walk cannot fill the page either (the window's masks are
-    then counted). Hits as the memory index gives them."""
+    rows hold the words apart) falls back to the probe of the search without the
+    window, and where the probe's walk cannot fill the page either, the window's masks
+    are read best first: never the window's N. Hits as the memory index gives them."""
     with tenant_key("userId"):
         corpus = Corpus()
         for n in range(30):  # the 10 newest chats hold the words apart
             texts = ("alpha beta", "alpha beta") if n < 20 else ("alpha one", "beta two")
             corpus.add(f"c{n:02}", "ada", *texts, minutes=n)
         assert count_terms(11) == 2  # alpha, beta
-        # window -> (N read unscoped, N read in the tenant's scope)
-        for window, n_read in (
-            ({"updated_before": WHEN + timedelta(minutes=19, seconds=30)}, (False, False)),
-            (
-                {"updated_after": WHEN, "updated_before": WHEN + timedelta(minutes=15)},
-                (False, False),
-            ),
-            ({"updated_after": WHEN + timedelta(minutes=4)}, (False, False)),  # the probe walks
-            ({"updated_after": WHEN + timedelta(minutes=19, seconds=30)}, (True, True)),
+        for window in (
+            {"updated_before": WHEN + timedelta(minutes=19, seconds=30)},
+            {"updated_after": WHEN, "updated_before": WHEN + timedelta(minutes=15)},
+            {"updated_after": WHEN + timedelta(minutes=4)},  # the probe walks
+            {"updated_after": WHEN + timedelta(minutes=19, seconds=30)},  # masks best first
         ):
-            for scope, expected in zip(({}, {"userId": "ada"}), n_read, strict=True):
+            for scope in ({}, {"userId": "ada"}):
                 statements = corpus.statements(scope, "alpha beta", **window)
                 assert any(BOUNDED in sql for sql in statements), (scope, window)
-                assert any(WINDOW_N in sql for sql in statements) == expected, (scope, window)
+                assert not any(WINDOW_N in sql for sql in statements), (scope, window)
 
 
 @postgresql_only

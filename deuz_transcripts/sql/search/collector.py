@@ -225,10 +225,19 @@ class Collector:
         self, matches: Matches, asked: _Asked, count: Count, cap: int | None
     ) -> Collected | None:
         """The first page of a windowed search: ranked by the search without the window,
-        its rows read within the window. Rows holding every term, where they outscore the
-        rest, are walked newest first from the window's upper bound, stopping after the
-        page (or at its lower bound); else the window's masks are counted and their page
-        rows read, best first."""
+        its rows read within the window. Rows holding every term, where a page of them
+        exists, are walked newest first from the window's upper bound and stopping after
+        the page (or at its lower bound), scored 1.0 without N as without a window; else
+        the window's masks, best first under the unwindowed ranking."""
+        terms = matches.terms
+        full = (1 << len(terms)) - 1
+        if count == "none":
+            newest = self.walks.newest_page(matches, asked.depth, probe=matches.without_window())
+            if newest is not None:  # the best mask without the window: 1.0 whatever N
+                if len(newest) <= asked.offset:
+                    return None
+                plan = ranking.RankPlan(raws={full: 1.0}, best=1.0, page_masks=frozenset())
+                return Collected(newest[asked.offset :], plan, None, None)
         pinned = self._unwindowed_ranking(matches)
         if pinned is None:  # nothing matches without the window: nothing within it
             return None
@@ -237,22 +246,21 @@ class Collector:
                 raise ValueError("a capped count needs its cap")
             if not matches.more_than(cap):
                 count = "exact"  # within the cap, counting costs about the cap
-        if count != "exact":
+        if count == "capped":  # past the cap: the page as ``search()`` reads it
             rows = self._every_term_rows(matches, asked, pinned)
             if rows is not None and len(rows) > asked.offset:
-                full = (1 << len(matches.terms)) - 1
                 plan = pinned.plan({full: len(rows)}, frozenset({full}))
-                total = None if count == "none" else (cap or 0) + 1
-                return Collected(rows[asked.offset :], plan, pinned, total)
-            if rows is not None and count == "none":  # the page is past the last match
-                return None
+                return Collected(rows[asked.offset :], plan, pinned, (cap or 0) + 1)
         return self._window_by_masks(matches, asked, pinned, count, cap)
 
     def _unwindowed_ranking(self, matches: Matches) -> PinnedRanking | None:
-        """N, every n_t and the best mask of the search without the window, as its own
-        first page pins them (its first hit, by whichever route that search takes);
-        ``None``: nothing matches it."""
+        """N, every n_t and the best mask of the search without the window: where a row
+        holds every term (the walk's probe said so), that mask and the counts; else as
+        that search's own first page pins them (its first hit, by whichever route it
+        takes). ``None``: nothing matches it."""
         whole = matches.without_window()
+        if self.walks.holds_every_term(whole):
+            return self.statistics.of(whole).pin_every_term()
         ranked = self._first_page(whole, _Asked(offset=0, limit=1), pin=True)
         if ranked is None:
             return None
@@ -274,7 +282,7 @@ class Collector:
         share = math.prod(min(count / pinned.total, 1.0) for count in pinned.matching)
         rows = walk_if_dense(matches, full, share, depth)
         if rows is None:
-            rows = self.walks.newest_page(matches, depth)
+            rows = self.walks.newest_page(matches, depth, probe=matches.without_window())
         return None if rows is None else rows[:depth]
 
     def _window_by_masks(

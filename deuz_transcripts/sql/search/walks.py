@@ -41,6 +41,26 @@ class NewestWalks:
     def __init__(self, statistics: SearchStatistics) -> None:
         self.statistics = statistics
         self.policy = statistics.policy
+        #: the probe's counts so far, by filter and cap (a date window's search probes the
+        #: search without it, which ranks it next)
+        self._together: list[tuple[Matches, int, int]] = []
+
+    def count_with_all_terms(self, matches: Matches, cap: int) -> int:
+        """Rows of ``matches`` holding every term, counted up to ``cap``, once per search."""
+        for seen, seen_cap, together in self._together:
+            if seen_cap == cap and seen == matches:
+                return together
+        together = matches.count_with_all_terms(cap)
+        self._together.append((matches, cap, together))
+        return together
+
+    def holds_every_term(self, matches: Matches) -> bool | None:
+        """Whether a row of ``matches`` holds every term, where a probe of this search
+        counted them; ``None``: not counted."""
+        for seen, _cap, together in self._together:
+            if seen == matches:
+                return together > 0
+        return None
 
     def guessed(self, matches: Matches, depth: int) -> list[Candidate] | None:
         """The page walked at once, without the probe, where the counts predict that
@@ -60,12 +80,16 @@ class NewestWalks:
         return walk_if_dense(matches, full, share, depth)
 
     def newest_page(
-        self, matches: Matches, depth: int, *, guess: bool = True
+        self, matches: Matches, depth: int, *, guess: bool = True, probe: Matches | None = None
     ) -> list[Candidate] | None:
         """The first ``depth`` hits without ranking every match, when that is exact: the
         guessed walk (``guess``), else the probe's count of rows holding every term up to
         ``walk_min_rows``; that many are walked (``probed``), fewer are read and sorted,
-        and nothing else is (no N, no n_t, no other mask). ``None``: ranking is needed."""
+        and nothing else is (no N, no n_t, no other mask). ``None``: ranking is needed.
+
+        ``probe``: the matches the probe counts instead, which hold ``matches`` (a date
+        window's search without the window: counted in the index alone, where counting
+        within the window reads every row of the terms; a window holds no more)."""
         terms = matches.terms
         cap = max(self.policy.walk_min_rows, depth)
         if (
@@ -77,7 +101,7 @@ class NewestWalks:
         guessed = self.guessed(matches, depth) if guess else None
         if guessed is not None:
             return guessed
-        together = matches.count_with_all_terms(cap)
+        together = self.count_with_all_terms(probe or matches, cap)
         full = (1 << len(terms)) - 1
         if together >= cap:  # the walk comes out in tie order
             page = self.probed(matches, full, depth, together)
@@ -87,6 +111,8 @@ class NewestWalks:
             page = self.read_in_tie_order(matches, full, depth, together)
         else:
             return None
+        if probe is not None and len(terms) == 1:  # the window's every match, read
+            return page
         return page if len(page) >= depth else None  # rows deleted meanwhile: rank them all
 
     def probed(self, matches: Matches, full: int, depth: int, together: int) -> list[Candidate]:
