@@ -193,7 +193,9 @@ class Fts5RowSource(RowSource):
         ``NOT (s1 OR s2 ...)`` in the ``MATCH`` loads every skipped term's doclist to
         drop a few rows (~8 ms of a 32-term query's 22 reads, to drop 3 rows of 3,017)."""
         dropped = sum(1 << position for position in skipped)
-        rows = self._rows_holding(cursor, chats, holding_expression(chats, terms[wanted], []))
+        rows = self._rows_holding(
+            cursor, chats, holding_expression(chats, terms[wanted], []), expected
+        )
         bits = term_bits(terms)
         masks = [(row, held_mask(row[1], bits)) for row in rows]
         return [Candidate(row[0], mask, *row[2:]) for row, mask in masks if not mask & dropped]
@@ -209,16 +211,17 @@ class Fts5RowSource(RowSource):
         """One ``MATCH`` of ``scope AND (w1 OR w2 ...)``: the scope's doclist is read once,
         not once per term."""
         expression = match_expression(chats, [terms[position] for position in sorted(wanted)])
-        rows = self._rows_holding(cursor, chats, expression)
+        rows = self._rows_holding(cursor, chats, expression, expected)
         bits = term_bits(terms)
         return [Candidate(row[0], held_mask(row[1], bits), *row[2:]) for row in rows]
 
     def _rows_holding(
-        self, cursor: CursorWrapper, chats: ChatFilter, expression: str
+        self, cursor: CursorWrapper, chats: ChatFilter, expression: str, expected: int | None
     ) -> list[tuple[Any, ...]]:
         """``(id, search_text, chat pk, chat id, updated_at, position, visible_position)``
-        of the rows FTS5 finds for ``expression`` that the filter admits."""
-        more, more_params = chats.token_sql()
+        of the rows FTS5 finds for ``expression`` that the filter admits (``expected``
+        rows at most, when known: few are checked against a window chat by chat)."""
+        more, more_params = chats.token_sql(few=self.few_rows(expected))
         cursor.execute(
             f"SELECT m.id, m.search_text, m.chat_id, c.chat_id, "
             f"{self._updated_at_sql.format('c.updated_at')}, m.position, m.visible_position "
