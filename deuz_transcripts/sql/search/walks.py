@@ -46,19 +46,22 @@ class NewestWalks:
         self._together: list[tuple[Matches, int, int]] = []
 
     def count_with_all_terms(self, matches: Matches, cap: int) -> int:
-        """Rows of ``matches`` holding every term, counted up to ``cap``, once per search."""
+        """Rows of ``matches`` holding every term, counted up to ``cap``, once per search
+        (N, once known, changes how the rows are found, not how many there are)."""
+        unsized = matches.sized(None)
         for seen, seen_cap, together in self._together:
-            if seen_cap == cap and seen == matches:
+            if seen_cap == cap and seen == unsized:
                 return together
         together = matches.count_with_all_terms(cap)
-        self._together.append((matches, cap, together))
+        self._together.append((unsized, cap, together))
         return together
 
     def holds_every_term(self, matches: Matches) -> bool | None:
         """Whether a row of ``matches`` holds every term, where a probe of this search
         counted them; ``None``: not counted."""
+        unsized = matches.sized(None)
         for seen, _cap, together in self._together:
-            if seen == matches:
+            if seen == unsized:
                 return together > 0
         return None
 
