@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from unittest import mock
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -26,8 +27,11 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, MemorySourceRef, ReplicaUnavailable
+from deuz_transcripts.backends import policy
+from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.backends.postgresql import wal
-from deuz_transcripts.models import Message
+from deuz_transcripts.backends.postgresql.counts import choice, notes
+from deuz_transcripts.models import CountingTerm, Message
 from deuz_transcripts.sql import replica
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 
@@ -433,3 +437,29 @@ def test_a_search_cancelled_by_replay_is_the_apps_error(monkeypatch, fallback, m
     monkeypatch.setattr(index_module, "read_hits", real_read_hits)
     with override_settings(DEUZ_TRANSCRIPTS={"SEARCH_DATABASE": "replica"}):
         assert found(store.transcript, "lisbon") == ["c1"]  # the next search reconnects
+
+
+@override_settings(DEUZ_TRANSCRIPTS=STANDBY_ONLY)
+def test_a_search_on_the_standby_marks_no_term_for_counting_and_answers():
+    """A term the standby's search counts in GIN past the counted-term threshold would be
+    marked on a primary (``counts.notes``); the standby reports itself (``in_hot_standby``),
+    so nothing is tried there: no statement after the search's, no error."""
+    store = DjangoConditionalChatStore()
+    for n in range(3):
+        store.write_chat(chat(f"c{n}", "lisbon"), expected_revision=0)
+    big = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=1_000)
+    notes.forget_notes()
+    with (
+        mock.patch.object(policy, "DEFAULT_POLICY", big),
+        mock.patch.object(choice, "COUNTED_MIN_ROWS", 2),
+        CaptureQueriesContext(connections["replica"]) as queries,
+    ):
+        assert store.transcript.search_page({}, "lisbon about").total == 3
+    sent = [query["sql"] for query in queries.captured_queries]
+    assert any("count(*)" in statement and "lisbon" in statement for statement in sent)
+    assert sent[-1].endswith("COMMIT") and not any("INSERT" in statement for statement in sent)
+    assert not CountingTerm.objects.exists() and not notes._refused_until
+    with connections["replica"].cursor() as cursor:
+        cursor.execute("SELECT pg_is_in_recovery()")
+        assert cursor.fetchone() == (True,)
+    notes.forget_notes()

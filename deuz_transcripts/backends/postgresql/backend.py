@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
@@ -30,17 +31,27 @@ class PostgresBackend(SearchBackend):
     checks_class = PostgresChecks
     matches_class = PostgresMatches
 
+    #: the search's stored counts, shared by its row source and counts
+    stored: PostgresStoredCounts
+
     def search_parts(self, policy: PlanPolicy) -> tuple[RowSource, EngineCounts]:
         """The row source and the counts share the search's stored counts (each read
         once)."""
-        stored = PostgresStoredCounts(self.alias)
-        source = PostgresRowSource(self.alias, policy, stored)
-        return source, PostgresCounts(source, stored)
+        self.stored = PostgresStoredCounts(self.alias)
+        source = PostgresRowSource(self.alias, policy, self.stored)
+        return source, PostgresCounts(source, self.stored)
 
     def legacy_scope_filter(self, rows: QuerySet[Any], scope: Scope) -> QuerySet[Any]:
         return rows.filter(scope__contains=dict(scope)) if scope else rows  # jsonb @>
 
     def search_cursor(self, timeout_ms: int) -> AbstractContextManager[SessionCursor]:
         """One transaction, the budget and JIT off, sent with the search's reads
-        (``search_session``)."""
-        return search_session(self.alias, timeout_ms)
+        (``search_session``); once it has ended, the terms the search noted for counting
+        are marked (``PostgresStoredCounts.send_notes``)."""
+        return self._noting_session(timeout_ms)
+
+    @contextmanager
+    def _noting_session(self, timeout_ms: int) -> Iterator[SessionCursor]:
+        with search_session(self.alias, timeout_ms) as cursor:
+            yield cursor
+        self.stored.send_notes()

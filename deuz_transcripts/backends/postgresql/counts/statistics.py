@@ -2,17 +2,20 @@
 counted in GIN, never by reading a matching row's vector (a GIN count only checks each
 found row's visibility; ``PostgresCounts``), and the stored counts where they are the
 filter's (``PostgresStoredCounts``, over ``postgresql.counts.stored``), which the search's
-statistics read first and these counts inline where one statement takes both."""
+statistics read first and these counts inline where one statement takes both. A term these
+counted in GIN past the counted-term threshold is noted, to be marked for counting once
+the search ends (``postgresql.counts.notes``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from django.db.backends.utils import CursorWrapper
 
 from .... import ranking
 from ....models import Message
+from ....text import stored_term
 from ...base import Known, RowSource, fetch_int
 from ...chat_filter import ChatFilter, table
 from ...engine_counts import Density, EngineCounts, RareTerms, StoredStatistics
@@ -26,7 +29,9 @@ from ..tsquery import (
     tsquery_literal,
     uses_lexemes,
 )
+from . import choice
 from .index_figures import IndexTermCounts, index_term_counts
+from .notes import send_notes
 from .stored import (
     COUNTED_TENANT_MIN_ROWS,
     StoredCounts,
@@ -64,6 +69,10 @@ class PostgresStoredCounts(StoredStatistics):
         self._stored_counts: dict[_CountsKey, list[int | None]] = {}
         #: n_t of the words not stored, counted in GIN in N's statement (``remember``)
         self._sized_counts: dict[_CountsKey, list[int | None]] = {}
+        #: N read from the stored counts (``total``), by tenant and roles
+        self._totals: dict[_CountsKey, int] = {}
+        #: terms (stored forms) to be marked for counting once the search ends (``note``)
+        self._noted: set[str] = set()
 
     @staticmethod
     def of(chats: ChatFilter) -> StoredCounts | None:
@@ -81,7 +90,9 @@ class PostgresStoredCounts(StoredStatistics):
 
     def total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         stored = self._required(chats)
-        return stored_total(cursor, stored.tenant, stored.roles)
+        total = stored_total(cursor, stored.tenant, stored.roles)
+        self._totals[_counts_key((), stored)] = total
+        return total
 
     def total_sql(self, chats: ChatFilter) -> tuple[str, list[Any]] | None:
         """N of the filter as one statement reads it from the stored counts, where they
@@ -134,6 +145,56 @@ class PostgresStoredCounts(StoredStatistics):
                     if count is not None and term in terms
                 }
         return {}
+
+    def note(self, chats: ChatFilter, counted: Mapping[str, int]) -> None:
+        """Note the terms of ``counted`` (n_t counted in GIN) past the counted-term
+        threshold, in a filter whose stored counts would give them their n_t once they
+        are counted (``serves_counted``): marked for counting once the search ends
+        (``send_notes``). A filter's n_t is at most the term's rows in the whole index,
+        so each of them is past the threshold there too."""
+        stored = self.of(chats)
+        if stored is None:
+            return
+        least = choice.COUNTED_MIN_ROWS  # read when used: the choice's threshold
+        common = [term for term, count in counted.items() if count >= least]
+        if common and self.serves_counted(stored, chats.size):
+            read = self._read_counts(stored)
+            self._noted.update(stored_term(term) for term in common if read.get(term) is None)
+
+    def serves_counted(self, stored: StoredCounts, size: int | None) -> bool:
+        """Whether ``stored``'s counts hold a term's n_t once it is counted: every
+        tenant's do; a tenant's do where it is counted, as far as this search read
+        (a stored n_t of it, or N's statement's GIN counts, which only a counted tenant
+        makes), or where its N (``size``, or as read) is past the tenant threshold (a
+        fold gives it its own counts). A smaller tenant's searches count every term in
+        GIN, counted or not."""
+        if stored.tenant is None:
+            return True
+        total = size if size is not None else self._totals.get(_counts_key((), stored))
+        if total is not None and total >= choice.COUNTED_TENANT_MIN_ROWS:
+            return True
+        return any(
+            key[1] == stored.tenant and any(count is not None for count in counts)
+            for known in (self._stored_counts, self._sized_counts)
+            for key, counts in known.items()
+        )
+
+    def send_notes(self) -> None:
+        """Mark the terms noted for counting, after the search's transaction
+        (``notes.send_notes``): nothing when none was noted."""
+        if self._noted:
+            noted, self._noted = self._noted, set()
+            send_notes(self.alias, noted)
+
+    def _read_counts(self, stored: StoredCounts) -> dict[str, int | None]:
+        """The stored n_t this search read in ``stored``'s tenant and roles."""
+        read: dict[str, int | None] = {}
+        for key, counts in self._stored_counts.items():
+            if key[1:] == _counts_key((), stored)[1:]:
+                for term, count in zip(key[0], counts, strict=True):
+                    if read.get(term) is None:
+                        read[term] = count
+        return read
 
     def index_counts(
         self, cursor: CursorWrapper, terms: Sequence[str], roles: frozenset[str] | None
@@ -241,19 +302,22 @@ class PostgresCounts(EngineCounts):
         statement took 6.0 s at 1M messages (36 s on 16 partitions) where the same counts
         one by one take 2.6-3.5 s (bench/RESULTS.md, partitions by tenant). Only the
         words of a counted tenant that are not stored (rare in the whole index, or new)
-        may come counted already, in N's statement (``counted_with_size``)."""
+        may come counted already, in N's statement (``counted_with_size``). A word past
+        the counted-term threshold is noted for counting (``PostgresStoredCounts.note``)."""
         known = self.stored.counted_with_size(chats, terms)
         if all(term in known for term in terms):
-            return [known[term] for term in terms]
-        counts = []
-        with _bitmap_scans(self.source.alias, cursor):
-            for term in terms:
-                if term in known:
-                    counts.append(known[term])
-                    continue
-                sql, params = gin_rows(chats, filtered_tsquery(chats, tsquery_literal(term)))
-                cursor.execute(f"SELECT count(*) {sql}", params)
-                counts.append(fetch_int(cursor))
+            counts = [known[term] for term in terms]
+        else:
+            counts = []
+            with _bitmap_scans(self.source.alias, cursor):
+                for term in terms:
+                    if term in known:
+                        counts.append(known[term])
+                        continue
+                    sql, params = gin_rows(chats, filtered_tsquery(chats, tsquery_literal(term)))
+                    cursor.execute(f"SELECT count(*) {sql}", params)
+                    counts.append(fetch_int(cursor))
+        self.stored.note(chats, dict(zip(terms, counts, strict=True)))
         return counts
 
     def count_matches(
