@@ -122,6 +122,18 @@ def test_a_search_in_the_callers_transaction_marks_once_it_commits(store):
     assert counting() == {"note": False, "zephyr": False}
 
 
+def test_a_search_in_a_transaction_managed_by_hand_marks_nothing(store):
+    """Autocommit off: nothing says when the caller's transaction ends, so no mark."""
+    transaction.set_autocommit(False)
+    try:
+        with sent() as trips:
+            store.transcript.search_page({}, QUERY)
+        transaction.commit()
+    finally:
+        transaction.set_autocommit(True)
+    assert not marks_in(statements_of(trips)) and not counting()
+
+
 def test_a_read_only_session_searches_and_marks_nothing(store):
     """``default_transaction_read_only`` (as on a hot standby, which reports
     ``in_hot_standby``): the server reported it, so no mark is even tried."""

@@ -59,14 +59,14 @@ _refused_until: dict[str, float] = {}
 
 def mark_sql() -> str:
     """The statement marking the terms of its one parameter (stored forms) that are
-    neither counted nor being counted; ``try`` locks only."""
+    neither counted nor being counted (a primary-key lookup each); ``try`` locks only."""
     return (
         f"INSERT INTO {table(CountingTerm)} (lexeme, marked_by, observed) "
         "SELECT q.lexeme, pg_current_xact_id()::text::bigint, FALSE "
         "FROM unnest(%s::text[]) AS q(lexeme) "
         f"WHERE pg_try_advisory_xact_lock_shared({CHOICE_LOCK}) "
-        f"AND q.lexeme NOT IN (SELECT lexeme FROM {table(CountedTerm)}) "
-        f"AND q.lexeme NOT IN (SELECT lexeme FROM {table(CountingTerm)}) "
+        f"AND NOT EXISTS (SELECT 1 FROM {table(CountedTerm)} k WHERE k.lexeme = q.lexeme) "
+        f"AND NOT EXISTS (SELECT 1 FROM {table(CountingTerm)} c WHERE c.lexeme = q.lexeme) "
         f"AND pg_try_advisory_xact_lock({_MARK_LOCKS}, hashtext(q.lexeme)) "
         "ON CONFLICT DO NOTHING"
     )
@@ -74,15 +74,18 @@ def mark_sql() -> str:
 
 def send_notes(alias: str, lexemes: Collection[str]) -> None:
     """Mark ``lexemes`` (stored forms) on ``alias`` after the search's transaction: now
-    when it ran in its own, else once the caller's commits. Those this process tried in
-    the last ``NOTE_AGAIN_SECONDS`` are left out."""
+    when it ran in its own, once the caller's commits when it ran in an ``atomic`` block,
+    not at all in a transaction managed by hand (autocommit off). Those this process
+    tried in the last ``NOTE_AGAIN_SECONDS`` are left out."""
     due = _due(alias, lexemes)
     if not due:
         return
-    if connections[alias].in_atomic_block:
+    connection = connections[alias]
+    if connection.in_atomic_block:
         transaction.on_commit(partial(_mark, alias, due), using=alias)
-    else:
+    elif connection.get_autocommit():
         _mark(alias, due)
+    # else: a transaction the caller manages by hand, whose end nothing reports: skipped
 
 
 def forget_notes() -> None:
