@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 
 from deuz_transcripts.backends.postgresql.counts import choice, notes
-from deuz_transcripts.models import CountedTerm
+from deuz_transcripts.models import CountedTenant, CountedTerm
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.test_count_choice import (
     counting,
@@ -174,3 +174,27 @@ def test_a_mark_skips_while_a_choice_holds_its_lock_instead_of_waiting(store):
                 mine.execute("RESET lock_timeout")
         other.rollback()
     assert not counting() and not notes._refused_until
+
+
+def test_a_counted_tenants_search_marks_and_a_small_tenants_does_not():
+    """``big`` has counts of its own: its search marks the words it counts in GIN past
+    the threshold. ``small`` (N under the tenant threshold, no counts of its own) counts
+    every word in GIN however many are counted: its search marks nothing."""
+    with tenant_key("userId"), thresholds(terms=20, tenants=40):
+        store = DjangoConditionalChatStore()
+        for n in range(9):
+            texts = [f"zephyr note {n} {k}" for k in range(5)]
+            store.write_chat(chat(f"b{n}", "big", *texts), expected_revision=0)
+        store.write_chat(chat("small", "small", *["quill"] * 25), expected_revision=0)
+        due_write(store, "w0", "other", "filler")  # a fold of every key: big is counted
+        assert CountedTenant.objects.filter(tenant="big").exists()
+        assert not CountedTenant.objects.filter(tenant="small").exists()
+        assert not counting()
+        with sent() as trips:
+            assert store.transcript.search_page({"userId": "small"}, "quill").total == 25
+        assert gin_counted(statements_of(trips), "quill") and not marks_in(statements_of(trips))
+        assert not counting()
+        with sent() as trips:
+            assert store.transcript.search_page({"userId": "big"}, "zephyr quill").total == 45
+        assert gin_counted(statements_of(trips), "zephyr") and marks_in(statements_of(trips))
+        assert counting() == {"zephyr": False}  # quill: 0 rows in big
