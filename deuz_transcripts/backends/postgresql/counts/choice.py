@@ -23,7 +23,9 @@ from its rows through GIN less what its rows and deltas hold, appended per count
 deltas, and moved to ``CountedTerm``. Candidates come from the planner's statistics of
 the vector column (``pg_stats.most_common_elems``, kept by autovacuum's ``ANALYZE``),
 an estimate that only nominates: the count itself is exact. They are read by the first
-fold after each ANALYZE only (reading them costs a few milliseconds).
+fold after each ANALYZE only (reading them costs a few milliseconds). The terms past the
+threshold that the statistics leave out are marked by the searches that count them in
+GIN (``notes``), and go through the same steps from their mark on.
 """
 
 from __future__ import annotations

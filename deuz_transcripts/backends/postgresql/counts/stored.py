@@ -21,7 +21,8 @@ Counting every tenant's terms made the table grow as tenants x common terms: 18.
 (2.1 GB) for 10,000 tenants at 2.7M messages, about 24 count rows written per message,
 and the load fell to 1,000 messages a second (bench/RESULTS.md). The writes' folds
 choose both the terms and the tenants as the data grows (``postgresql.counts.choice``,
-since migration 0010); ``refresh_term_counts`` (``postgresql.counts.refresh``: the
+since migration 0010; searches mark the common terms the planner's statistics leave out,
+``postgresql.counts.notes``); ``refresh_term_counts`` (``postgresql.counts.refresh``: the
 migrations, ``backfill_transcripts --count-terms``) chooses them again from every vector.
 
 Since migration 0009 the triggers only append ``TermCountDelta`` rows, which readers
