@@ -1,6 +1,7 @@
 """``python -m bench.interleave``: sides of one comparison timed query by query, in one run.
 
-A side is a checkout (a worktree of other code) and, optionally, ``PlanPolicy`` changes:
+A side is a checkout (a worktree of other code) and, optionally, policy changes (each
+engine's policy where it has the threshold: ``backends.forced_policies``):
 ``--side new=. --side old=../old`` is an A/B of two codes, ``--side base=. --side
 no-walk=.:walk_min_rows=1000000000`` a threshold's ablation. Each side is a long-lived
 worker process of its own checkout's Python, on the database an earlier run loaded
@@ -32,7 +33,6 @@ from .marker import check_reusable, marker_path
 
 _WORKER = r"""
 import json, os, sys, time
-from dataclasses import fields, replace
 tree = sys.argv[1]
 sys.path.insert(0, tree)
 os.chdir(tree)
@@ -42,13 +42,12 @@ import deuz_transcripts
 assert deuz_transcripts.__file__.startswith(tree), deuz_transcripts.__file__
 changes = json.loads(sys.argv[2])
 if changes:
-    from deuz_transcripts.backends import policy
-    known = {f.name for f in fields(policy.PlanPolicy)}
-    unknown = sorted(set(changes) - known)
-    if unknown:
-        raise SystemExit(f"no threshold {unknown} in {tree}")
-    policy.DEFAULT_POLICY = replace(policy.DEFAULT_POLICY, **changes)
-    if "scan_scope_max" in changes:  # a setting too, which current_policy() reads
+    from deuz_transcripts.backends import forced_policies, policy
+    try:
+        policy.FORCED = forced_policies(**changes)
+    except ValueError as error:
+        raise SystemExit(f"{tree}: {error}") from None
+    if "scan_scope_max" in changes:  # a setting too, which FTS5's policy reads
         from django.conf import settings
         settings.DEUZ_TRANSCRIPTS = {
             **settings.DEUZ_TRANSCRIPTS, "SQLITE_SCAN_SCOPE_MAX": changes["scan_scope_max"]

@@ -32,7 +32,7 @@ from .candidates import (
 )
 from .chat_filter import ChatFilter, table
 from .data_checks import SearchDataChecks, StoredMessage
-from .policy import PlanPolicy
+from .policy import SearchPolicy
 from .search_rows import SearchRows
 
 __all__ = [
@@ -70,7 +70,7 @@ class RowSource(ABC):
     #: Joins ``c`` (chats) to ``m`` (messages) so rows come out newest chat first.
     _walk_join: ClassVar[str] = "JOIN"
 
-    def __init__(self, alias: str, policy: PlanPolicy) -> None:
+    def __init__(self, alias: str, policy: SearchPolicy) -> None:
         self.alias = alias
         self.policy = policy
 

@@ -25,7 +25,7 @@ from ..paging import HitKey
 from .base import Candidate, Known, Ranked, RowSource
 from .chat_filter import ChatFilter, after_key, request_filter
 from .engine_counts import Density, EngineCounts, RareTerms
-from .policy import PlanPolicy
+from .policy import SearchPolicy
 
 if TYPE_CHECKING:
     from ..search_request import SearchRequest
@@ -186,7 +186,7 @@ class Matches:
     # what the filter is
 
     @property
-    def policy(self) -> PlanPolicy:
+    def policy(self) -> SearchPolicy:
         """The engine's thresholds between exact routes."""
         return self._source.policy
 

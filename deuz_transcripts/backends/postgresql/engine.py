@@ -25,7 +25,6 @@ from ...models import Chat, Message
 from ...text import stored_term
 from ..base import Candidate, Ranked, RowSource, fetch_int, mask_sql, more_than_by_counts
 from ..chat_filter import ChatFilter, table
-from ..policy import PlanPolicy
 from .counts.statistics import PostgresStoredCounts
 from .counts.stored import (
     each_stored_or_null,
@@ -35,6 +34,7 @@ from .counts.stored import (
     tenant_counted_sql,
 )
 from .counts.subsets import count_subsets, either_of_two_more_than, gin_count, gin_count_of
+from .policy import PostgresPolicy
 from .session import bitmap_scans as _bitmap_scans
 from .session import bitmap_scans_free, keep_bitmap_scans
 from .storage import VECTOR_COLUMN
@@ -69,7 +69,9 @@ class PostgresRowSource(RowSource):
     _updated_at_sql = "(EXTRACT(EPOCH FROM {}) * 1000000)::bigint"
     role_tokens = True  # every vector holds its message's role lexeme (migration 0003)
 
-    def __init__(self, alias: str, policy: PlanPolicy, stored: PostgresStoredCounts) -> None:
+    policy: PostgresPolicy
+
+    def __init__(self, alias: str, policy: PostgresPolicy, stored: PostgresStoredCounts) -> None:
         super().__init__(alias, policy)
         self.stored = stored
         self._big_tenants = BIG_TENANTS.setdefault(alias, set())

@@ -46,7 +46,7 @@ class PostgresMatches(Matches):
         its posting list, which grows with the corpus. With no term ever counted, the
         terms' sizes are unknown: the scope's rows are read."""
         chats = replace(self._chats, size=size)
-        policy = self.policy
+        policy = self._postgres.policy
         if size is None or chats.by_tokens:
             return self._bound(chats)
         if not policy.rare_lexeme_scope_min < size <= policy.lexeme_scope_min:

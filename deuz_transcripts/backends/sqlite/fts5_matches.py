@@ -23,8 +23,10 @@ class Fts5MatchCounts(MatchCounts):
         """FTS5 counts each term without reading a row, and its histogram of more terms
         than it counts by subset computes every match's mask (299 ms for five words, one
         common, at 1M): past that, the rarer terms' rows cost less."""
+        counts = self._counts
+        assert isinstance(counts, Fts5Counts)
         return self._chats.tokens_suffice and (
-            len(self._terms) > self._counts.policy.subset_count_max_terms
+            len(self._terms) > counts.policy.subset_count_max_terms
         )
 
 

@@ -22,7 +22,7 @@ they outscore the rest, else the window's masks, best first.
 
 Every route is exact: the same hits, order and scores (``tests/test_backend_parity``).
 How the engine finds rows is its row source's business (``backends``); which route
-pays off is its ``PlanPolicy``.
+pays off is its engine's policy (``backends.policy``).
 """
 
 from __future__ import annotations
