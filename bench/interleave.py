@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .corpus import Corpus
+from .corpus import SMALL_USER, Corpus
 from .marker import check_reusable, marker_path
 
 _WORKER = r"""
@@ -141,7 +141,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--side", type=parse_side, action="append", required=True)
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per query")
     parser.add_argument("--per-class", type=int, default=12, help="queries per class")
-    parser.add_argument("--scopes", default="small,big,unscoped")
+    parser.add_argument(
+        "--scopes",
+        default="small,big,unscoped",
+        help="comma list of small, big, unscoped and nearSIZE (the user whose indexed "
+        "messages are nearest SIZE, with the small user's queries, as bench.scope_sizes)",
+    )
     parser.add_argument("--classes", default="", help="comma list (default: every class)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -181,6 +186,12 @@ def run(args: argparse.Namespace, out: TextIO) -> dict[str, Any]:
         pass
     wanted = set(filter(None, args.classes.split(",")))
     scopes = {k: v for k, v in users_measured().items() if k in args.scopes.split(",")}
+    near = [label for label in args.scopes.split(",") if label.startswith("near")]
+    if near:
+        from .scope_sizes import users_near
+
+        chosen = users_near([int(label.removeprefix("near")) for label in near])
+        scopes.update((label, user) for label, (user, _) in zip(near, chosen, strict=True))
     sides: list[Side] = args.side
     for side in sides:
         side.start(env)
@@ -189,7 +200,9 @@ def run(args: argparse.Namespace, out: TextIO) -> dict[str, Any]:
     started = time.time()
     try:
         for label, user in scopes.items():
-            classes = query_classes(corpus, user, args.per_class, args.seed)
+            # a user near a size has no word counts of its own: the small user's queries
+            words_of = SMALL_USER if label.startswith("near") else user
+            classes = query_classes(corpus, words_of, args.per_class, args.seed)
             for name, queries in classes.items():
                 if wanted and name not in wanted:
                     continue
