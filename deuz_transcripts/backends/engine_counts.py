@@ -115,12 +115,6 @@ class EngineCounts:
         """n_t of each term counted in the index: the rows of the filter holding it."""
         raise NotImplementedError(f"{type(self).__name__} does not count terms")
 
-    def capped_term_counts(
-        self, cursor: CursorWrapper, terms: Sequence[str], cap: int
-    ) -> list[int]:
-        """Each term's rows in the whole index, unfiltered, counted up to ``cap``."""
-        raise NotImplementedError(f"{type(self).__name__} does not read rare terms at once")
-
     def count_matches(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], known: Known = None
     ) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from django.db.backends.utils import CursorWrapper
 
@@ -30,7 +30,7 @@ from .policy import SearchPolicy
 if TYPE_CHECKING:
     from ..search_request import SearchRequest
 
-__all__ = ["FirstSize", "MatchCounts", "Matches"]
+__all__ = ["FirstSize", "IndexCappedCounts", "MatchCounts", "Matches"]
 
 
 class FirstSize(NamedTuple):
@@ -41,6 +41,15 @@ class FirstSize(NamedTuple):
     size: int
     exact: bool
     read: Ranked | None
+
+
+@runtime_checkable
+class IndexCappedCounts(Protocol):
+    """Counts of an engine that picks the rarest terms by their rows in the whole index
+    (``RareTerms`` ``"by_index_counts"``: SQLite FTS5)."""
+
+    def capped_term_counts(self, cap: int) -> list[int]:
+        """Each term's rows in the whole index, unfiltered, counted up to ``cap``."""
 
 
 class MatchCounts:
@@ -86,10 +95,6 @@ class MatchCounts:
     def term_counts(self, terms: Sequence[str]) -> list[int]:
         """n_t of each of ``terms`` counted in the index."""
         return self._counts.term_counts(self._cursor, self._chats, terms)
-
-    def capped_term_counts(self, cap: int) -> list[int]:
-        """Each term's rows in the whole index, unfiltered, counted up to ``cap``."""
-        return self._counts.capped_term_counts(self._cursor, self._terms, cap)
 
     def count_matches(self, known: Known = None) -> int:
         """The rows holding any of the terms (``known``: N and every n_t, when known)."""

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.backends.utils import CursorWrapper
 
-from ...conf import conf
 from ...models import Chat, Message
 from ...text import stored_term
 from ..base import Candidate, Ranked, RowSource, fetch_int, mask_sql, more_than_by_counts
@@ -47,7 +46,7 @@ from .tsquery import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    pass
 
 __all__ = ["BIG_TENANTS", "PostgresRowSource"]
 
@@ -68,6 +67,7 @@ class PostgresRowSource(RowSource):
     #: time in psycopg (~4 us each), and a 32-term page's candidates are ~185 rows.
     _updated_at_sql = "(EXTRACT(EPOCH FROM {}) * 1000000)::bigint"
     role_tokens = True  # every vector holds its message's role lexeme (migration 0003)
+    tests_tenant = True
 
     policy: PostgresPolicy
 
@@ -75,11 +75,6 @@ class PostgresRowSource(RowSource):
         super().__init__(alias, policy)
         self.stored = stored
         self._big_tenants = BIG_TENANTS.setdefault(alias, set())
-
-    def tested_tenant(self, scope: Mapping[str, str]) -> str | None:
-        """Every statement tests the tenant column: a partitioned table reads one
-        partition (docs/scaling.md)."""
-        return conf.scope_tenant(scope)
 
     def chat_join(self, chat_pk: str, expected: int | None = None) -> str:
         """A known few rows look their chats up one by one through the primary key: a
