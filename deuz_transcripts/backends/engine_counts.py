@@ -121,10 +121,3 @@ class EngineCounts:
         """The rows of the filter holding any of the terms (``known``: N and every n_t,
         when the caller has them)."""
         return sum(self.mask_histogram(cursor, chats, terms).values())
-
-    def subset_histogram(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int
-    ) -> dict[int, int] | None:
-        """Every match's mask histogram from counts alone, where that is cheaper than the
-        essential-terms plan's reading (PostgreSQL's stored counts); ``None``: not here."""
-        return None

@@ -30,7 +30,7 @@ from .policy import SearchPolicy
 if TYPE_CHECKING:
     from ..search_request import SearchRequest
 
-__all__ = ["FirstSize", "IndexCappedCounts", "MatchCounts", "Matches"]
+__all__ = ["FirstSize", "IndexCappedCounts", "MatchCounts", "Matches", "SubsetHistograms"]
 
 
 class FirstSize(NamedTuple):
@@ -50,6 +50,16 @@ class IndexCappedCounts(Protocol):
 
     def capped_term_counts(self, cap: int) -> list[int]:
         """Each term's rows in the whole index, unfiltered, counted up to ``cap``."""
+
+
+@runtime_checkable
+class SubsetHistograms(Protocol):
+    """Counts of an engine that can build every match's mask histogram from counts alone
+    (PostgreSQL: stored n_t and a GIN count per larger term subset)."""
+
+    def subset_histogram(self, total: int) -> dict[int, int] | None:
+        """The histogram where that is cheaper than the essential-terms plan's reading;
+        ``None``: not for this filter."""
 
 
 class MatchCounts:
@@ -76,11 +86,6 @@ class MatchCounts:
     def mask_histogram(self) -> dict[int, int]:
         """``{mask: rows}`` of every match."""
         return self._counts.mask_histogram(self._cursor, self._chats, self._terms)
-
-    def subset_histogram(self, total: int) -> dict[int, int] | None:
-        """Every match's mask histogram from counts alone where that is cheaper than the
-        essential-terms plan's reading; ``None``: not here."""
-        return self._counts.subset_histogram(self._cursor, self._chats, self._terms, total)
 
     def counts_terms(self, total: int) -> bool:
         """Whether each n_t is counted in the index without reading rows, for N ``total``."""

@@ -10,16 +10,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import ClassVar
 
-from ..matches import FirstSize, Matches
+from ..matches import FirstSize, MatchCounts, Matches
 from .counts.statistics import PostgresCounts
 from .engine import PostgresRowSource
 
-__all__ = ["PostgresMatches"]
+__all__ = ["PostgresMatchCounts", "PostgresMatches"]
+
+
+class PostgresMatchCounts(MatchCounts):
+    """PostgreSQL's counts of one filter's matches."""
+
+    def subset_histogram(self, total: int) -> dict[int, int] | None:
+        """Every match's mask histogram from the stored n_t and one GIN count of each
+        larger term subset, where that visits fewer rows than the essential-terms plan
+        reads (``PostgresCounts.subset_histogram``); ``None``: not for this filter."""
+        counts = self._counts
+        assert isinstance(counts, PostgresCounts)
+        return counts.subset_histogram(self._cursor, self._chats, self._terms, total)
 
 
 class PostgresMatches(Matches):
     """The matches of one PostgreSQL search within one filter."""
+
+    counts_class: ClassVar[type[MatchCounts]] = PostgresMatchCounts
 
     def first_size(
         self, depth: int, most: int, past: int | None, total: Callable[[], int]
