@@ -54,14 +54,19 @@ if changes:
         }
 from deuz_transcripts.stores import DjangoConditionalChatStore
 store = DjangoConditionalChatStore()
+exact = os.environ.get("BENCH_EXACT_TOTAL") == "1"
 print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
     ask = json.loads(line)
     scope = {} if ask["user"] is None else {"userId": ask["user"]}
     start = time.perf_counter()
     try:
-        hits = store.transcript.search(scope, ask["q"], limit=20, around=1)
-        out = [f"{h.message_id}:{h.score:.9f}" for h in hits]
+        if exact:  # the page with its exact total: the counting routes are timed too
+            page = store.transcript.search_page(scope, ask["q"], limit=20, around=1)
+            hits, total = page.hits, [f"total {page.total}"]
+        else:
+            hits, total = store.transcript.search(scope, ask["q"], limit=20, around=1), []
+        out = [f"{h.message_id}:{h.score:.9f}" for h in hits] + total
     except Exception as exc:  # a timeout: timed as it is, its hits "error"
         out = [f"error {type(exc).__name__}"]
     ms = (time.perf_counter() - start) * 1000
@@ -148,6 +153,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "messages are nearest SIZE, with the small user's queries, as bench.scope_sizes)",
     )
     parser.add_argument("--classes", default="", help="comma list (default: every class)")
+    parser.add_argument(
+        "--exact-total",
+        action="store_true",
+        help="each query asks search_page (the page and its exact total), not search",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     if len(args.side) < 2:
@@ -168,6 +178,7 @@ def worker_env(args: argparse.Namespace) -> dict[str, str]:
         "BENCH_PEERS": "",
         "BENCH_CJK_BIGRAMS": "",
         "BENCH_TENANT_KEY": args.tenant_key or "",
+        "BENCH_EXACT_TOTAL": "1" if args.exact_total else "",
         "DJANGO_SETTINGS_MODULE": "bench.settings",
     }
 
@@ -288,6 +299,7 @@ def _results(
             "tenant_key": args.tenant_key,
             "rounds": args.rounds,
             "per_class": args.per_class,
+            "exact_total": args.exact_total,
             "sides": {s.name: {"tree": str(s.tree), "policy": s.policy} for s in sides},
             "seconds": round(seconds, 1),
             "load_min_max": [min(loads), max(loads)],
