@@ -118,7 +118,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="NAME=INTEGER",
-        help="run with one PlanPolicy threshold changed (repeatable): the ablation of a "
+        help="run with one policy threshold changed in every engine that has it (repeatable): the ablation of a "
         "threshold is the same run with it at an extreme (bench/RESULTS.md)",
     )
     parser.add_argument(
@@ -189,20 +189,16 @@ def setup_django(args: argparse.Namespace) -> dict[str, str]:
 
 
 def apply_policy(changes: list[tuple[str, int]]) -> None:
-    """Replace ``DEFAULT_POLICY`` by one with ``changes``, for the whole run."""
-    from dataclasses import fields, replace
+    """Every engine's policy with ``changes`` where it has them, for the whole run."""
+    from deuz_transcripts.backends import forced_policies, policy
 
-    from deuz_transcripts.backends import policy
-
-    known = {field.name for field in fields(policy.PlanPolicy)}
-    unknown = sorted({name for name, _ in changes} - known)
-    if unknown:
-        raise SystemExit(
-            f"--policy: no threshold {', '.join(unknown)} (PlanPolicy has {', '.join(sorted(known))})"
-        )
+    try:
+        forced = forced_policies(**dict(changes))
+    except ValueError as error:
+        raise SystemExit(f"--policy: {error}") from None
     if changes:
-        policy.DEFAULT_POLICY = replace(policy.DEFAULT_POLICY, **dict(changes))
-    if "scan_scope_max" in dict(changes):  # a setting too, which current_policy() reads
+        policy.FORCED = forced
+    if "scan_scope_max" in dict(changes):  # a setting too, which FTS5's policy reads
         from django.conf import settings
 
         settings.DEUZ_TRANSCRIPTS = {

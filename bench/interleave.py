@@ -1,6 +1,7 @@
 """``python -m bench.interleave``: sides of one comparison timed query by query, in one run.
 
-A side is a checkout (a worktree of other code) and, optionally, ``PlanPolicy`` changes:
+A side is a checkout (a worktree of other code) and, optionally, policy changes (each
+engine's policy where it has the threshold: ``backends.forced_policies``):
 ``--side new=. --side old=../old`` is an A/B of two codes, ``--side base=. --side
 no-walk=.:walk_min_rows=1000000000`` a threshold's ablation. Each side is a long-lived
 worker process of its own checkout's Python, on the database an earlier run loaded
@@ -27,12 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .corpus import Corpus
+from .corpus import SMALL_USER, Corpus
 from .marker import check_reusable, marker_path
 
 _WORKER = r"""
 import json, os, sys, time
-from dataclasses import fields, replace
 tree = sys.argv[1]
 sys.path.insert(0, tree)
 os.chdir(tree)
@@ -42,27 +42,31 @@ import deuz_transcripts
 assert deuz_transcripts.__file__.startswith(tree), deuz_transcripts.__file__
 changes = json.loads(sys.argv[2])
 if changes:
-    from deuz_transcripts.backends import policy
-    known = {f.name for f in fields(policy.PlanPolicy)}
-    unknown = sorted(set(changes) - known)
-    if unknown:
-        raise SystemExit(f"no threshold {unknown} in {tree}")
-    policy.DEFAULT_POLICY = replace(policy.DEFAULT_POLICY, **changes)
-    if "scan_scope_max" in changes:  # a setting too, which current_policy() reads
+    from deuz_transcripts.backends import forced_policies, policy
+    try:
+        policy.FORCED = forced_policies(**changes)
+    except ValueError as error:
+        raise SystemExit(f"{tree}: {error}") from None
+    if "scan_scope_max" in changes:  # a setting too, which FTS5's policy reads
         from django.conf import settings
         settings.DEUZ_TRANSCRIPTS = {
             **settings.DEUZ_TRANSCRIPTS, "SQLITE_SCAN_SCOPE_MAX": changes["scan_scope_max"]
         }
 from deuz_transcripts.stores import DjangoConditionalChatStore
 store = DjangoConditionalChatStore()
+exact = os.environ.get("BENCH_EXACT_TOTAL") == "1"
 print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
     ask = json.loads(line)
     scope = {} if ask["user"] is None else {"userId": ask["user"]}
     start = time.perf_counter()
     try:
-        hits = store.transcript.search(scope, ask["q"], limit=20, around=1)
-        out = [f"{h.message_id}:{h.score:.9f}" for h in hits]
+        if exact:  # the page with its exact total: the counting routes are timed too
+            page = store.transcript.search_page(scope, ask["q"], limit=20, around=1)
+            hits, total = page.hits, [f"total {page.total}"]
+        else:
+            hits, total = store.transcript.search(scope, ask["q"], limit=20, around=1), []
+        out = [f"{h.message_id}:{h.score:.9f}" for h in hits] + total
     except Exception as exc:  # a timeout: timed as it is, its hits "error"
         out = [f"error {type(exc).__name__}"]
     ms = (time.perf_counter() - start) * 1000
@@ -142,8 +146,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--side", type=parse_side, action="append", required=True)
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per query")
     parser.add_argument("--per-class", type=int, default=12, help="queries per class")
-    parser.add_argument("--scopes", default="small,big,unscoped")
+    parser.add_argument(
+        "--scopes",
+        default="small,big,unscoped",
+        help="comma list of small, big, unscoped and nearSIZE (the user whose indexed "
+        "messages are nearest SIZE, with the small user's queries, as bench.scope_sizes)",
+    )
     parser.add_argument("--classes", default="", help="comma list (default: every class)")
+    parser.add_argument(
+        "--exact-total",
+        action="store_true",
+        help="each query asks search_page (the page and its exact total), not search",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     if len(args.side) < 2:
@@ -164,6 +178,7 @@ def worker_env(args: argparse.Namespace) -> dict[str, str]:
         "BENCH_PEERS": "",
         "BENCH_CJK_BIGRAMS": "",
         "BENCH_TENANT_KEY": args.tenant_key or "",
+        "BENCH_EXACT_TOTAL": "1" if args.exact_total else "",
         "DJANGO_SETTINGS_MODULE": "bench.settings",
     }
 
@@ -182,6 +197,12 @@ def run(args: argparse.Namespace, out: TextIO) -> dict[str, Any]:
         pass
     wanted = set(filter(None, args.classes.split(",")))
     scopes = {k: v for k, v in users_measured().items() if k in args.scopes.split(",")}
+    near = [label for label in args.scopes.split(",") if label.startswith("near")]
+    if near:
+        from .scope_sizes import users_near
+
+        chosen = users_near([int(label.removeprefix("near")) for label in near])
+        scopes.update((label, user) for label, (user, _) in zip(near, chosen, strict=True))
     sides: list[Side] = args.side
     for side in sides:
         side.start(env)
@@ -190,7 +211,9 @@ def run(args: argparse.Namespace, out: TextIO) -> dict[str, Any]:
     started = time.time()
     try:
         for label, user in scopes.items():
-            classes = query_classes(corpus, user, args.per_class, args.seed)
+            # a user near a size has no word counts of its own: the small user's queries
+            words_of = SMALL_USER if label.startswith("near") else user
+            classes = query_classes(corpus, words_of, args.per_class, args.seed)
             for name, queries in classes.items():
                 if wanted and name not in wanted:
                     continue
@@ -276,6 +299,7 @@ def _results(
             "tenant_key": args.tenant_key,
             "rounds": args.rounds,
             "per_class": args.per_class,
+            "exact_total": args.exact_total,
             "sides": {s.name: {"tree": str(s.tree), "policy": s.policy} for s in sides},
             "seconds": round(seconds, 1),
             "load_min_max": [min(loads), max(loads)],

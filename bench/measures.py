@@ -149,6 +149,9 @@ def query_classes(
 
     ``2-dump`` pairs a word found in every log dump with a common word, so 30-300 KiB
     tool results are among the matches; the other classes use prose words only.
+    ``8-common``, eight distinct common words, is a long query with no rare term: the
+    essential-terms plan reads no term cheaply there (``essential_max_rows``). It is drawn
+    last, so the other classes' queries are those of earlier runs.
     """
     rng = random.Random(f"{seed}:{user}:queries")
     counts = corpus.word_counts[BIG_USER if user is None else user]
@@ -173,6 +176,7 @@ def query_classes(
         "5-mixed": [mixed(5) for _ in range(per_class)],
         "32-mixed": [mixed(32) for _ in range(per_class)],
         "2-dump": [f"{rng.choice(dump_words)} {rng.choice(common)}" for _ in range(per_class)],
+        "8-common": [" ".join(rng.sample(common, 8)) for _ in range(per_class)],
     }
 
 

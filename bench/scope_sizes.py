@@ -56,7 +56,7 @@ def main() -> None:
     for _ in corpus.chats():  # fills the small user's word counts the queries come from
         pass
     classes = query_classes(corpus, SMALL_USER, args.per_class, args.seed)
-    users = _users_near([int(size) for size in args.sizes.split(",")])
+    users = users_near([int(size) for size in args.sizes.split(",")])
     search = DjangoConditionalChatStore().transcript.search
     results: list[dict[str, Any]] = []
     print("| user (messages) | class | p50 | p95 | hits |\n|---|---|---|---|---|")
@@ -80,7 +80,7 @@ def main() -> None:
         Path(args.json).write_text(json.dumps({"db": where, "results": results}, indent=1))
 
 
-def _users_near(sizes: list[int]) -> list[tuple[str, int]]:
+def users_near(sizes: list[int]) -> list[tuple[str, int]]:
     """For each size, the user whose indexed messages are nearest to it (each user once)."""
     from django.db import connection
 

@@ -24,7 +24,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -96,9 +96,10 @@ def recreate(args: argparse.Namespace) -> None:
     call_command("migrate", verbosity=0)
 
 
-def scaled_policy(scale: float) -> Any:
-    """The default policy with every size threshold times ``scale`` (term counts kept)."""
-    from deuz_transcripts.backends.policy import DEFAULT_POLICY
+def scaled_policies(scale: float) -> dict[type[Any], Any]:
+    """Every engine's default policy with every size threshold times ``scale`` (term
+    counts kept), for ``policy.FORCED``."""
+    from deuz_transcripts.backends import engine_policies
 
     sizes = {
         "single_statement_max",
@@ -112,12 +113,17 @@ def scaled_policy(scale: float) -> Any:
         "chat_lookup_max_rows",
         "scan_scope_max",
     }
-    changed = {
-        name: max(1, int(getattr(DEFAULT_POLICY, name) * scale))
-        for name in sizes
-        if getattr(DEFAULT_POLICY, name, 0)
-    }
-    return replace(DEFAULT_POLICY, **changed)
+    scaled = {}
+    for kind in engine_policies():
+        default = kind()
+        own = {field.name for field in fields(kind)}
+        changed = {
+            name: max(1, int(getattr(default, name) * scale))
+            for name in sizes & own
+            if getattr(default, name)
+        }
+        scaled[kind] = replace(default, **changed)
+    return scaled
 
 
 def load(args: argparse.Namespace) -> Any:
@@ -254,19 +260,26 @@ def run_case(store: Any, scope: dict[str, str], query: str, options: dict[str, A
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     setup(args)
+    from django.conf import settings
     from django.db import connection
 
-    from deuz_transcripts.backends import policy
+    from deuz_transcripts.backends import get_backend, policy
+    from deuz_transcripts.backends.postgresql.policy import PostgresPolicy
+    from deuz_transcripts.backends.sqlite.fts5_policy import Fts5Policy
 
     recreate(args)
-    scaled = policy.DEFAULT_POLICY = scaled_policy(args.scale)
+    scaled = policy.FORCED = scaled_policies(args.scale)
+    scan = scaled[Fts5Policy].scan_scope_max  # FTS5's is the setting's, scaled with the rest
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "SQLITE_SCAN_SCOPE_MAX": scan}
     store, corpus = load(args)
     words = words_by_frequency(corpus)
     times = sorted(chat.updated_at_ms for chat in corpus.chats())
     middle = datetime.fromtimestamp(times[len(times) // 2] / 1000, tz=UTC)
     results: dict[str, Any] = {"db": args.db, "backend": store.transcript.backend_name}
     found: dict[str, Any] = {}
-    small = min(scaled.single_statement_max, scaled.rare_lexeme_scope_min, scaled.walk_min_rows)
+    engine = get_backend("default").source.policy
+    mid_size = scaled[PostgresPolicy].rare_lexeme_scope_min  # routes PostgreSQL's mid scopes
+    small = min(engine.single_statement_max, mid_size, engine.walk_min_rows)
     few = few_chats(corpus, small - 1)
     for name, scope, query, options in cases(words, middle, few):
         run_case(store, scope, query, options)  # warm: caches of the process and the server

@@ -21,8 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
-from deuz_transcripts.backends import policy
-from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.stores import DjangoTranscriptIndex
 from tests import oracle
 
@@ -291,7 +290,7 @@ def test_fts5_scan_with_masks_in_python_matches_the_oracle(records, searches):
     in Python (by default only queries of ``scan_python_min_terms`` terms do)."""
     if connection.vendor != "sqlite":
         pytest.skip("the scan route is SQLite FTS5's")
-    with mock.patch.object(policy, "DEFAULT_POLICY", PlanPolicy(scan_python_min_terms=1)):
+    with mock.patch.object(policy, "FORCED", forced_policies(scan_python_min_terms=1)):
         assert DjangoTranscriptIndex().backend_name == "sqlite-fts5"
         check_corpus(records, searches, substring=False)
 
@@ -394,8 +393,8 @@ def route(name: str) -> Iterator[None]:
     with (
         mock.patch.object(
             policy,
-            "DEFAULT_POLICY",
-            PlanPolicy(
+            "FORCED",
+            forced_policies(
                 walk_min_rows=values["WALK_MIN_ROWS"],
                 single_statement_max=values.get("SINGLE_STATEMENT_MAX", 5_000),
                 lexeme_scope_min=values.get("LEXEME_SCOPE_MIN", 10_000),

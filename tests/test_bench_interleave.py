@@ -74,6 +74,24 @@ def test_two_sides_run_every_query_on_a_loaded_database(tmp_path: Path) -> None:
     assert row["base"]["n"] == row["no-walk"]["n"] == 1
     assert row["no-walk"]["p50_ratio"] > 0
     assert {key.split()[0] for key in results["classes"]} == {"small", "big", "unscoped"}
+    # a user near a size, each query asking its exact total too
+    near = ["--scopes", "near100", "--classes", "2-common,8-common", "--exact-total"]
+    proc = _python(
+        "bench.interleave",
+        *size,
+        *sides,
+        *near,
+        "--per-class",
+        "1",
+        "--rounds",
+        "1",
+        "--json",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert results["mismatches"] == {"no-walk": []} and results["meta"]["exact_total"]
+    assert set(results["classes"]) == {"near100 2-common", "near100 8-common"}
 
 
 def test_a_database_of_another_corpus_is_refused(tmp_path: Path) -> None:

@@ -20,8 +20,7 @@ from django.test import override_settings
 if "tests.contract" not in sys.modules:
     pytest.register_assert_rewrite("tests.contract")
 
-from deuz_transcripts.backends import policy
-from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.prepared import PreparedChat
 from deuz_transcripts.stores import DjangoConditionalChatStore, DjangoTranscriptIndex
 from tests.contract import TranscriptContract
@@ -68,8 +67,8 @@ class TestPrunedPlanContract(SqlContract):
         with (
             mock.patch.object(
                 policy,
-                "DEFAULT_POLICY",
-                PlanPolicy(walk_min_rows=1, single_statement_max=0, lexeme_scope_min=0),
+                "FORCED",
+                forced_policies(walk_min_rows=1, single_statement_max=0, lexeme_scope_min=0),
             ),
             override_settings(
                 DEUZ_TRANSCRIPTS={**settings.DEUZ_TRANSCRIPTS, "SQLITE_SCAN_SCOPE_MAX": 0}

@@ -9,7 +9,6 @@ then the probe, never the whole scope. Every search here gives the memory index'
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 from unittest import mock
 
@@ -20,9 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deuz_transcripts import InMemoryTranscriptIndex
-from deuz_transcripts.backends import backend_name_for, get_backend, policy
+from deuz_transcripts.backends import backend_name_for, forced_policies, get_backend, policy
 from deuz_transcripts.backends.chat_filter import request_filter
-from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends.policy import Forced
+from deuz_transcripts.backends.postgresql.policy import PostgresPolicy
+from deuz_transcripts.backends.sqlite.fts5_policy import Fts5Policy
 from deuz_transcripts.search_request import SearchRequest
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.test_backend_parity import DENSE_SEARCHES, check_corpus, dense_corpora
@@ -35,7 +36,7 @@ postgresql_only = pytest.mark.skipif(
 )
 
 #: A page of 3 is guessed near when 2 pages of rows are expected within 64 messages.
-GUESS = PlanPolicy(walk_min_rows=4, walk_guess_max_rows=64, walk_guess_margin=2)
+GUESS = forced_policies(walk_min_rows=4, walk_guess_max_rows=64, walk_guess_margin=2)
 BOUNDED = "AS before"  # the bounded walk's statement
 PROBE = "AS probe"  # the probe's
 WINDOW_N = "COALESCE(SUM("  # N of a window: its chats' indexed messages summed
@@ -54,11 +55,11 @@ class Corpus:
         self.memory.index(record)
 
     def statements(
-        self, scope: dict[str, str], query: str, guess: PlanPolicy = GUESS, **options: object
+        self, scope: dict[str, str], query: str, guess: Forced = GUESS, **options: object
     ) -> list[str]:
         """The statements of one search, whose hits must be the memory index's."""
         with (
-            mock.patch.object(policy, "DEFAULT_POLICY", guess),
+            mock.patch.object(policy, "FORCED", guess),
             CaptureQueriesContext(connection) as queries,
         ):
             hits = self.store.transcript.search(scope, query, limit=3, **options)
@@ -108,7 +109,7 @@ def test_words_that_rarely_meet_end_the_bounded_walk_and_the_probe_plans():
 #: The planner's masks read by ranking their rows (``mask_candidates``).
 RANKED_READ = "WITH h AS MATERIALIZED"
 #: Masks of fewer than 1,000 rows are read, unless a guessed walk fills their page.
-UNDER_THE_WALK = PlanPolicy(
+UNDER_THE_WALK = forced_policies(
     single_statement_max=0,
     lexeme_scope_min=0,
     walk_min_rows=1_000,
@@ -150,7 +151,7 @@ def test_a_page_mask_under_walk_min_rows_is_walked_where_dense_and_read_where_no
 
 
 #: Masks of 4 rows or more are walked newest chat first.
-OVER_THE_WALK = replace(UNDER_THE_WALK, walk_min_rows=4)
+OVER_THE_WALK = forced_policies(UNDER_THE_WALK, walk_min_rows=4)
 #: The unbounded walk: the planner's own join of chats and rows, in tie order.
 UNBOUNDED = " m ON m.chat_id = c.id WHERE"
 
@@ -231,7 +232,7 @@ def test_no_guess_without_stored_counts_or_where_the_words_are_sparse():
         ):
             statements = corpus.statements(scope, query, **options)
             assert not any(BOUNDED in sql for sql in statements), (scope, query, options)
-        sparse = PlanPolicy(walk_min_rows=4, walk_guess_max_rows=5, walk_guess_margin=2)
+        sparse = forced_policies(walk_min_rows=4, walk_guess_max_rows=5, walk_guess_margin=2)
         statements = corpus.statements({}, "alpha beta", sparse)
         probe = next(n for n, sql in enumerate(statements) if PROBE in sql)
         assert not any(BOUNDED in sql for sql in statements[:probe])  # no guessed walk
@@ -275,9 +276,7 @@ def test_a_bounded_walk_reads_the_newest_chats_of_at_most_its_rows():
 
 
 #: No guess: the probe decides, and a walk it chooses is bounded to the newest 6 messages.
-PROBED = PlanPolicy(
-    walk_min_rows=4, walk_guess_max_rows=0, walk_probed_max_rows=6, fts5_walk_probed_max_rows=6
-)
+PROBED = forced_policies(walk_min_rows=4, walk_guess_max_rows=0, walk_probed_max_rows=6)
 #: Rows of a mask read and sorted (``ranked_candidates``; not N's statement, which holds
 #: a small scope's candidates behind a filter on N).
 READ = "WITH H AS MATERIALIZED"
@@ -306,7 +305,7 @@ def test_a_walk_the_probe_chose_is_bounded_and_rows_in_old_chats_are_read(old_pa
     unbounded = corpus.statements(
         {"userId": "ada"},
         "alpha beta",
-        guess=replace(PROBED, walk_probed_max_rows=0, fts5_walk_probed_max_rows=0),
+        guess=forced_policies(PROBED, walk_probed_max_rows=0),
     )
     assert not any(BOUNDED in sql or READ in sql.upper() for sql in unbounded)
 
@@ -314,13 +313,12 @@ def test_a_walk_the_probe_chose_is_bounded_and_rows_in_old_chats_are_read(old_pa
 def test_only_postgresql_bounds_a_walk_the_probe_chose_by_default():
     """FTS5 keeps the unbounded walk: with no stored counts every walk of a dense word
     is the probe's, and its bound would cost a window over the newest chats first."""
-    default = policy.DEFAULT_POLICY
     name = backend_name_for("default")
     bound = get_backend("default").source.policy.walk_probed_max_rows
     if name == "sqlite-fts5":
-        assert bound == default.fts5_walk_probed_max_rows == 0
+        assert bound == Fts5Policy().walk_probed_max_rows == 0
     else:
-        assert bound == default.walk_probed_max_rows > 0
+        assert bound == PostgresPolicy().walk_probed_max_rows > 0
 
 
 @postgresql_only
@@ -330,12 +328,12 @@ def test_guessed_walks_give_the_oracles_hits(records, searches):
     """Dense words with every term counted (for each tenant and the whole index), a guess
     of a page within 64 messages: walks that fill the page, walks that end short, roles and
     windows (no guess), pages and cursors, all as the oracle ranks them."""
-    guess = PlanPolicy(
+    guess = forced_policies(
         walk_min_rows=1,
         walk_guess_max_rows=64,
         walk_guess_margin=1,
         single_statement_max=0,
         lexeme_scope_min=0,
     )
-    with tenant_key("userId"), mock.patch.object(policy, "DEFAULT_POLICY", guess):
+    with tenant_key("userId"), mock.patch.object(policy, "FORCED", guess):
         check_corpus(records, searches, substring=False, written=lambda: count_terms(1))

@@ -13,7 +13,6 @@ any probe. Hits, order and scores are the in-memory index's on every route.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,8 +23,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
-from deuz_transcripts.backends import policy
-from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.backends.postgresql.counts import statistics as postgresql_counts
 from deuz_transcripts.backends.postgresql.counts import stored as term_counts
 from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
@@ -74,7 +72,7 @@ def records() -> Iterator[ChatRecord]:
 
 #: a mid-size scope (ada's 24 messages: over 10, at most 100) is filtered in GIN when its
 #: words' posting lists hold at most 24 rows (1 per message of the scope)
-MID_SIZE = PlanPolicy(
+MID_SIZE = forced_policies(
     lexeme_scope_min=100, rare_lexeme_scope_min=10, gin_rows_per_scope_row=1, walk_min_rows=10**9
 )
 
@@ -83,7 +81,7 @@ MID_SIZE = PlanPolicy(
 def store(monkeypatch: pytest.MonkeyPatch) -> Any:
     """ "common", "word", "other", "text" are counted terms (each in 32 messages), the rare
     words are not (in fewer than 10, the threshold the terms were chosen with)."""
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", MID_SIZE)
+    monkeypatch.setattr(policy, "FORCED", MID_SIZE)
     monkeypatch.setattr(term_counts, "COUNTED_MIN_ROWS", 10)
     store = DjangoConditionalChatStore()
     for record in records():
@@ -139,14 +137,14 @@ def test_with_no_counted_term_nothing_is_known_rare(store):
 
 
 def test_a_small_scope_reads_its_own_rows_without_asking(store, monkeypatch):
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", replace(MID_SIZE, rare_lexeme_scope_min=24))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(MID_SIZE, rare_lexeme_scope_min=24))
     asked = f"EXISTS (SELECT 1 FROM {CountedTerm._meta.db_table})"
     with CaptureQueriesContext(connection) as queries:
         hits, own = searched(store, "rare1")
     assert own
     assert not any(asked in q["sql"] for q in queries.captured_queries)
     assert hits == expected("rare1", ADA)
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", replace(MID_SIZE, rare_lexeme_scope_min=23))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(MID_SIZE, rare_lexeme_scope_min=23))
     with CaptureQueriesContext(connection) as queries:
         hits, own = searched(store, "rare1")
     assert not own
@@ -155,7 +153,7 @@ def test_a_small_scope_reads_its_own_rows_without_asking(store, monkeypatch):
 
 def test_filters_and_pages_of_a_routed_scope_rank_as_the_memory_index(store, monkeypatch):
     """Ada's 12 user messages: "rare1 rare2" (20 rows at most) is routed at 2 rows each."""
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", replace(MID_SIZE, gin_rows_per_scope_row=2))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(MID_SIZE, gin_rows_per_scope_row=2))
     memory = InMemoryTranscriptIndex()
     for record in records():
         memory.index(record)
@@ -185,8 +183,8 @@ def tenant_store(monkeypatch: pytest.MonkeyPatch) -> Any:
     of its own (under ``COUNTED_TENANT_MIN_ROWS``), searched by newest-first walks from 4
     rows on, never routed to GIN by size."""
     every = {**settings.DEUZ_TRANSCRIPTS, "TENANT_KEY": "userId"}
-    walks = PlanPolicy(walk_min_rows=4, lexeme_scope_min=100, rare_lexeme_scope_min=10**6)
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", walks)
+    walks = forced_policies(walk_min_rows=4, lexeme_scope_min=100, rare_lexeme_scope_min=10**6)
+    monkeypatch.setattr(policy, "FORCED", walks)
     with override_settings(DEUZ_TRANSCRIPTS=every):
         store = DjangoConditionalChatStore()
         for record in records():

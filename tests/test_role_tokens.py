@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from dataclasses import fields, replace
 from datetime import UTC, datetime
 from unittest import mock
 
@@ -15,10 +16,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord
-from deuz_transcripts.backends import get_backend, policy
+from deuz_transcripts.backends import forced_policies, get_backend, policy
 from deuz_transcripts.backends.chat_filter import request_filter
 from deuz_transcripts.backends.matches import Matches
-from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.models import Message
 from deuz_transcripts.search_request import SearchRequest
 from deuz_transcripts.sql.search.statistics import SearchStatistics
@@ -78,7 +78,9 @@ def test_n_and_term_counts_with_roles_read_no_message_row(store, scope):
     chats = request_filter(request, "default", role_tokens=backend.source.role_tokens)
     with CaptureQueriesContext(connection) as queries, connection.cursor() as cursor:
         if scope:  # the token count is for scopes too big to read row by row
-            small = type(backend.counts.policy)(scan_scope_max=0, lexeme_scope_min=0)
+            own = {field.name for field in fields(backend.counts.policy)}
+            sizes = {"scan_scope_max": 0, "lexeme_scope_min": 0}
+            small = replace(backend.counts.policy, **{k: v for k, v in sizes.items() if k in own})
             backend.source.policy = backend.counts.policy = small
         matches = Matches(backend.source, backend.counts, cursor, chats, request.terms)
         total = SearchStatistics(backend.source.policy).of(matches).total()  # stored, else counted
@@ -123,7 +125,7 @@ def test_migration_0003_adds_role_tokens_to_stored_rows_and_takes_them_back(stor
         if connection.vendor == "postgresql":
             assert vectors_holding_lexemes("\ue003") == 0
         # the tokens are gone (guessing no walk: the stored counts are 0005's tables)
-        with mock.patch.object(policy, "DEFAULT_POLICY", PlanPolicy(walk_guess_max_rows=0)):
+        with mock.patch.object(policy, "FORCED", forced_policies(walk_guess_max_rows=0)):
             assert found(store, {}, ["user"]) == set()
     finally:
         call_command("migrate", "deuz_transcripts", verbosity=0)

@@ -19,9 +19,8 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord
-from deuz_transcripts.backends import policy
+from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.backends.chat_filter import ChatFilter
-from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.backends.sqlite import fts5 as sqlite_fts5
 from deuz_transcripts.stores import DjangoConditionalChatStore
 
@@ -42,8 +41,8 @@ def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> An
     backend = {"SQLITE_BACKEND": "like"} if request.param == "like" else {}
     every = {**settings.DEUZ_TRANSCRIPTS, **backend, "SQLITE_SCAN_SCOPE_MAX": 0}
     with override_settings(DEUZ_TRANSCRIPTS=every):
-        sizes = PlanPolicy(walk_min_rows=4, lexeme_scope_min=0)
-        monkeypatch.setattr(policy, "DEFAULT_POLICY", sizes)
+        sizes = forced_policies(walk_min_rows=4, lexeme_scope_min=0)
+        monkeypatch.setattr(policy, "FORCED", sizes)
         store = DjangoConditionalChatStore()
         for n in range(40):
             texts = ["common word", "other text", *(["rare common"] if n % 10 == 0 else [])]

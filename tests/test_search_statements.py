@@ -16,17 +16,17 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from bench.statements import scaled_policy
+from bench.statements import scaled_policies
 from deuz_transcripts import SearchTimeout, TranscriptError
-from deuz_transcripts.backends import policy
+from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.backends.chat_filter import ChatFilter
-from deuz_transcripts.backends.policy import PlanPolicy
 from deuz_transcripts.backends.postgresql.session import (
     BITMAP_WORK_MEM,
     bitmap_scans,
     keep_bitmap_scans,
     search_session,
 )
+from deuz_transcripts.backends.sqlite.fts5_policy import Fts5Policy
 from deuz_transcripts.sql.search.collector import Collector
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.factories import ChatRecordFactory, MessageFactory
@@ -91,8 +91,8 @@ def transaction_status() -> Any:
 def big_plans() -> Iterator[None]:
     """Every scope planned as a big one: on PostgreSQL found in GIN, its terms counted
     there (``bitmap_scans``) and their masks read one by one."""
-    big = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=1_000)
-    with mock.patch.object(policy, "DEFAULT_POLICY", big):
+    big = forced_policies(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=1_000)
+    with mock.patch.object(policy, "FORCED", big):
         yield
 
 
@@ -372,8 +372,11 @@ def test_a_search_with_server_side_binding_sends_each_statement_alone(store, big
 def scaled_plans() -> Iterator[None]:
     """The default thresholds scaled down as ``bench.statements`` scales them, so that
     ``bob``'s 180 messages take the routes of a 50,000-message tenant at 1M (past the
-    one-statement size; on PostgreSQL found in GIN)."""
-    with mock.patch.object(policy, "DEFAULT_POLICY", scaled_policy(0.01)):
+    one-statement size; on PostgreSQL found in GIN). FTS5's one-statement size is the
+    setting that bounds its scanned scopes, scaled there."""
+    scaled = scaled_policies(0.01)
+    scan = {"SQLITE_SCAN_SCOPE_MAX": scaled[Fts5Policy].scan_scope_max}
+    with mock.patch.object(policy, "FORCED", scaled), mock.patch.dict(TENANTS, scan):
         yield
 
 
@@ -423,8 +426,8 @@ def test_n_and_every_n_t_of_a_big_tenant_come_in_one_statement(scaled_plans):
     postgresql_only()
     store = counted_users_store()
     backend = store.transcript.backend
-    source, counts = backend.search_parts(policy.DEFAULT_POLICY)
-    _, alone = backend.search_parts(policy.DEFAULT_POLICY)
+    source, counts = backend.search_parts()
+    _, alone = backend.search_parts()
     rare = [MessageFactory(text="zeta alpha") for _ in range(3)]  # a word written since
     store.write_chat(
         ChatRecordFactory(chat_id="b99", scope=BOB, messages=rare), expected_revision=0

@@ -25,8 +25,7 @@ from deuz_transcripts import (
     RevisionConflict,
     TranscriptError,
 )
-from deuz_transcripts.backends import backend_name_for
-from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends import backend_name_for, forced_policies
 from deuz_transcripts.backends.sqlite.common import FTS_TABLE
 from deuz_transcripts.checks import check_search_backends, check_settings
 from deuz_transcripts.models import Chat, ChatScope, Message, Tombstone
@@ -156,16 +155,18 @@ def test_fts5_counts_masks_first_in_smaller_scopes_than_postgresql(monkeypatch):
     if backend_name_for("default") != "sqlite-fts5":
         pytest.skip("FTS5's threshold")
     from deuz_transcripts.backends import get_backend, policy
+    from deuz_transcripts.backends.policy import current_policy
+    from deuz_transcripts.backends.sqlite.fts5_policy import Fts5Policy
 
-    assert get_backend("default").source.policy.single_statement_max == min(
-        policy.DEFAULT_POLICY.single_statement_max, policy.current_policy().scan_scope_max
+    assert get_backend("default").source.policy.single_statement_max == (
+        current_policy(Fts5Policy).scan_scope_max
     )
     store = DjangoConditionalChatStore()
     for n in range(4):
         chat = record(f"c{n}", f"quokka sighting {n}", f"noted {n} quokka")
         store.write_chat(chat, expected_revision=0)
     calls = spy_search_parts(monkeypatch, get_backend("default"), ("candidates",))
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(single_statement_max=5_000))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(single_statement_max=5_000))
     one_statement: dict[int, bool] = {}
     results = {}
     for scan_max in (5_000, 3):
@@ -198,7 +199,7 @@ def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypa
     store = six_dated_chats("rare", "filler")
 
     def search(query: str, walk_from: int) -> tuple[list[tuple], bool]:
-        monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=walk_from))
+        monkeypatch.setattr(policy, "FORCED", forced_policies(walk_min_rows=walk_from))
         with CaptureQueriesContext(connection) as queries:
             hits = store.transcript.search(ADA, query, limit=3, offset=1)
         walked = any(
@@ -209,7 +210,7 @@ def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypa
         )
         return [(h.chat_id, h.message_id, h.score) for h in hits], walked
 
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=5))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(walk_min_rows=5))
     with CaptureQueriesContext(connection) as queries:  # a page of 5: the 18 rows may hold it
         store.transcript.search(ADA, "common", limit=5)
     probe = next(  # counted in the index, no message row read (after the time budget and N)
@@ -245,7 +246,7 @@ def test_a_page_of_rows_holding_every_term_is_read_without_ranking_the_others(mo
 
     def search(query: str, walk_from: int, limit: int = 3) -> list[tuple]:
         calls.clear()
-        monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=walk_from))
+        monkeypatch.setattr(policy, "FORCED", forced_policies(walk_min_rows=walk_from))
         hits = store.transcript.search(ADA, query, limit=limit, offset=1)
         return [(h.chat_id, h.message_id, h.score) for h in hits]
 
@@ -799,13 +800,13 @@ def test_a_scope_smaller_than_the_walk_threshold_is_never_probed(monkeypatch):
     store = DjangoConditionalChatStore()
     for n in range(3):
         store.write_chat(record(f"c{n}", "common words", "common again"), expected_revision=0)
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=7))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(walk_min_rows=7))
     with CaptureQueriesContext(connection) as queries:
         hits = store.transcript.search(ADA, "common", limit=3)
     assert [h.score for h in hits] == [1.0, 1.0, 1.0]
     probe = "SELECT count(*) FROM (SELECT 1 FROM"
     assert not any(probe in q["sql"] for q in queries.captured_queries)
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", PlanPolicy(walk_min_rows=6))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(walk_min_rows=6))
     with CaptureQueriesContext(connection) as queries:
         assert store.transcript.search(ADA, "common", limit=3) == hits
     assert any(probe in q["sql"] for q in queries.captured_queries)
@@ -844,14 +845,14 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
         max_rows: int, limit: int, walk_min_rows: int = 2_048, rare_rows: int = 0
     ) -> list[tuple]:
         read.clear()
-        forced = PlanPolicy(
+        forced = forced_policies(
             single_statement_max=0,
             lexeme_scope_min=0,
             essential_max_rows=max_rows,
             essential_rare_rows=rare_rows,
             walk_min_rows=walk_min_rows,
         )
-        monkeypatch.setattr(policy, "DEFAULT_POLICY", forced)
+        monkeypatch.setattr(policy, "FORCED", forced)
         with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}):
             hits = store.transcript.search(ADA, query, limit=limit)
         return [(h.chat_id, h.message_id, h.score) for h in hits]
@@ -1030,8 +1031,9 @@ def test_postgresql_looks_up_the_chats_of_a_known_few_rows_by_key():
     from deuz_transcripts.backends.chat_filter import ChatFilter
     from deuz_transcripts.backends.postgresql.counts.statistics import PostgresStoredCounts
     from deuz_transcripts.backends.postgresql.engine import PostgresRowSource
+    from deuz_transcripts.backends.postgresql.policy import PostgresPolicy
 
-    policy = PlanPolicy(chat_lookup_max_rows=100)
+    policy = PostgresPolicy(chat_lookup_max_rows=100)
     source = PostgresRowSource("default", policy, PostgresStoredCounts("default"))
     assert "LATERAL" in source.chat_join("h.chat_pk", 100)
     assert "LATERAL" not in source.chat_join("h.chat_pk", 101)

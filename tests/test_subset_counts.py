@@ -15,8 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deuz_transcripts import InMemoryTranscriptIndex
-from deuz_transcripts.backends import policy
-from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.backends.postgresql.counts import statistics as postgresql_counts
 from deuz_transcripts.backends.postgresql.counts.subsets import (
     subsets_beat_reading,
@@ -35,7 +34,7 @@ ROW_READS = ("rows_with_terms", "rows_with_any_terms", "mask_candidates", "candi
 
 #: Every term of these queries is too common for the essential-terms plan to read, and GIN
 #: filters even a small tenant.
-FORCED = PlanPolicy(
+FORCED = forced_policies(
     single_statement_max=0,
     walk_min_rows=6,
     essential_max_rows=6,
@@ -103,7 +102,7 @@ def test_common_words_total_and_next_pages_come_from_subset_counts(scope):
             memory.index(record)
         assert count_terms(8, tenant_min_rows=20) == 3  # alpha, beta, filler
         with (
-            mock.patch.object(policy, "DEFAULT_POLICY", FORCED),
+            mock.patch.object(policy, "FORCED", FORCED),
             CaptureQueriesContext(connection) as queries,
         ):
             got = pages(store.transcript, scope, "alpha beta")
@@ -132,7 +131,7 @@ def test_words_in_nearly_every_row_count_the_union_once():
             memory.index(record)
         assert count_terms(8) == 4
         with (
-            mock.patch.object(policy, "DEFAULT_POLICY", FORCED),
+            mock.patch.object(policy, "FORCED", FORCED),
             CaptureQueriesContext(connection) as queries,
         ):
             page = store.transcript.search_page({}, "alpha beta gamma delta", limit=4)
@@ -159,10 +158,10 @@ def written_tenant(store, memory, alpha_rows, beta_rows):
 
 
 #: No walk: the page's masks are read, so the counts are the histogram's only source.
-EVERY_SUBSET = PlanPolicy(single_statement_max=0, walk_min_rows=10**9, lexeme_scope_min=0)
+EVERY_SUBSET = forced_policies(single_statement_max=0, walk_min_rows=10**9, lexeme_scope_min=0)
 
 #: The default reading budget: the essential-terms plan could read either word's rows.
-READABLE = PlanPolicy(
+READABLE = forced_policies(
     single_statement_max=0, walk_min_rows=6, lexeme_scope_min=0, essential_rare_rows=0
 )
 
@@ -178,7 +177,7 @@ def test_a_counted_page_ranks_by_subset_counts_where_they_beat_reading_rows(scop
         store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
         written_tenant(store, memory, alpha_rows=24, beta_rows=20)
         calls = spy_search_parts(monkeypatch, store.transcript.backend, ROW_READS)
-        with mock.patch.object(policy, "DEFAULT_POLICY", READABLE):
+        with mock.patch.object(policy, "FORCED", READABLE):
             got = pages(store.transcript, scope, "alpha beta")
         assert got == pages(memory, scope, "alpha beta")
         assert len(got) > 2
@@ -194,7 +193,7 @@ def test_a_rarer_word_is_read_where_its_rows_cost_less_than_the_counts(monkeypat
         store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
         written_tenant(store, memory, alpha_rows=40, beta_rows=8)
         calls = spy_search_parts(monkeypatch, store.transcript.backend, ROW_READS)
-        with mock.patch.object(policy, "DEFAULT_POLICY", READABLE):
+        with mock.patch.object(policy, "FORCED", READABLE):
             got = pages(store.transcript, {}, "alpha beta")
         assert got == pages(memory, {}, "alpha beta")
         assert "rows_with_terms" in calls
@@ -211,7 +210,7 @@ def test_a_total_left_to_count_is_counted_by_subsets_where_they_visit_fewer_rows
         store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
         written_tenant(store, memory, alpha_rows=36, beta_rows=8)
         with (
-            mock.patch.object(policy, "DEFAULT_POLICY", FORCED),
+            mock.patch.object(policy, "FORCED", FORCED),
             CaptureQueriesContext(connection) as queries,
         ):
             page = store.transcript.search_page({}, "alpha beta", limit=4)
@@ -253,7 +252,7 @@ def test_a_write_between_the_statements_gives_a_total_of_before_or_after_it():
             return sized
 
         with (
-            mock.patch.object(policy, "DEFAULT_POLICY", EVERY_SUBSET),
+            mock.patch.object(policy, "FORCED", EVERY_SUBSET),
             mock.patch.object(postgresql_counts, "subsets_beat_reading", lambda *_: True),
             mock.patch.object(postgresql_counts, "stored_term_counts", then_a_delete_commits),
             mock.patch.object(PostgresRowSource, "sized_candidates", sized_then_a_delete_commits),

@@ -142,13 +142,12 @@ def _searches(store, user: str = "ada") -> None:
 def test_every_message_statement_of_a_tenant_scoped_search_tests_the_tenant(store, big_scope):
     from unittest import mock
 
-    from deuz_transcripts.backends import policy
-    from deuz_transcripts.backends.policy import PlanPolicy
+    from deuz_transcripts.backends import forced_policies, policy
 
-    big = PlanPolicy(walk_min_rows=1, single_statement_max=0, lexeme_scope_min=0)
+    big = forced_policies(walk_min_rows=1, single_statement_max=0, lexeme_scope_min=0)
     with (
         tenant_key("userId"),
-        mock.patch.object(policy, "DEFAULT_POLICY", big if big_scope else policy.DEFAULT_POLICY),
+        mock.patch.object(policy, "FORCED", big if big_scope else {}),
     ):
         for n in range(6):
             write(store, f"c{n}", {"userId": "ada" if n % 2 else "bob"}, f"alpha beta w{n}")
@@ -172,12 +171,11 @@ def test_the_newest_first_walk_of_a_tenant_scope_tests_each_chat_s_tenant(store)
     from unittest import mock
 
     from deuz_transcripts import InMemoryTranscriptIndex
-    from deuz_transcripts.backends import policy
-    from deuz_transcripts.backends.policy import PlanPolicy
+    from deuz_transcripts.backends import forced_policies, policy
 
     memory = InMemoryTranscriptIndex()
-    walk = PlanPolicy(walk_min_rows=1)
-    with tenant_key("userId"), mock.patch.object(policy, "DEFAULT_POLICY", walk):
+    walk = forced_policies(walk_min_rows=1)
+    with tenant_key("userId"), mock.patch.object(policy, "FORCED", walk):
         scopes = [
             {"userId": "ada" if n % 2 else "bob", **({"team": "x"} if n % 4 else {})}
             for n in range(8)

@@ -24,8 +24,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
-from deuz_transcripts.backends import policy
-from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.backends.postgresql.counts import refresh as count_refresh
 from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
 from deuz_transcripts.backends.postgresql.counts.stored import (
@@ -173,10 +172,10 @@ def test_unscoped_and_tenant_searches_read_the_stored_counts_and_rank_as_countin
             store.write_chat(record, expected_revision=0)
             memory.index(record)
         assert count_terms(10) == 3  # common, alpha, filler; "rare" is counted in GIN
-        forced = PlanPolicy(  # no probe: a page of rows holding every term needs no count
+        forced = forced_policies(  # no probe: a page of rows holding every term needs no count
             single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9, walk_max_terms=0
         )
-        with mock.patch.object(policy, "DEFAULT_POLICY", forced):
+        with mock.patch.object(policy, "FORCED", forced):
             for scope, counted in (
                 ({}, True),
                 ({"userId": "ada"}, True),
@@ -210,8 +209,8 @@ def test_a_one_word_probe_reads_the_stored_count():
             memory.index(record)
         assert count_terms(5) == 2  # common, words
         for walk_from in (4, 10):
-            forced = PlanPolicy(walk_min_rows=walk_from, walk_guess_max_rows=0)
-            with mock.patch.object(policy, "DEFAULT_POLICY", forced):
+            forced = forced_policies(walk_min_rows=walk_from, walk_guess_max_rows=0)
+            with mock.patch.object(policy, "FORCED", forced):
                 for scope in ({}, {"userId": "ada"}):
                     with CaptureQueriesContext(connection) as queries:
                         hits = store.transcript.search(scope, "common", limit=3)
@@ -384,12 +383,12 @@ def test_only_big_tenants_count_their_terms_and_a_refresh_moves_tenants_that_gro
         assert stored("alpha", "ada") == 8 and stored("alpha", "bob") == 0
         assert stored("alpha", "") == 2 and stored("", "bob") == 1 and stored("alpha") == 10
         assert drift() == []
-        forced = PlanPolicy(  # n_t counted, not a single statement for a small scope
+        forced = forced_policies(  # n_t counted, not a single statement for a small scope
             single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9, walk_max_terms=0
         )
         for scope, gin_counts in (({"userId": "ada"}, 0), ({"userId": "bob"}, 2), ({}, 0)):
             with (
-                mock.patch.object(policy, "DEFAULT_POLICY", forced),
+                mock.patch.object(policy, "FORCED", forced),
                 CaptureQueriesContext(connection) as queries,
             ):
                 hits = store.transcript.search(scope, "alpha beta", limit=10)
@@ -458,7 +457,7 @@ def test_a_roles_filter_reads_the_counts_of_its_roles_and_a_window_too():
         assert count_terms(4, tenant_min_rows=20) == 5  # common, alpha, beta (6), tool, out
         assert set(CountedTenant.objects.values_list("tenant", flat=True)) == {"ada"}
         assert stored("alpha") == 24 and in_counts(role="tool")
-        forced = PlanPolicy(
+        forced = forced_policies(
             single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9, walk_max_terms=0
         )
         few = {"updated_after": WHEN + timedelta(minutes=9)}  # 2 of ada's 8 chats
@@ -474,7 +473,7 @@ def test_a_roles_filter_reads_the_counts_of_its_roles_and_a_window_too():
         ):
             for query in ("common alpha", "beta common", "alpha tool"):
                 with (
-                    mock.patch.object(policy, "DEFAULT_POLICY", forced),
+                    mock.patch.object(policy, "FORCED", forced),
                     CaptureQueriesContext(connection) as queries,
                 ):
                     hits = store.transcript.search(scope, query, limit=8, roles=roles, **extra)
@@ -509,12 +508,12 @@ def test_a_counted_page_takes_its_total_and_next_pages_from_the_stored_counts():
             store.write_chat(record, expected_revision=0)
             memory.index(record)
         assert count_terms(8, tenant_min_rows=20) == 2  # common, alpha
-        forced = PlanPolicy(single_statement_max=0, walk_min_rows=6, essential_max_rows=15)
+        forced = forced_policies(single_statement_max=0, walk_min_rows=6, essential_max_rows=15)
         for scope in ({}, {"userId": "ada"}):
             for query in ("common", "rare common", "alpha common rare", "alpha common"):
                 cursor, got, want = None, [], []
                 with (
-                    mock.patch.object(policy, "DEFAULT_POLICY", forced),
+                    mock.patch.object(policy, "FORCED", forced),
                     CaptureQueriesContext(connection) as queries,
                 ):
                     while True:

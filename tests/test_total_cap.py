@@ -17,8 +17,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import InMemoryTranscriptIndex
-from deuz_transcripts.backends import get_backend, policy
-from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends import forced_policies, get_backend, policy
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.sent_statements import reads_with_params
 from tests.sql_support import spy_search_parts
@@ -37,7 +36,7 @@ def tenant_key_counted(key: str) -> Iterator[None]:
 pytestmark = pytest.mark.django_db
 
 #: Walks pay off from six rows holding every term (the default is 2,048).
-WALKS = PlanPolicy(single_statement_max=0, walk_min_rows=6, lexeme_scope_min=0)
+WALKS = forced_policies(single_statement_max=0, walk_min_rows=6, lexeme_scope_min=0)
 #: One FTS5 expression or tsquery of both words (``"alpha" OR "beta"``, ``'alpha' & 'beta'``).
 BOTH_WORDS = re.compile(r"alpha[\"')\s]*(?:\||&|\bOR\b|\bAND\b)[\"'(\s!]*beta")
 #: What reads or counts every match (or every mask) of the scope.
@@ -73,7 +72,7 @@ def test_capped_pages_of_common_words_count_no_match_past_the_cap(scope, monkeyp
         store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
         fill(store, memory)
         backend = get_backend(connection.alias)
-        with mock.patch.object(policy, "DEFAULT_POLICY", WALKS):
+        with mock.patch.object(policy, "FORCED", WALKS):
             exact = pages(store.transcript, scope, "alpha beta")
             calls = spy_search_parts(monkeypatch, backend, EVERY_MATCH)
             with CaptureQueriesContext(connection) as queries:
@@ -104,7 +103,7 @@ def test_a_cap_above_the_matches_counts_them_exactly(monkeypatch):
     """At most the cap match: the exact route, whose count is bounded by the cap."""
     store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
     fill(store, memory, chats=6)
-    with mock.patch.object(policy, "DEFAULT_POLICY", WALKS):
+    with mock.patch.object(policy, "FORCED", WALKS):
         page = store.transcript.search_page({}, "alpha beta", total_cap=1_000)
     expected = memory.search_page({}, "alpha beta")
     assert (page.total, page.total_exact, page.hits) == (expected.total, True, expected.hits)
@@ -117,7 +116,7 @@ def test_the_next_page_after_the_rows_with_every_term_is_read_exactly(monkeypatc
     masks that follow take the exact route (still capped in what it reports)."""
     store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
     fill(store, memory)  # 84 rows hold both words
-    with mock.patch.object(policy, "DEFAULT_POLICY", WALKS):
+    with mock.patch.object(policy, "FORCED", WALKS):
         first = store.transcript.search_page({}, "alpha beta", limit=85, total_cap=5)
         assert [h.score < 1.0 for h in first.hits[-2:]] == [False, True]
         backend = get_backend(connection.alias)
@@ -141,9 +140,9 @@ def test_a_stored_count_past_the_cap_decides_without_counting(scope):
         store, memory = DjangoConditionalChatStore(), InMemoryTranscriptIndex()
         fill(store, memory)
         assert count_terms(8, tenant_min_rows=20) >= 2  # alpha and beta counted
-        with mock.patch.object(policy, "DEFAULT_POLICY", WALKS), executed_plans() as plans:
+        with mock.patch.object(policy, "FORCED", WALKS), executed_plans() as plans:
             page = store.transcript.search_page(scope, "alpha beta", limit=4, total_cap=30)
-        with mock.patch.object(policy, "DEFAULT_POLICY", WALKS):
+        with mock.patch.object(policy, "FORCED", WALKS):
             capped = pages(store.transcript, scope, "alpha beta", total_cap=30)
     expected = memory.search_page(scope, "alpha beta", limit=4)
     assert (page.hits, page.total, page.total_exact) == (expected.hits, 30, False)

@@ -9,15 +9,13 @@ page is the memory index's.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
-from deuz_transcripts.backends import policy
-from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.backends.sqlite import fts5 as sqlite_fts5
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.sql_support import spy_search_parts
@@ -37,7 +35,7 @@ TEXTS = [
     "plain words",
 ]
 #: The rarer terms' rows fit the budget (4); the common ones do not, two or more left.
-UNREAD = PlanPolicy(
+UNREAD = forced_policies(
     single_statement_max=0,
     lexeme_scope_min=0,
     walk_min_rows=10**9,
@@ -106,10 +104,10 @@ def test_terms_too_common_to_read_fill_the_page_from_their_masks(
     roles too, and no read of every match."""
     store, memory = indexes
     calls = spy_search_parts(monkeypatch, store.transcript.backend, FULL_READS)
-    guess = replace(UNREAD, essential_rare_rows=rare_rows)
+    guess = forced_policies(UNREAD, essential_rare_rows=rare_rows)
     if not walk:
-        guess = replace(guess, walk_guess_max_rows=0)
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", guess)
+        guess = forced_policies(guess, walk_guess_max_rows=0)
+    monkeypatch.setattr(policy, "FORCED", guess)
     same_pages(store, memory)
     same_pages(store, memory, roles=["user"])
     assert calls == []
@@ -119,13 +117,13 @@ def test_more_unread_terms_than_allowed_rank_every_match(monkeypatch, indexes):
     """``unread_max_terms`` below the terms left: every match is ranked, as before."""
     store, memory = indexes
     calls = spy_search_parts(monkeypatch, store.transcript.backend, FULL_READS)
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", replace(UNREAD, unread_max_terms=1))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(UNREAD, unread_max_terms=1))
     same_pages(store, memory)
     assert calls
 
 
 #: Every page from masks: no walk, and room to read the rarer terms' rows.
-MASKS = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9)
+MASKS = forced_policies(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9)
 
 
 def test_a_cursor_page_of_five_words_reads_only_its_masks_in_fts5(monkeypatch, indexes):
@@ -136,7 +134,7 @@ def test_a_cursor_page_of_five_words_reads_only_its_masks_in_fts5(monkeypatch, i
     backend = store.transcript.backend
     if backend.name != "sqlite-fts5":
         pytest.skip("PostgreSQL without stored counts reads every match of five words")
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", MASKS)
+    monkeypatch.setattr(policy, "FORCED", MASKS)
     query = "rare seldom alpha beta gamma"
     for scope in ({}, {"userId": "ada"}):
         want = memory.search_page(scope, query, limit=1_000).hits
@@ -149,7 +147,7 @@ def test_a_cursor_page_of_five_words_reads_only_its_masks_in_fts5(monkeypatch, i
             got.extend(page.hits)
         assert calls == []
         monkeypatch.undo()
-        monkeypatch.setattr(policy, "DEFAULT_POLICY", MASKS)
+        monkeypatch.setattr(policy, "FORCED", MASKS)
         assert [(h.message_id, h.score) for h in got] == [(h.message_id, h.score) for h in want]
 
 

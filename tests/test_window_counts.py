@@ -21,8 +21,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
-from deuz_transcripts.backends import policy
-from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.backends.postgresql.counts import stored as term_counts
 from deuz_transcripts.backends.postgresql.counts.refresh import refresh_term_counts
 from deuz_transcripts.models import CountedTenant, CountedTerm
@@ -62,7 +61,7 @@ def records() -> Iterator[ChatRecord]:
 
 #: every scope filtered in GIN, masks counted first, no walk: a window's masks come
 #: from its term-subset counts
-COUNTED_SUBSETS = PlanPolicy(
+COUNTED_SUBSETS = forced_policies(
     lexeme_scope_min=1,
     rare_lexeme_scope_min=0,
     single_statement_max=0,
@@ -75,7 +74,7 @@ COUNTED_SUBSETS = PlanPolicy(
 def store(monkeypatch: pytest.MonkeyPatch) -> Any:
     """With ``TENANT_KEY = "userId"``: "common", "word" and "other" are counted, for
     every chat and for ada and bob."""
-    monkeypatch.setattr(policy, "DEFAULT_POLICY", COUNTED_SUBSETS)
+    monkeypatch.setattr(policy, "FORCED", COUNTED_SUBSETS)
     monkeypatch.setattr(term_counts, "COUNTED_MIN_ROWS", 15)
     tenants = {**settings.DEUZ_TRANSCRIPTS, "TENANT_KEY": "userId"}
     with override_settings(DEUZ_TRANSCRIPTS=tenants):

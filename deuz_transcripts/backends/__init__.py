@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields, replace
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
@@ -10,6 +11,7 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 from ..conf import conf
 from .maintenance import EngineMaintenance
+from .policy import Forced, SearchPolicy
 from .search_backend import SearchBackend
 from .search_rows import SearchRows
 
@@ -17,6 +19,8 @@ __all__ = [
     "SearchBackend",
     "backend_name_for",
     "connect_engine_signals",
+    "engine_policies",
+    "forced_policies",
     "get_backend",
     "get_search_rows",
     "maintenance_for",
@@ -69,6 +73,32 @@ def _backend_class(alias: str) -> type[SearchBackend]:
     from .sqlite.like import SQLiteLikeBackend
 
     return SQLiteLikeBackend
+
+
+def engine_policies() -> tuple[type[SearchPolicy], ...]:
+    """Every engine's policy type (PostgreSQL, SQLite FTS5, SQLite LIKE)."""
+    from .postgresql.policy import PostgresPolicy
+    from .sqlite.fts5_policy import Fts5Policy
+    from .sqlite.like import LikePolicy
+
+    return PostgresPolicy, Fts5Policy, LikePolicy
+
+
+def forced_policies(base: Forced | None = None, /, **changes: int) -> Forced:
+    """Each engine's default policy (or ``base``'s) with the thresholds of ``changes`` it
+    has (for ``policy.FORCED``: tests forcing routes, the bench's ablations); a threshold
+    no engine has is an error, not ignored."""
+    forced: Forced = {}
+    known: set[str] = set()
+    for kind in engine_policies():
+        own = {field.name for field in fields(kind)}
+        known |= own
+        start = (base or {}).get(kind) or kind()
+        forced[kind] = replace(start, **{k: v for k, v in changes.items() if k in own})
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise ValueError(f"no engine's policy has {', '.join(unknown)} (known: {sorted(known)})")
+    return forced
 
 
 def get_backend(alias: str) -> SearchBackend:

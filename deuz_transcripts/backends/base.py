@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from django.db.backends.utils import CursorWrapper
 
+from ..conf import conf
 from ..models import Chat, Message
 from .candidates import (
     Candidate,
@@ -32,7 +33,7 @@ from .candidates import (
 )
 from .chat_filter import ChatFilter, table
 from .data_checks import SearchDataChecks, StoredMessage
-from .policy import PlanPolicy
+from .policy import SearchPolicy
 from .search_rows import SearchRows
 
 __all__ = [
@@ -69,14 +70,17 @@ class RowSource(ABC):
     _updated_at_sql: ClassVar[str] = "{}"
     #: Joins ``c`` (chats) to ``m`` (messages) so rows come out newest chat first.
     _walk_join: ClassVar[str] = "JOIN"
+    #: Whether every statement tests the tenant column where the scope names a tenant
+    #: (PostgreSQL: a partitioned table reads one partition, docs/scaling.md).
+    tests_tenant: ClassVar[bool] = False
 
-    def __init__(self, alias: str, policy: PlanPolicy) -> None:
+    def __init__(self, alias: str, policy: SearchPolicy) -> None:
         self.alias = alias
         self.policy = policy
 
     def tested_tenant(self, scope: Mapping[str, str]) -> str | None:
         """The scope's ``TENANT_KEY`` value where statements test the tenant, else ``None``."""
-        return None
+        return conf.scope_tenant(scope) if self.tests_tenant else None
 
     def _tie_order(self, position: str) -> str:
         """``ORDER BY`` of the tie rules (newer chat, chat id by code point, lower index)

@@ -115,22 +115,9 @@ class EngineCounts:
         """n_t of each term counted in the index: the rows of the filter holding it."""
         raise NotImplementedError(f"{type(self).__name__} does not count terms")
 
-    def capped_term_counts(
-        self, cursor: CursorWrapper, terms: Sequence[str], cap: int
-    ) -> list[int]:
-        """Each term's rows in the whole index, unfiltered, counted up to ``cap``."""
-        raise NotImplementedError(f"{type(self).__name__} does not read rare terms at once")
-
     def count_matches(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], known: Known = None
     ) -> int:
         """The rows of the filter holding any of the terms (``known``: N and every n_t,
         when the caller has them)."""
         return sum(self.mask_histogram(cursor, chats, terms).values())
-
-    def subset_histogram(
-        self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], total: int
-    ) -> dict[int, int] | None:
-        """Every match's mask histogram from counts alone, where that is cheaper than the
-        essential-terms plan's reading (PostgreSQL's stored counts); ``None``: not here."""
-        return None

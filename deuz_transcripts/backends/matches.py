@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from django.db.backends.utils import CursorWrapper
 
@@ -25,12 +25,12 @@ from ..paging import HitKey
 from .base import Candidate, Known, Ranked, RowSource
 from .chat_filter import ChatFilter, after_key, request_filter
 from .engine_counts import Density, EngineCounts, RareTerms
-from .policy import PlanPolicy
+from .policy import SearchPolicy
 
 if TYPE_CHECKING:
     from ..search_request import SearchRequest
 
-__all__ = ["FirstSize", "MatchCounts", "Matches"]
+__all__ = ["FirstSize", "IndexCappedCounts", "MatchCounts", "Matches", "SubsetHistograms"]
 
 
 class FirstSize(NamedTuple):
@@ -41,6 +41,25 @@ class FirstSize(NamedTuple):
     size: int
     exact: bool
     read: Ranked | None
+
+
+@runtime_checkable
+class IndexCappedCounts(Protocol):
+    """Counts of an engine that picks the rarest terms by their rows in the whole index
+    (``RareTerms`` ``"by_index_counts"``: SQLite FTS5)."""
+
+    def capped_term_counts(self, cap: int) -> list[int]:
+        """Each term's rows in the whole index, unfiltered, counted up to ``cap``."""
+
+
+@runtime_checkable
+class SubsetHistograms(Protocol):
+    """Counts of an engine that can build every match's mask histogram from counts alone
+    (PostgreSQL: stored n_t and a GIN count per larger term subset)."""
+
+    def subset_histogram(self, total: int) -> dict[int, int] | None:
+        """The histogram where that is cheaper than the essential-terms plan's reading;
+        ``None``: not for this filter."""
 
 
 class MatchCounts:
@@ -68,11 +87,6 @@ class MatchCounts:
         """``{mask: rows}`` of every match."""
         return self._counts.mask_histogram(self._cursor, self._chats, self._terms)
 
-    def subset_histogram(self, total: int) -> dict[int, int] | None:
-        """Every match's mask histogram from counts alone where that is cheaper than the
-        essential-terms plan's reading; ``None``: not here."""
-        return self._counts.subset_histogram(self._cursor, self._chats, self._terms, total)
-
     def counts_terms(self, total: int) -> bool:
         """Whether each n_t is counted in the index without reading rows, for N ``total``."""
         return self._counts.counts_terms(self._chats, total)
@@ -86,10 +100,6 @@ class MatchCounts:
     def term_counts(self, terms: Sequence[str]) -> list[int]:
         """n_t of each of ``terms`` counted in the index."""
         return self._counts.term_counts(self._cursor, self._chats, terms)
-
-    def capped_term_counts(self, cap: int) -> list[int]:
-        """Each term's rows in the whole index, unfiltered, counted up to ``cap``."""
-        return self._counts.capped_term_counts(self._cursor, self._terms, cap)
 
     def count_matches(self, known: Known = None) -> int:
         """The rows holding any of the terms (``known``: N and every n_t, when known)."""
@@ -186,7 +196,7 @@ class Matches:
     # what the filter is
 
     @property
-    def policy(self) -> PlanPolicy:
+    def policy(self) -> SearchPolicy:
         """The engine's thresholds between exact routes."""
         return self._source.policy
 

@@ -13,7 +13,6 @@ from .base import RowSource
 from .data_checks import SearchDataChecks
 from .engine_counts import EngineCounts
 from .matches import Matches
-from .policy import PlanPolicy, current_policy
 from .search_cursor import SearchCursor
 from .search_rows import SearchRows
 
@@ -42,11 +41,12 @@ class SearchBackend:
         self.rows = self.rows_class(alias)
         #: the rows holding query terms (``source``) and what the engine counts in its
         #: index (``counts``), with the planner's thresholds read now
-        self.source, self.counts = self.search_parts(current_policy())
+        self.source, self.counts = self.search_parts()
         self.checks = self.checks_class(alias)
 
-    def search_parts(self, policy: PlanPolicy) -> tuple[RowSource, EngineCounts]:
-        """This engine's row source and counts under ``policy``."""
+    def search_parts(self) -> tuple[RowSource, EngineCounts]:
+        """This engine's row source and counts under its policy, read now
+        (``policy.current_policy`` of its own policy type)."""
         raise NotImplementedError
 
     def matches(self, cursor: CursorWrapper, request: SearchRequest) -> Matches:

@@ -10,12 +10,13 @@ from django.db.models import QuerySet
 
 from ..base import RowSource
 from ..engine_counts import EngineCounts
-from ..policy import PlanPolicy
+from ..policy import current_policy
 from ..search_backend import SearchBackend
 from .checks import PostgresChecks
 from .counts.statistics import PostgresCounts, PostgresStoredCounts
 from .engine import PostgresRowSource
 from .matches import PostgresMatches
+from .policy import PostgresPolicy
 from .rows import PostgresRows
 from .session import SessionCursor, search_session
 
@@ -34,11 +35,11 @@ class PostgresBackend(SearchBackend):
     #: the search's stored counts, shared by its row source and counts
     stored: PostgresStoredCounts
 
-    def search_parts(self, policy: PlanPolicy) -> tuple[RowSource, EngineCounts]:
+    def search_parts(self) -> tuple[RowSource, EngineCounts]:
         """The row source and the counts share the search's stored counts (each read
         once)."""
         self.stored = PostgresStoredCounts(self.alias)
-        source = PostgresRowSource(self.alias, policy, self.stored)
+        source = PostgresRowSource(self.alias, current_policy(PostgresPolicy), self.stored)
         return source, PostgresCounts(source, self.stored)
 
     def legacy_scope_filter(self, rows: QuerySet[Any], scope: Scope) -> QuerySet[Any]:

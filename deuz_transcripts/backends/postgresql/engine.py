@@ -20,12 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.backends.utils import CursorWrapper
 
-from ...conf import conf
 from ...models import Chat, Message
 from ...text import stored_term
 from ..base import Candidate, Ranked, RowSource, fetch_int, mask_sql, more_than_by_counts
 from ..chat_filter import ChatFilter, table
-from ..policy import PlanPolicy
 from .counts.statistics import PostgresStoredCounts
 from .counts.stored import (
     each_stored_or_null,
@@ -35,6 +33,7 @@ from .counts.stored import (
     tenant_counted_sql,
 )
 from .counts.subsets import count_subsets, either_of_two_more_than, gin_count, gin_count_of
+from .policy import PostgresPolicy
 from .session import bitmap_scans as _bitmap_scans
 from .session import bitmap_scans_free, keep_bitmap_scans
 from .storage import VECTOR_COLUMN
@@ -47,7 +46,7 @@ from .tsquery import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    pass
 
 __all__ = ["BIG_TENANTS", "PostgresRowSource"]
 
@@ -68,16 +67,14 @@ class PostgresRowSource(RowSource):
     #: time in psycopg (~4 us each), and a 32-term page's candidates are ~185 rows.
     _updated_at_sql = "(EXTRACT(EPOCH FROM {}) * 1000000)::bigint"
     role_tokens = True  # every vector holds its message's role lexeme (migration 0003)
+    tests_tenant = True
 
-    def __init__(self, alias: str, policy: PlanPolicy, stored: PostgresStoredCounts) -> None:
+    policy: PostgresPolicy
+
+    def __init__(self, alias: str, policy: PostgresPolicy, stored: PostgresStoredCounts) -> None:
         super().__init__(alias, policy)
         self.stored = stored
         self._big_tenants = BIG_TENANTS.setdefault(alias, set())
-
-    def tested_tenant(self, scope: Mapping[str, str]) -> str | None:
-        """Every statement tests the tenant column: a partitioned table reads one
-        partition (docs/scaling.md)."""
-        return conf.scope_tenant(scope)
 
     def chat_join(self, chat_pk: str, expected: int | None = None) -> str:
         """A known few rows look their chats up one by one through the primary key: a

@@ -10,16 +10,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import ClassVar
 
-from ..matches import FirstSize, Matches
+from ..matches import FirstSize, MatchCounts, Matches
 from .counts.statistics import PostgresCounts
 from .engine import PostgresRowSource
 
-__all__ = ["PostgresMatches"]
+__all__ = ["PostgresMatchCounts", "PostgresMatches"]
+
+
+class PostgresMatchCounts(MatchCounts):
+    """PostgreSQL's counts of one filter's matches."""
+
+    def subset_histogram(self, total: int) -> dict[int, int] | None:
+        """Every match's mask histogram from the stored n_t and one GIN count of each
+        larger term subset, where that visits fewer rows than the essential-terms plan
+        reads (``PostgresCounts.subset_histogram``); ``None``: not for this filter."""
+        counts = self._counts
+        assert isinstance(counts, PostgresCounts)
+        return counts.subset_histogram(self._cursor, self._chats, self._terms, total)
 
 
 class PostgresMatches(Matches):
     """The matches of one PostgreSQL search within one filter."""
+
+    counts_class: ClassVar[type[MatchCounts]] = PostgresMatchCounts
 
     def first_size(
         self, depth: int, most: int, past: int | None, total: Callable[[], int]
@@ -46,7 +61,7 @@ class PostgresMatches(Matches):
         its posting list, which grows with the corpus. With no term ever counted, the
         terms' sizes are unknown: the scope's rows are read."""
         chats = replace(self._chats, size=size)
-        policy = self.policy
+        policy = self._postgres.policy
         if size is None or chats.by_tokens:
             return self._bound(chats)
         if not policy.rare_lexeme_scope_min < size <= policy.lexeme_scope_min:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ...text import stored_term
 from ..chat_filter import ChatFilter
-from ..policy import PlanPolicy
+from .policy import PostgresPolicy
 from .storage import chat_lexeme, role_lexeme, scope_lexeme, tsquery_operand
 
 __all__ = [
@@ -30,7 +30,7 @@ def tenant_sql(chats: ChatFilter) -> tuple[str, list[str]]:
     return " AND m.tenant = %s", [chats.tenant]
 
 
-def uses_lexemes(chats: ChatFilter, policy: PlanPolicy) -> bool:
+def uses_lexemes(chats: ChatFilter, policy: PostgresPolicy) -> bool:
     """Whether GIN filters the scope by its lexemes in the tsquery (big or unscoped
     searches, and routed ones: ``PostgresMatches.sized``), else the scope's rows are read."""
     return chats.by_tokens or chats.size is None or chats.size > policy.lexeme_scope_min

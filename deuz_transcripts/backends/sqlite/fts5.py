@@ -10,7 +10,6 @@ term) let FTS5 intersect the scope inside its own index instead of joining.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from django.db.backends.utils import CursorWrapper
@@ -21,7 +20,6 @@ from ...text import stored_term
 from ..base import Candidate, Known, Ranked, RowSource, fetch_int, mask_sql, more_than_by_counts
 from ..chat_filter import ChatFilter, table
 from ..engine_counts import EngineCounts, RareTerms
-from ..policy import PlanPolicy
 from .common import FTS_TABLE, UPDATED_AT_TEXT
 from .fts5_expressions import (
     chat_token,
@@ -35,6 +33,7 @@ from .fts5_expressions import (
     token_expression,
     word_condition,
 )
+from .fts5_policy import Fts5Policy
 from .fts5_rows import Fts5Rows
 from .scope_scan import one_pass_matches_sql, scanned_candidates
 
@@ -53,7 +52,6 @@ __all__ = [
     "Fts5RowSource",
     "Fts5Rows",
     "chat_token",
-    "fts5_policy",
     "fts_body",
 ]
 
@@ -66,6 +64,7 @@ class Fts5RowSource(RowSource):
     # walks chats newest first (sorting only ties) and stops at the LIMIT.
     _walk_join = "INDEXED BY deuz_chat_updated CROSS JOIN"
     role_tokens = True  # every FTS row holds its message's role token (migration 0003)
+    policy: Fts5Policy
 
     def candidates(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str], depth: int, total: int
@@ -247,6 +246,7 @@ class Fts5Counts(EngineCounts):
     """N, n_t, histograms and totals counted in FTS5's doclists: no message row read."""
 
     rare_terms: ClassVar[RareTerms] = "by_index_counts"
+    policy: Fts5Policy
 
     def total_past(
         self, cursor: CursorWrapper, chats: ChatFilter, past: int
@@ -362,18 +362,7 @@ class Fts5Counts(EngineCounts):
         return fetch_int(cursor)
 
 
-def fts5_policy(policy: PlanPolicy) -> PlanPolicy:
-    """The policy with FTS5's ``single_statement_max``: the scopes that scan their own rows
-    (``scan_scope_max``) where that is lower; and its own bound of a walk the probe chose."""
-    smaller = min(policy.single_statement_max, policy.scan_scope_max)
-    return replace(
-        policy,
-        single_statement_max=smaller,
-        walk_probed_max_rows=policy.fts5_walk_probed_max_rows,
-    )
-
-
-def _scans(chats: ChatFilter, total: int, policy: PlanPolicy) -> bool:
+def _scans(chats: ChatFilter, total: int, policy: Fts5Policy) -> bool:
     """Whether a scope of N ``total`` is small enough to scan its own rows."""
     scoped = bool(chats.scope) or chats.chat_ids is not None
     return scoped and total <= policy.scan_scope_max

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from ..base import RowSource
 from ..engine_counts import EngineCounts
-from ..policy import PlanPolicy
+from ..policy import current_policy
 from .common import SQLiteBackend
-from .fts5 import Fts5Counts, Fts5Rows, Fts5RowSource, fts5_policy
+from .fts5 import Fts5Counts, Fts5Rows, Fts5RowSource
 from .fts5_checks import Fts5Checks
 from .fts5_matches import Fts5Matches
+from .fts5_policy import Fts5Policy
 
 __all__ = ["SQLiteFts5Backend"]
 
@@ -19,6 +20,6 @@ class SQLiteFts5Backend(SQLiteBackend):
     checks_class = Fts5Checks
     matches_class = Fts5Matches
 
-    def search_parts(self, policy: PlanPolicy) -> tuple[RowSource, EngineCounts]:
-        source = Fts5RowSource(self.alias, fts5_policy(policy))
+    def search_parts(self) -> tuple[RowSource, EngineCounts]:
+        source = Fts5RowSource(self.alias, current_policy(Fts5Policy))
         return source, Fts5Counts(source)

@@ -19,12 +19,23 @@ __all__ = ["Fts5MatchCounts", "Fts5Matches"]
 class Fts5MatchCounts(MatchCounts):
     """FTS5's counts of one filter's matches."""
 
+    def capped_term_counts(self, cap: int) -> list[int]:
+        """Each term's rows in the whole index, unfiltered, counted up to ``cap``: how the
+        essential-terms plan picks the rarest terms here."""
+        return self._fts5.capped_term_counts(self._cursor, self._terms, cap)
+
+    @property
+    def _fts5(self) -> Fts5Counts:
+        counts = self._counts
+        assert isinstance(counts, Fts5Counts)
+        return counts
+
     def histogram_from_term_counts(self) -> bool:
         """FTS5 counts each term without reading a row, and its histogram of more terms
         than it counts by subset computes every match's mask (299 ms for five words, one
         common, at 1M): past that, the rarer terms' rows cost less."""
         return self._chats.tokens_suffice and (
-            len(self._terms) > self._counts.policy.subset_count_max_terms
+            len(self._terms) > self._fts5.policy.subset_count_max_terms
         )
 
 

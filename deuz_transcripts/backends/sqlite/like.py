@@ -10,17 +10,27 @@ current, so switching back to FTS5 needs no re-index.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ...models import Message
 from ..base import RowSource, mask_sql
 from ..chat_filter import ChatFilter, table
 from ..engine_counts import EngineCounts
-from ..policy import PlanPolicy
+from ..policy import SearchPolicy, current_policy
 from .common import UPDATED_AT_TEXT, SQLiteBackend
 from .fts5 import Fts5Rows
 
-__all__ = ["LikeRowSource", "SQLiteLikeBackend"]
+__all__ = ["LikePolicy", "LikeRowSource", "SQLiteLikeBackend"]
+
+
+@dataclass(frozen=True)
+class LikePolicy(SearchPolicy):
+    """LIKE's thresholds: it plans no masks and never walks (its probe would scan the
+    scope, as its search does), so of the shared routes' only the one-statement size is
+    reached (a scoped search's N read with its ranking)."""
+
+    single_statement_max: int = 5_000
 
 
 class LikeRowSource(RowSource):
@@ -49,6 +59,6 @@ class SQLiteLikeBackend(SQLiteBackend):
     substring_matching = True
     rows_class = Fts5Rows
 
-    def search_parts(self, policy: PlanPolicy) -> tuple[RowSource, EngineCounts]:
-        source = LikeRowSource(self.alias, policy)
+    def search_parts(self) -> tuple[RowSource, EngineCounts]:
+        source = LikeRowSource(self.alias, current_policy(LikePolicy))
         return source, EngineCounts(source)

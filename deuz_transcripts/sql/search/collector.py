@@ -22,7 +22,7 @@ they outscore the rest, else the window's masks, best first.
 
 Every route is exact: the same hits, order and scores (``tests/test_backend_parity``).
 How the engine finds rows is its row source's business (``backends``); which route
-pays off is its ``PlanPolicy``.
+pays off is its engine's policy (``backends.policy``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from django.db.backends.utils import CursorWrapper
 
 from ... import ranking
 from ...backends.base import Candidate, Ranked
-from ...backends.matches import Matches
+from ...backends.matches import Matches, SubsetHistograms
 from ...backends.search_backend import SearchBackend
 from ...paging import PageAfter, PinnedRanking
 from ...search_request import SearchRequest
@@ -369,7 +369,9 @@ class Collector:
         tried = read is None and self.essential.tried(matches, total)
         # counts alone may give every mask (the total): then the page is read by masks
         counts = matches.counts
-        counted = counts.subset_histogram(total) if exact and tried else None
+        counted = None
+        if exact and tried and isinstance(counts, SubsetHistograms):
+            counted = counts.subset_histogram(total)
         if tried and counted is None:
             essential = None
             if (
@@ -426,7 +428,9 @@ class Collector:
         essential-terms plan just found those rows ``over_budget``)."""
         complete = None
         if not over_budget:
-            complete = matches.counts.subset_histogram(total)
+            counts = matches.counts
+            if isinstance(counts, SubsetHistograms):
+                complete = counts.subset_histogram(total)
             if complete is None:
                 complete = self.essential.complete_histogram(matches, total)
         return matches.counts.mask_histogram() if complete is None else complete

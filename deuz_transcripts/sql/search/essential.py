@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 from ... import ranking
 from ...backends.base import Candidate
-from ...backends.matches import Matches
+from ...backends.matches import IndexCappedCounts, Matches
 from ...paging import PinnedRanking
 from .page_rows import order_page, page_rows
 from .statistics import SearchStatistics
@@ -248,7 +248,9 @@ class EssentialTerms:
             return rows, counts, frozenset(rare)
         rare = []
         if cap and rare_terms == "by_index_counts":
-            rare = rarest_terms(matches.counts.capped_term_counts(cap + 1), cap)
+            counted = matches.counts
+            assert isinstance(counted, IndexCappedCounts)
+            rare = rarest_terms(counted.capped_term_counts(cap + 1), cap)
         rows = (
             self._rows_once(
                 matches,

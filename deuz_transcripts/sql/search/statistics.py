@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from ... import ranking
 from ...backends.engine_counts import Density
 from ...backends.matches import Matches
-from ...backends.policy import PlanPolicy
+from ...backends.policy import SearchPolicy
 from ...paging import PinnedRanking
 
 __all__ = ["Density", "FilterStatistics", "SearchStatistics"]
@@ -23,7 +23,7 @@ __all__ = ["Density", "FilterStatistics", "SearchStatistics"]
 class SearchStatistics:
     """The statistics of one search: one ``FilterStatistics`` per filter it binds."""
 
-    def __init__(self, policy: PlanPolicy) -> None:
+    def __init__(self, policy: SearchPolicy) -> None:
         self.policy = policy
         self._bound: list[FilterStatistics] = []  # a scope is a dict: not hashable
 
@@ -89,9 +89,7 @@ class FilterStatistics:
     def essential_min_terms(self) -> int:
         """The shortest query that tries the essential-terms plan: how short pays off
         depends on whether its n_t are read or counted."""
-        if self.stores_term_counts():
-            return self.policy.essential_min_terms_stored
-        return self.policy.essential_min_terms
+        return self.policy.essential_terms_from(stored=self.stores_term_counts())
 
     def stored(self) -> Density | None:
         """N and every n_t where all are stored counts, else ``None``: one statement for

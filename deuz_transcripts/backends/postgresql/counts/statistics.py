@@ -19,6 +19,7 @@ from ....text import stored_term
 from ...base import Known, RowSource, fetch_int
 from ...chat_filter import ChatFilter, table
 from ...engine_counts import Density, EngineCounts, RareTerms, StoredStatistics
+from ..policy import PostgresPolicy
 from ..session import bitmap_scans as _bitmap_scans
 from ..storage import VECTOR_COLUMN
 from ..tsquery import (
@@ -239,6 +240,7 @@ class PostgresCounts(EngineCounts):
         "by_filter_counts"  # every n_t is a stored count or one GIN count
     )
     stored: PostgresStoredCounts
+    policy: PostgresPolicy
 
     def __init__(self, source: RowSource, stored: PostgresStoredCounts) -> None:
         super().__init__(source, stored)
