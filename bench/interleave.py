@@ -10,7 +10,8 @@ moved whole-run A/Bs as much as the code, no longer can. Each side's hits (ids a
 are checked against the first side's: a threshold or a refactor must not change a result.
 
 Reports per scope and class each side's p50/p95 and its ratios to the first side's (also
-the median of the per-query ratios, which pairs the samples query by query).
+the median of the per-query ratios, which pairs the samples query by query). ``--roles
+user``: every search filtered by those roles (SPEC §8), on every side.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ for line in sys.stdin:
     scope = {} if ask["user"] is None else {"userId": ask["user"]}
     start = time.perf_counter()
     try:
-        hits = store.transcript.search(scope, ask["q"], limit=20, around=1)
+        hits = store.transcript.search(scope, ask["q"], limit=20, around=1, roles=ask["roles"])
         out = [f"{h.message_id}:{h.score:.9f}" for h in hits]
     except Exception as exc:  # a timeout: timed as it is, its hits "error"
         out = [f"error {type(exc).__name__}"]
@@ -101,9 +102,11 @@ class Side:
             raise SystemExit(f"side {self.name}: its worker stopped")
         return line
 
-    def search(self, user: str | None, q: str) -> tuple[float, list[str]]:
+    def search(
+        self, user: str | None, q: str, roles: list[str] | None = None
+    ) -> tuple[float, list[str]]:
         assert self.process is not None and self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"user": user, "q": q}) + "\n")
+        self.process.stdin.write(json.dumps({"user": user, "q": q, "roles": roles}) + "\n")
         self.process.stdin.flush()
         answer = json.loads(self._read())
         return answer["ms"], answer["hits"]
@@ -144,6 +147,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--per-class", type=int, default=12, help="queries per class")
     parser.add_argument("--scopes", default="small,big,unscoped")
     parser.add_argument("--classes", default="", help="comma list (default: every class)")
+    parser.add_argument(
+        "--roles", default="", help='comma list: every search with roles=[...] (e.g. "user")'
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     if len(args.side) < 2:
@@ -185,6 +191,7 @@ def run(args: argparse.Namespace, out: TextIO) -> dict[str, Any]:
     sides: list[Side] = args.side
     for side in sides:
         side.start(env)
+    roles = [role for role in args.roles.split(",") if role] or None
     rng = random.Random(f"{args.seed}:interleave")
     loads = [os.getloadavg()[0]]
     started = time.time()
@@ -198,7 +205,7 @@ def run(args: argparse.Namespace, out: TextIO) -> dict[str, Any]:
                     for round_ in range(args.rounds + 1):  # round 0 warms every side
                         order = sides[:]
                         rng.shuffle(order)
-                        answers = {side.name: side.search(user, q) for side in order}
+                        answers = {side.name: side.search(user, q, roles) for side in order}
                         if round_ == 0:
                             _check_hits(sides, answers, f"{label} {name} {q!r}")
                             continue
@@ -274,6 +281,7 @@ def _results(
             "db": args.db,
             "messages": args.messages,
             "tenant_key": args.tenant_key,
+            "roles": args.roles or None,
             "rounds": args.rounds,
             "per_class": args.per_class,
             "sides": {s.name: {"tree": str(s.tree), "policy": s.policy} for s in sides},
