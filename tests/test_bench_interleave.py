@@ -74,6 +74,17 @@ def test_two_sides_run_every_query_on_a_loaded_database(tmp_path: Path) -> None:
     assert row["base"]["n"] == row["no-walk"]["n"] == 1
     assert row["no-walk"]["p50_ratio"] > 0
     assert {key.split()[0] for key in results["classes"]} == {"small", "big", "unscoped"}
+    # every search of every side with roles: the same hits on both sides
+    roles = tmp_path / "roles.json"
+    proc = _python(
+        "bench.interleave", *size, *sides, "--per-class", "1", "--rounds", "1",
+        "--scopes", "big", "--classes", "1-common", "--roles", "user", "--json", str(roles),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(roles.read_text())
+    assert results["meta"]["roles"] == "user"
+    assert results["mismatches"] == {"no-walk": []}
+    assert list(results["classes"]) == ["big 1-common"]
 
 
 def test_a_database_of_another_corpus_is_refused(tmp_path: Path) -> None:
