@@ -11,7 +11,8 @@ moved whole-run A/Bs as much as the code, no longer can. Each side's hits (ids a
 are checked against the first side's: a threshold or a refactor must not change a result.
 
 Reports per scope and class each side's p50/p95 and its ratios to the first side's (also
-the median of the per-query ratios, which pairs the samples query by query).
+the median of the per-query ratios, which pairs the samples query by query). ``--roles
+user``: every search filtered by those roles (SPEC §8), on every side.
 """
 
 from __future__ import annotations
@@ -61,11 +62,12 @@ for line in sys.stdin:
     scope = {} if ask["user"] is None else {"userId": ask["user"]}
     start = time.perf_counter()
     try:
+        options = {"limit": 20, "around": 1, "roles": ask["roles"]}
         if exact:  # the page with its exact total: the counting routes are timed too
-            page = store.transcript.search_page(scope, ask["q"], limit=20, around=1)
+            page = store.transcript.search_page(scope, ask["q"], **options)
             hits, total = page.hits, [f"total {page.total}"]
         else:
-            hits, total = store.transcript.search(scope, ask["q"], limit=20, around=1), []
+            hits, total = store.transcript.search(scope, ask["q"], **options), []
         out = [f"{h.message_id}:{h.score:.9f}" for h in hits] + total
     except Exception as exc:  # a timeout: timed as it is, its hits "error"
         out = [f"error {type(exc).__name__}"]
@@ -105,9 +107,11 @@ class Side:
             raise SystemExit(f"side {self.name}: its worker stopped")
         return line
 
-    def search(self, user: str | None, q: str) -> tuple[float, list[str]]:
+    def search(
+        self, user: str | None, q: str, roles: list[str] | None = None
+    ) -> tuple[float, list[str]]:
         assert self.process is not None and self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"user": user, "q": q}) + "\n")
+        self.process.stdin.write(json.dumps({"user": user, "q": q, "roles": roles}) + "\n")
         self.process.stdin.flush()
         answer = json.loads(self._read())
         return answer["ms"], answer["hits"]
@@ -158,6 +162,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="each query asks search_page (the page and its exact total), not search",
     )
+    parser.add_argument(
+        "--roles", default="", help='comma list: every search with roles=[...] (e.g. "user")'
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     if len(args.side) < 2:
@@ -206,6 +213,7 @@ def run(args: argparse.Namespace, out: TextIO) -> dict[str, Any]:
     sides: list[Side] = args.side
     for side in sides:
         side.start(env)
+    roles = [role for role in args.roles.split(",") if role] or None
     rng = random.Random(f"{args.seed}:interleave")
     loads = [os.getloadavg()[0]]
     started = time.time()
@@ -221,7 +229,7 @@ def run(args: argparse.Namespace, out: TextIO) -> dict[str, Any]:
                     for round_ in range(args.rounds + 1):  # round 0 warms every side
                         order = sides[:]
                         rng.shuffle(order)
-                        answers = {side.name: side.search(user, q) for side in order}
+                        answers = {side.name: side.search(user, q, roles) for side in order}
                         if round_ == 0:
                             _check_hits(sides, answers, f"{label} {name} {q!r}")
                             continue
@@ -297,6 +305,7 @@ def _results(
             "db": args.db,
             "messages": args.messages,
             "tenant_key": args.tenant_key,
+            "roles": args.roles or None,
             "rounds": args.rounds,
             "per_class": args.per_class,
             "exact_total": args.exact_total,

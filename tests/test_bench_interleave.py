@@ -92,6 +92,17 @@ def test_two_sides_run_every_query_on_a_loaded_database(tmp_path: Path) -> None:
     results = json.loads(out.read_text())
     assert results["mismatches"] == {"no-walk": []} and results["meta"]["exact_total"]
     assert set(results["classes"]) == {"near100 2-common", "near100 8-common"}
+    # every search of every side with roles: the same hits on both sides
+    roles = tmp_path / "roles.json"
+    proc = _python(
+        "bench.interleave", *size, *sides, "--per-class", "1", "--rounds", "1",
+        "--scopes", "big", "--classes", "1-common", "--roles", "user", "--json", str(roles),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(roles.read_text())
+    assert results["meta"]["roles"] == "user"
+    assert results["mismatches"] == {"no-walk": []}
+    assert list(results["classes"]) == ["big 1-common"]
 
 
 def test_a_database_of_another_corpus_is_refused(tmp_path: Path) -> None:

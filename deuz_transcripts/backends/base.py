@@ -302,7 +302,11 @@ class RowSource(ABC):
         """The first ``depth`` rows of ``mask`` in tie order, walking newest chats first
         and stopping there: the cost follows how common the mask is, not N. With
         ``within_rows``, only the newest chats holding that many indexed messages before
-        them are walked: a bounded walk, whose rows are still the first in tie order."""
+        them are walked: a bounded walk, whose rows are still the first in tie order.
+
+        A row's own conditions (its role) come before its terms' test: SQLite tests them
+        in the order written, and a message of another role then costs its ``role``
+        column alone, not its text (read past the payload, often from overflow pages)."""
         admitted, admitted_params = chats.chat_condition()
         condition, params = self.mask_condition("m", terms, mask)
         more, more_params = chats.message_sql()
@@ -321,9 +325,9 @@ class RowSource(ABC):
         cursor.execute(
             f"SELECT m.id, m.chat_id, c.chat_id, {self._updated_at_sql.format('c.updated_at')}, "
             f"m.position, m.visible_position FROM {source} {table(Message)} m ON m.chat_id = c.id "
-            f"WHERE {admitted} AND m.has_terms AND {condition}{more} "
+            f"WHERE {admitted}{more} AND m.has_terms AND {condition} "
             f"ORDER BY {self._tie_order('m.position')} LIMIT %s",
-            [*admitted_params, *params, *more_params, depth],
+            [*admitted_params, *more_params, *params, depth],
         )
         return [Candidate(row[0], mask, *row[1:]) for row in cursor.fetchall()]
 

@@ -80,10 +80,18 @@ class EngineCounts:
         """
         if chats.roles is not None and chats.role_tokens and chats.tokens_suffice:
             scoped = bool(chats.scope) or chats.chat_ids is not None
-            if not scoped or not self._reads_scope_rows(
-                self.total(cursor, replace(chats, roles=None))
-            ):
+            if not scoped:
                 return self._token_total(cursor, chats)
+            return self._roles_total(cursor, chats, self.total(cursor, replace(chats, roles=None)))
+        sql, params = chats.total_sql()
+        cursor.execute(sql, params)
+        return fetch_int(cursor)
+
+    def _roles_total(self, cursor: CursorWrapper, chats: ChatFilter, size: int) -> int:
+        """N of a scope with roles from role tokens, whose N without roles is ``size``: its
+        own rows counted where it is small enough to read them, else the index count."""
+        if not self._reads_scope_rows(size):
+            return self._token_total(cursor, chats)
         sql, params = chats.total_sql()
         cursor.execute(sql, params)
         return fetch_int(cursor)

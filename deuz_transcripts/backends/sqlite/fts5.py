@@ -10,6 +10,7 @@ term) let FTS5 intersect the scope inside its own index instead of joining.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from django.db.backends.utils import CursorWrapper
@@ -29,6 +30,7 @@ from .fts5_expressions import (
     mask_expression,
     match_expression,
     phrase,
+    role_token,
     term_bits,
     token_expression,
     word_condition,
@@ -253,10 +255,14 @@ class Fts5Counts(EngineCounts):
     ) -> tuple[int, bool] | None:
         """A scope's per-chat counts summed as SQLite steps through them (``fetchmany``
         steps the statement), stopping past ``past``: a big user's N costs its first
-        chats, not all of them (1.4 ms for the 50,000-message user at 1M)."""
-        if chats.roles is not None or not chats.scope:
+        chats, not all of them (1.4 ms for the 50,000-message user at 1M). With roles
+        from role tokens, past that the scope's rows of those roles are counted in FTS5
+        up to ``past`` (``_roles_past``)."""
+        if not chats.scope:
             return None
         past = max(past, self.policy.scan_scope_max)  # a smaller scope's routes need N
+        if chats.roles is not None:
+            return self._roles_past(cursor, chats, past)
         sql, params = chats.chat_counts_sql()
         cursor.execute(sql, params)
         total = 0
@@ -266,11 +272,37 @@ class Fts5Counts(EngineCounts):
                 return total, False
         return total, True
 
+    def _roles_past(
+        self, cursor: CursorWrapper, chats: ChatFilter, past: int
+    ) -> tuple[int, bool] | None:
+        """``total_past`` with roles: the scope without them summed as far as ``past``
+        (a scope within it has its N counted as ``total`` counts it), then the FTS rows
+        of the scope and role tokens counted up to one past ``past``. Counted whole, the
+        role token's doclist was merged with every row of the scope."""
+        if not (chats.role_tokens and chats.tokens_suffice):
+            return None
+        whole = self.total_past(cursor, replace(chats, roles=None), past)
+        assert whole is not None
+        size, exact = whole
+        if exact:
+            return self._roles_total(cursor, chats, size), True
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT %s)",
+            [token_expression(chats), past + 1],
+        )
+        total = fetch_int(cursor)
+        return total, total <= past
+
     def _reads_scope_rows(self, size: int) -> bool:
         return size <= self.policy.scan_scope_max
 
     def _token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
-        """The FTS rows holding the scope, chat and role tokens: no message row read."""
+        """The FTS rows holding the scope, chat and role tokens: no message row read.
+        Roles alone (unscoped) are summed from FTS5's vocabulary: every FTS row holds one
+        role token, and the vocabulary counts a doclist without stepping a statement per
+        row (``term_counts``)."""
+        if not chats.scope and chats.chat_ids is None and chats.roles is not None:
+            return sum(vocabulary_rows(cursor, [role_token(role) for role in chats.roles]))
         cursor.execute(
             f"SELECT count(*) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s",
             [token_expression(chats)],
@@ -319,18 +351,7 @@ class Fts5Counts(EngineCounts):
         row (half the time of ``count(*)`` over a ``MATCH``).
         """
         if not chats.scope and chats.chat_ids is None and chats.roles is None:
-            cursor.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{FTS_VOCAB} "
-                f"USING fts5vocab(main, {FTS_TABLE}, 'row')"
-            )
-            stored = [stored_term(term) for term in terms]
-            cursor.execute(
-                f"SELECT term, doc FROM temp.{FTS_VOCAB} "
-                f"WHERE term IN ({', '.join(['%s'] * len(stored))})",
-                stored,
-            )
-            found = dict(cursor.fetchall())
-            return [int(found.get(term, 0)) for term in stored]
+            return vocabulary_rows(cursor, [stored_term(term) for term in terms])
         return matched_counts(cursor, chats, terms, None)
 
     def capped_term_counts(
@@ -382,6 +403,22 @@ def fts_masks(chats: ChatFilter, terms: Sequence[str], match: str) -> tuple[str,
         f"WHERE {FTS_TABLE} MATCH %s",
         [*params, match],
     )
+
+
+def vocabulary_rows(cursor: CursorWrapper, tokens: Sequence[str]) -> list[int]:
+    """The FTS rows holding each of ``tokens`` (stored terms or tokens), from FTS5's
+    vocabulary: an ``fts5vocab`` table of this connection's ``temp`` schema (nothing
+    stored)."""
+    cursor.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{FTS_VOCAB} "
+        f"USING fts5vocab(main, {FTS_TABLE}, 'row')"
+    )
+    cursor.execute(
+        f"SELECT term, doc FROM temp.{FTS_VOCAB} WHERE term IN ({', '.join(['%s'] * len(tokens))})",
+        list(tokens),
+    )
+    found = dict(cursor.fetchall())
+    return [int(found.get(token, 0)) for token in tokens]
 
 
 def matched_counts(
