@@ -27,8 +27,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from deuz_transcripts import ChatRecord, MemorySourceRef, ReplicaUnavailable
-from deuz_transcripts.backends import policy
-from deuz_transcripts.backends.policy import PlanPolicy
+from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.backends.postgresql import wal
 from deuz_transcripts.backends.postgresql.counts import choice, notes
 from deuz_transcripts.models import CountingTerm, Message
@@ -447,10 +446,10 @@ def test_a_search_on_the_standby_marks_no_term_for_counting_and_answers():
     store = DjangoConditionalChatStore()
     for n in range(3):
         store.write_chat(chat(f"c{n}", "lisbon"), expected_revision=0)
-    big = PlanPolicy(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=1_000)
+    big = forced_policies(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=1_000)
     notes.forget_notes()
     with (
-        mock.patch.object(policy, "DEFAULT_POLICY", big),
+        mock.patch.object(policy, "FORCED", big),
         mock.patch.object(choice, "COUNTED_MIN_ROWS", 2),
         CaptureQueriesContext(connections["replica"]) as queries,
     ):

@@ -10,7 +10,7 @@ page: the page, and the best raw score present, are exact (a score is a sum of i
 with no term frequency: MaxScore over term combinations).
 
 A mask the counts predict dense (as if the terms were independent) is walked newest
-chat first, bounded as the guessed walk is (``PlanPolicy.walk_guess_max_rows``); a
+chat first, bounded as the guessed walk is (``SearchPolicy.walk_guess_max_rows``); a
 sparse one, or a walk that ends short, is read through the index. The masks are
 disjoint, so the rows read never exceed the matches that ranking every one would read.
 """
