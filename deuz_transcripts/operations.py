@@ -17,6 +17,7 @@ from django.db.migrations.state import ProjectState
 __all__ = [
     "AddRoleTokens",
     "AddScopeLexemes",
+    "CapFolds",
     "CountBigTenantsTerms",
     "CountTermDeltas",
     "CountTerms",
@@ -187,3 +188,18 @@ class CountTermsByOwner(VendorStorageOperation):
     @property
     def migration_name_fragment(self) -> str:
         return "owner_deltas"
+
+
+class CapFolds(VendorStorageOperation):
+    """PostgreSQL: the folds' function again, a fold of every key claiming at most
+    ``FOLD_CLAIM_MAX`` deltas, so it takes at most that many advisory locks (SQLite:
+    nothing)."""
+
+    change = "capped_folds"
+
+    def describe(self) -> str:
+        return "Fold at most a claim of term count deltas at a time (PostgreSQL)"
+
+    @property
+    def migration_name_fragment(self) -> str:
+        return "capped_folds"

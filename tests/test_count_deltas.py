@@ -21,6 +21,7 @@ from deuz_transcripts.backends.postgresql.counts.deltas import (
     FOLD_EVERY,
     FOLD_FUNCTION,
     counts_relation,
+    fold_function_sql,
     sequence_name,
 )
 from deuz_transcripts.backends.postgresql.partitions import partition_info, partition_messages
@@ -200,6 +201,50 @@ def test_a_write_past_a_multiple_of_fold_every_folds_every_pending_delta():
         store.write_chat(chat("two", "bob", "alpha"), expected_revision=0)  # takes the multiple
         assert not TermCountDelta.objects.exists()
         assert stored("alpha", "ada") == 3 and stored("", "bob") == 2 and drift() == []
+
+
+def _fold_locks(cursor: Any) -> int:
+    """The fold locks this connection holds (``pg_try_advisory_xact_lock(733122, key)``)."""
+    cursor.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 733122 "
+        "AND pid = pg_backend_pid()"
+    )
+    return int(cursor.fetchone()[0])
+
+
+def test_a_fold_of_every_key_claims_at_most_its_share_of_a_backlog():
+    """A backlog of deltas (a tenant given its own counts appends one per term and role:
+    15,918 at 1M) is folded a claim at a time: a fold of every key takes at most that
+    many delta rows, so at most that many fold locks (a lock per key of the whole
+    backlog ran the server's shared lock table out and failed the write that folded),
+    and the next folds take the rest; every count stays exact."""
+    with tenant_key("userId"):
+        store = DjangoConditionalChatStore()
+        counted_tenant_with_pending_deltas(store)
+        store.write_chat(chat("third", "ada", "alpha beta", "beta"), expected_revision=0)
+        pending = TermCountDelta.objects.count()
+        assert pending > 2
+        want = (stored("alpha", "ada"), stored("beta", "ada"), stored("", "ada"))
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(fold_function_sql(claim_max=2))
+                folds = []
+                while pending:
+                    with transaction.atomic():
+                        folds.append(fold(cursor))
+                        assert _fold_locks(cursor) <= 2
+                    assert 0 < folds[-1] <= 2
+                    assert (
+                        stored("alpha", "ada"),
+                        stored("beta", "ada"),
+                        stored("", "ada"),
+                    ) == want
+                    pending -= folds[-1]
+                    assert TermCountDelta.objects.count() == pending
+                assert len(folds) >= 2 and drift() == []
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute(fold_function_sql())
 
 
 def test_a_delete_takes_a_word_only_it_held_out_of_every_count_table():

@@ -124,7 +124,7 @@ def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] |
     """The vendor's ``(forward, backward)`` steps of a search-storage ``change`` of the
     migrations (``"create"``, ``"scope_lexemes"``, ``"role_lexemes"``, ``"term_counts"``,
     ``"replace_term_counts"``, ``"tenant_counts"``, ``"term_count_deltas"``,
-    ``"owner_deltas"``); ``None`` when it has none."""
+    ``"owner_deltas"``, ``"capped_folds"``); ``None`` when it has none."""
     if vendor == "postgresql":
         from .postgresql import storage
         from .postgresql.counts import refresh as counts
@@ -139,6 +139,7 @@ def storage_steps(vendor: str, change: str) -> tuple[StorageStep, StorageStep] |
             "tenant_counts": (counts.count_big_tenants_only, counts.keep_counts),
             "term_count_deltas": (counts.count_by_deltas, counts.count_with_locks),
             "owner_deltas": (counts.count_by_owner, counts.count_by_bucket),
+            "capped_folds": (counts.cap_folds, counts.keep_counts),
         }[change]
     if vendor == "sqlite":
         from .sqlite import common as sqlite

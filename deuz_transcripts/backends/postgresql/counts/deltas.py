@@ -32,6 +32,7 @@ from ...chat_filter import table
 from .choice import CHOICE_LOCK, choice_call, forget_sql
 
 __all__ = [
+    "FOLD_CLAIM_MAX",
     "FOLD_EVERY",
     "FOLD_FUNCTION",
     "counts_relation",
@@ -44,6 +45,10 @@ __all__ = [
 #: A write folds every pending delta when its deltas' serials pass a multiple of this:
 #: a count sums at most about this many delta rows besides its own row.
 FOLD_EVERY = 1024
+#: ... taking at most this many of them (twice what a fold falls due for, so a backlog
+#: drains): each key a fold takes is an advisory lock, one entry of the server's shared
+#: lock table, which holds ``max_locks_per_transaction`` per connection.
+FOLD_CLAIM_MAX = 2 * FOLD_EVERY
 FOLD_FUNCTION = "deuz_fold_term_counts"
 #: The app's advisory-lock key space for folds (733_120: chat locks; 733_121 was the
 #: locked counts' (tenant, shard) space before migration 0009).
@@ -91,11 +96,18 @@ def delta_statements(changes: str, *, removes: bool) -> str:
         END IF;"""
 
 
-def fold_function_sql(*, by_owner: bool = True) -> str:
+def fold_function_sql(*, by_owner: bool = True, claim_max: int = FOLD_CLAIM_MAX) -> str:
     """``deuz_fold_term_counts(lexemes, tenants, roles)``: fold the pending deltas of those
-    keys (``NULL``: of every key) that no other fold holds; the delta rows folded. A
-    count left at 0 is deleted, a counted term no count holds any more stops being
-    counted, and a counted tenant with no N left leaves ``CountedTenant``.
+    keys (``NULL``: of every key, at most ``claim_max`` delta rows, the next folds taking
+    the rest) that no other fold holds; the delta rows folded. A count left at 0 is
+    deleted, a counted term no count holds any more stops being counted, and a counted
+    tenant with no N left leaves ``CountedTenant``.
+
+    A fold of every key claims its rows first and only then takes their keys' locks, so
+    it takes at most ``claim_max`` of them: a tenant given its own counts appends a delta
+    per term and role at once (15,918 at 1M), and a fold taking a lock per key of such a
+    backlog ran the server out of shared memory, failing the write that folded, and every
+    write after it that fell due for a fold.
 
     Since migration 0010 (``by_owner``) a delta names its message's tenant and the fold
     adds it to that tenant's count when it is counted, else to tenant ``""``'s (N: always
@@ -128,16 +140,22 @@ def fold_function_sql(*, by_owner: bool = True) -> str:
             IF NOT pg_try_advisory_xact_lock_shared({CHOICE_LOCK}) THEN
                 RETURN 0;
             END IF;
-            WITH claimed AS MATERIALIZED (
-                -- a key is the count it goes to, so two folds never update one row
-                SELECT x.ctid AS row_id, b.bucket FROM {deltas} x
+            WITH picked AS MATERIALIZED (
+                -- the rows first (a fold of every key: at most a claim of them), their
+                -- keys' locks after: a lock per key of a whole backlog filled the
+                -- server's shared lock table
+                SELECT x.ctid AS row_id, b.bucket, x.role, x.lexeme FROM {deltas} x
                 CROSS JOIN LATERAL (SELECT CASE WHEN x.lexeme = ''
                     OR x.tenant IN ({counted_tenants}) THEN x.tenant ELSE '' END AS bucket) b
-                WHERE (want_lexemes IS NULL OR (x.lexeme, x.tenant, x.role) IN (
-                        SELECT * FROM unnest(want_lexemes, want_tenants, want_roles)))
-                    AND pg_try_advisory_xact_lock(
-                        {_FOLD_LOCKS}, hashtext(b.bucket || '/' || x.role || '/' || x.lexeme))
+                WHERE want_lexemes IS NULL OR (x.lexeme, x.tenant, x.role) IN (
+                        SELECT * FROM unnest(want_lexemes, want_tenants, want_roles))
+                LIMIT CASE WHEN want_lexemes IS NULL THEN {int(claim_max)} END
                 FOR UPDATE OF x SKIP LOCKED
+            ), claimed AS MATERIALIZED (
+                -- a key is the count it goes to, so two folds never update one row
+                SELECT p.row_id, p.bucket FROM picked p
+                WHERE pg_try_advisory_xact_lock(
+                    {_FOLD_LOCKS}, hashtext(p.bucket || '/' || p.role || '/' || p.lexeme))
             ), taken AS (
                 DELETE FROM {deltas} d USING claimed c WHERE d.ctid = c.row_id
                 RETURNING d.lexeme, c.bucket AS tenant, d.role, d.rows

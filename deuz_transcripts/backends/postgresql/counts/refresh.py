@@ -20,7 +20,7 @@ from django.db.backends.utils import CursorWrapper
 from ....models import Chat, CountedTenant, CountedTerm, Message, TermCount, TermCountDelta
 from ...chat_filter import table
 from ..storage import tsquery_operand
-from .deltas import sequence_name
+from .deltas import fold_function_sql, sequence_name
 from .stored import (
     COUNTED_MIN_ROWS,
     COUNTED_TENANT_MIN_ROWS,
@@ -36,6 +36,7 @@ from .stored import (
 )
 
 __all__ = [
+    "cap_folds",
     "count_big_tenants_only",
     "count_by_bucket",
     "count_by_deltas",
@@ -128,6 +129,14 @@ def count_by_bucket(schema_editor: BaseDatabaseSchemaEditor) -> None:
         cursor.execute(f"LOCK TABLE {table(Message)} IN SHARE MODE")
         absorb_deltas(cursor)
         replace_function(cursor, rule="deltas")
+
+
+def cap_folds(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """Migration 0011's PostgreSQL step: the folds' function again, a fold of every key
+    taking at most ``FOLD_CLAIM_MAX`` deltas (and so locks); backwards nothing, the
+    capped function serving 0010 as well."""
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(fold_function_sql())
 
 
 def keep_counts(schema_editor: BaseDatabaseSchemaEditor) -> None:
