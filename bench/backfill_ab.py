@@ -30,9 +30,9 @@ from .pg_admin import admin_execute
 #: The digest of what a backfill stored: every message row (its chat named by ``chat_id``:
 #: the chats' keys depend on the order the workers took them) and every chat row.
 _CHECKSUM_SQL = (
-    "SELECT md5(string_agg(concat_ws('|', c.chat_id, m.position, m.message_id, m.digest, "
-    "m.search_vector::text, m.tenant, m.visible_position, m.has_terms, m.role, m.payload), "
-    "E'\\n' ORDER BY c.chat_id, m.position)), count(*) "
+    "SELECT md5(string_agg(md5(concat_ws('|', c.chat_id, m.position, m.message_id, m.digest, "
+    "m.search_vector::text, m.tenant, m.visible_position, m.has_terms, m.role, m.payload)), "
+    "'' ORDER BY c.chat_id, m.position)), count(*) "
     "FROM deuz_transcripts_message m JOIN deuz_transcripts_chat c ON c.id = m.chat_id"
 )
 _CHATS_SQL = (
