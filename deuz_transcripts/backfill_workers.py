@@ -12,6 +12,7 @@ one worker.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import queue
 from collections.abc import Callable
@@ -90,6 +91,10 @@ def _work(
     source: str,
     using: str,
 ) -> None:
+    # What the worker inherited (Django, the app, the settings) lives as long as it does:
+    # out of the collector's sight, the full collections that a backfill's allocations set
+    # off walk only the worker's own objects.
+    gc.freeze()
     try:
         results.put(("stats", backfill(share).run(source)))
     except BaseException as exc:  # told to the parent, which reports it once
