@@ -9,7 +9,7 @@ page is the memory index's.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,22 +18,11 @@ from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
 from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.backends.sqlite import fts5 as sqlite_fts5
 from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.mask_words import TEXTS, WHEN
 from tests.sql_support import spy_search_parts
 
 pytestmark = pytest.mark.django_db
 
-WHEN = datetime(2025, 5, 1, tzinfo=UTC)
-#: Three words in most messages, often together, and two rare ones.
-TEXTS = [
-    "alpha beta gamma",
-    "alpha beta",
-    "beta gamma",
-    "alpha gamma",
-    "alpha",
-    "gamma filler",
-    "beta",
-    "plain words",
-]
 #: The rarer terms' rows fit the budget (4); the common ones do not, two or more left.
 UNREAD = forced_policies(
     single_statement_max=0,

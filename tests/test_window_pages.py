@@ -10,7 +10,7 @@ the window at 1M: bench/RESULTS.md). Every page is the memory index's.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,20 +19,10 @@ from deuz_transcripts import ChatRecord, InMemoryTranscriptIndex
 from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.factories import conversation
+from tests.mask_words import TEXTS, WHEN
 
 pytestmark = pytest.mark.django_db
 
-WHEN = datetime(2025, 5, 1, tzinfo=UTC)
-TEXTS = [
-    "alpha beta gamma",
-    "alpha beta",
-    "beta gamma",
-    "alpha gamma",
-    "alpha",
-    "gamma filler",
-    "beta",
-    "plain words",
-]
 QUERIES = [
     "alpha",
     "alpha beta",
