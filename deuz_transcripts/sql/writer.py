@@ -96,21 +96,19 @@ _handed: ContextVar[HandOver | None] = ContextVar("deuz_transcripts_handed_lock"
 def _new_rows(chat: Chat, messages: Sequence[PreparedMessage], keeps_search_text: bool) -> NewRows:
     """The message rows of ``messages`` for ``chat``, with their space-separated terms."""
     texts = [message.search_text for message in messages]
-    tenant = chat.tenant
-    # positional: a backfill builds one per message, and keywords cost a NamedTuple more
     return NewRows(
         chat,
         [
             NewMessage(
-                tenant,
-                message.index,
-                message.message_id,
-                message.role,
-                message.payload,
-                message.digest,
-                message.visible_position,
-                text if keeps_search_text else None,
-                bool(text),
+                tenant=chat.tenant,
+                position=message.index,
+                message_id=message.message_id,
+                role=message.role,
+                payload=message.payload,
+                digest=message.digest,
+                visible_position=message.visible_position,
+                search_text=text if keeps_search_text else None,
+                has_terms=bool(text),
             )
             for message, text in zip(messages, texts, strict=True)
         ],

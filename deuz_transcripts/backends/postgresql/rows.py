@@ -9,7 +9,7 @@ round trip of its message rows' ``INSERT`` (``backends.batched``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
@@ -65,26 +65,13 @@ _COLUMNS = (
 )
 
 
-def _rows(batches: Sequence[NewRows], *, copy: bool) -> Iterator[tuple[Any, ...]]:
-    """Each new row's ``_COLUMNS`` values; its vector (``None`` for a message without
-    terms) as the lexemes separated by spaces (the ``INSERT``'s form), or (``copy``) in
-    ``tsvector``'s text form (``tsvector_text``)."""
+def _rows(batches: Sequence[NewRows], vector: Callable[[str], str]) -> Iterator[tuple[Any, ...]]:
+    """Each new row's ``_COLUMNS`` values, its vector's lexemes given to ``vector`` (``None``
+    for a message without terms)."""
     for batch in batches:
         tokens = " ".join(scope_lexemes(batch.chat.scope, batch.chat.chat_id))
         chat = batch.chat.pk
-        # per role, the lexemes a vector holds after the terms (the chat's, the role's)
-        tails: dict[str, str] = {}
         for message, terms in zip(batch.messages, batch.terms, strict=True):
-            vector = None
-            if terms:
-                role = message.role
-                tail = tails.get(role)
-                if tail is None:
-                    tail = tails[role] = f"{tokens} {role_lexeme(role)}"
-                    if copy:
-                        tail = tails[role] = tsvector_text(tail)
-                stored = stored_terms_text(terms)
-                vector = _copy_vector(stored, tail) if copy else f"{stored} {tail}"
             yield (
                 message.tenant,
                 chat,
@@ -95,17 +82,15 @@ def _rows(batches: Sequence[NewRows], *, copy: bool) -> Iterator[tuple[Any, ...]
                 message.digest,
                 message.visible_position,
                 message.has_terms,
-                vector,
+                vector(f"{stored_terms_text(terms)} {tokens} {role_lexeme(message.role)}")
+                if terms
+                else None,
             )
 
 
-def _copy_vector(terms: str, tail: str) -> str:
-    """``tsvector_text(f"{terms} {lexemes}")`` of the terms and ``tail``, the lexemes after
-    them already in text form (``tsvector_text(lexemes)``), computed once per role of a
-    chat: the text form is each lexeme's, so it splits where the lexemes do."""
-    if "'" in terms or "\\" in terms:  # terms have neither
-        return f"{tsvector_text(terms)} {tail}"
-    return "'" + terms.replace(" ", "' '") + "' " + tail
+def _as_is(lexemes: str) -> str:
+    """The ``INSERT``'s form: the lexemes separated by spaces (it splits them itself)."""
+    return lexemes
 
 
 def tsvector_text(lexemes: str) -> str:
@@ -141,7 +126,7 @@ class PostgresRows(SearchRows):
         """One INSERT that writes each row and its tsvector together (no second tuple),
         for the rows of one chat (a write) or of many (a backfill's new chats), sent with
         ``before`` in one round trip."""
-        rows = list(_rows(batches, copy=False))
+        rows = list(_rows(batches, _as_is))
         if not rows:
             run_batched(cursor, before)
             return
@@ -174,7 +159,7 @@ class PostgresRows(SearchRows):
             self.insert(cursor, batches)
             return
         with copy(f"COPY {table(Message)} ({', '.join(_COLUMNS)}) FROM STDIN") as rows:
-            for row in _rows(batches, copy=True):
+            for row in _rows(batches, tsvector_text):
                 rows.write_row(row)
 
     def clear(self, cursor: CursorWrapper, chat: Chat, rows: Sequence[StoredRow]) -> None:
