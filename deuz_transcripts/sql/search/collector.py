@@ -159,8 +159,7 @@ class Collector:
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
             if len(newest) <= asked.offset:  # one term's few matches (or none) before it
                 return None
-            full = ranking.RankPlan(raws={newest[0].mask: 1.0}, best=1.0, page_masks=frozenset())
-            return _Ranked(newest[asked.offset :], full, matches, None)
+            return _Ranked(newest[asked.offset :], _walked_plan(newest), matches, None)
         if sized and matches.size is None:
             matches = matches.sized(statistics.of(matches).total())
         if len(terms) == 1 and matches.size is None and matches.walks_newest_first:
@@ -229,15 +228,12 @@ class Collector:
         exists, are walked newest first from the window's upper bound and stopping after
         the page (or at its lower bound), scored 1.0 without N as without a window; else
         the window's masks, best first under the unwindowed ranking."""
-        terms = matches.terms
-        full = (1 << len(terms)) - 1
         if count == "none":
             newest = self.walks.newest_page(matches, asked.depth, probe=matches.without_window())
             if newest is not None:  # the best mask without the window: 1.0 whatever N
                 if len(newest) <= asked.offset:
                     return None
-                plan = ranking.RankPlan(raws={full: 1.0}, best=1.0, page_masks=frozenset())
-                return Collected(newest[asked.offset :], plan, None, None)
+                return Collected(newest[asked.offset :], _walked_plan(newest), None, None)
         pinned = self._unwindowed_ranking(matches)
         if pinned is None:  # nothing matches without the window: nothing within it
             return None
@@ -249,6 +245,7 @@ class Collector:
         if count == "capped":  # past the cap: the page as ``search()`` reads it
             rows = self._every_term_rows(matches, asked, pinned)
             if rows is not None and len(rows) > asked.offset:
+                full = (1 << len(matches.terms)) - 1
                 plan = pinned.plan({full: len(rows)}, frozenset({full}))
                 return Collected(rows[asked.offset :], plan, pinned, (cap or 0) + 1)
         return self._window_by_masks(matches, asked, pinned, count, cap)
@@ -460,6 +457,12 @@ class Collector:
             rows.extend(page_rows(matches, lower_plan, histogram, depth, total))
         page = order_page(rows, plan)[asked.offset : depth]
         return Collected(page, plan, after.pinned, sum(histogram.values()))
+
+
+def _walked_plan(page: list[Candidate]) -> ranking.RankPlan:
+    """The plan of a walked page: every hit holds every term, the best mask, scoring 1.0
+    whatever N."""
+    return ranking.RankPlan(raws={page[0].mask: 1.0}, best=1.0, page_masks=frozenset())
 
 
 def _only_full_scores_best(pinned: PinnedRanking, term_count: int) -> bool:
