@@ -15,7 +15,6 @@ must be the same for every side (the same stored rows, vectors and counts).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .pg_admin import admin_execute
+from .processes import cpu_seconds, largest_rss
 
 #: The digest of what a backfill stored: every message row (its chat named by ``chat_id``:
 #: the chats' keys depend on the order the workers took them) and every chat row.
@@ -98,32 +98,19 @@ def _connect(database: str) -> Any:
     )
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """utime + stime of a process (a server backend: the server runs on this machine)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _watch(proc: subprocess.Popen[bytes], database: str) -> tuple[int, float]:
     """Until the command exits: the largest RSS of any one of its processes, and the CPU
     seconds of the server backends connected to ``database`` (sampled every 0.2 s)."""
-    import psutil
-
     peak = 0
     backends: dict[int, float] = {}
-    handle = psutil.Process(proc.pid)
     with _connect("postgres") as admin:
         while proc.poll() is None:
-            with contextlib.suppress(psutil.Error):
-                peak = max(peak, *(p.memory_info().rss for p in [handle, *handle.children()]))
+            peak = max(peak, largest_rss(proc.pid))
             pids = admin.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = %s", [database]
             ).fetchall()
             for (pid,) in pids:
-                seconds = _cpu_seconds(pid)
+                seconds = cpu_seconds(pid)
                 if seconds is not None:
                     backends[pid] = seconds
             time.sleep(0.2)

@@ -21,6 +21,7 @@ from deuz_transcripts.text import MAX_INDEXED_BYTES, cut_utf8
 from . import filters, marker, measures, partitions, peers, writes
 from .corpus import BIG_USER, SMALL_USER, Corpus
 from .models import PeerDoc
+from .processes import memory_gb
 from .progress import log
 
 GROWTH_POINTS = (10_000, 100_000, 1_000_000)
@@ -414,12 +415,7 @@ def _meta(args: argparse.Namespace) -> dict[str, Any]:
         "nproc": os.cpu_count(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
-    try:
-        import psutil
-
-        info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
-    except ImportError:
-        pass
+    info["memory_gb"] = memory_gb()
     info["load_avg"] = os.getloadavg()  # the machine is shared: its load at the start
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":

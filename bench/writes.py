@@ -21,6 +21,7 @@ from deuz_transcripts.stores import DjangoConditionalChatStore
 
 from . import measures, native_writes
 from .corpus import BIG_USER, Corpus, CorpusChat
+from .processes import largest_rss
 
 __all__ = [
     "append_cost",
@@ -362,18 +363,8 @@ def plain_bulk(legacy: Corpus, limit: int | None = None) -> float:
 def _peak_rss(proc: subprocess.Popen[str]) -> int:
     """Poll the RSS of the process and of its children every 0.1 s until it exits."""
     peak = 0
-    try:
-        import psutil
-
-        handle = psutil.Process(proc.pid)
-        while proc.poll() is None:
-            try:
-                processes = [handle, *handle.children()]
-                peak = max(peak, *(p.memory_info().rss for p in processes))
-            except psutil.Error:
-                pass
-            time.sleep(0.1)
-    except ImportError:
-        pass
+    while proc.poll() is None:
+        peak = max(peak, largest_rss(proc.pid))
+        time.sleep(0.1)
     proc.wait()
     return peak
