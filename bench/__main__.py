@@ -33,7 +33,7 @@ def _phases(value: str) -> list[str]:
 def _policy_change(value: str) -> tuple[str, int]:
     name, sep, number = value.partition("=")
     if not sep or not number.strip().lstrip("-").isdigit():
-        raise argparse.ArgumentTypeError("a policy change is NAME=INTEGER, e.g. walk_min_rows=0")
+        raise argparse.ArgumentTypeError("a policy change is NAME=INTEGER, e.g. small_read_rows=0")
     return name.strip(), int(number)
 
 

@@ -3,7 +3,7 @@
 A side is a checkout (a worktree of other code) and, optionally, policy changes (each
 engine's policy where it has the threshold: ``backends.forced_policies``):
 ``--side new=. --side old=../old`` is an A/B of two codes, ``--side base=. --side
-no-walk=.:walk_min_rows=1000000000`` a threshold's ablation. Each side is a long-lived
+no-walk=.:small_read_rows=1000000000`` a threshold's ablation. Each side is a long-lived
 worker process of its own checkout's Python, on the database an earlier run loaded
 (``--reuse-db``'s marker). Every query goes to every side in a shuffled order, round after
 round, so a busy or drifting machine falls on all sides alike: the order of runs, which

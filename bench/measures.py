@@ -150,7 +150,7 @@ def query_classes(
     ``2-dump`` pairs a word found in every log dump with a common word, so 30-300 KiB
     tool results are among the matches; the other classes use prose words only.
     ``8-common``, eight distinct common words, is a long query with no rare term: the
-    essential-terms plan reads no term cheaply there (``essential_max_rows``). It is drawn
+    essential-terms plan reads no term cheaply there (``big_read_rows``). It is drawn
     last, so the other classes' queries are those of earlier runs.
     """
     rng = random.Random(f"{seed}:{user}:queries")

@@ -103,14 +103,10 @@ def scaled_policies(scale: float) -> dict[type[Any], Any]:
 
     sizes = {
         "single_statement_max",
-        "walk_min_rows",
-        "walk_guess_max_rows",
-        "walk_probed_max_rows",
+        "small_read_rows",
+        "big_read_rows",
         "lexeme_scope_min",
         "rare_lexeme_scope_min",
-        "essential_max_rows",
-        "essential_rare_rows",
-        "chat_lookup_max_rows",
         "scan_scope_max",
     }
     scaled = {}
@@ -279,7 +275,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     found: dict[str, Any] = {}
     engine = get_backend("default").source.policy
     mid_size = scaled[PostgresPolicy].rare_lexeme_scope_min  # routes PostgreSQL's mid scopes
-    small = min(engine.single_statement_max, mid_size, engine.walk_min_rows)
+    small = min(engine.single_statement_max, mid_size, engine.small_read_rows)
     few = few_chats(corpus, small - 1)
     for name, scope, query, options in cases(words, middle, few):
         run_case(store, scope, query, options)  # warm: caches of the process and the server

@@ -395,14 +395,14 @@ def route(name: str) -> Iterator[None]:
             policy,
             "FORCED",
             forced_policies(
-                walk_min_rows=values["WALK_MIN_ROWS"],
+                small_read_rows=values["WALK_MIN_ROWS"],
                 single_statement_max=values.get("SINGLE_STATEMENT_MAX", 5_000),
                 lexeme_scope_min=values.get("LEXEME_SCOPE_MIN", 10_000),
                 essential_min_terms=values.get("ESSENTIAL_MIN_TERMS", 5),
                 essential_max_rows=values.get("ESSENTIAL_MAX_ROWS", 20_000),
                 essential_rare_rows=values.get("ESSENTIAL_RARE_ROWS", 0),
-                walk_guess_max_rows=values.get("WALK_GUESS_MAX_ROWS", 16_384),
-                unread_max_terms=values.get("UNREAD_MAX_TERMS", 5),
+                big_read_rows=values.get("WALK_GUESS_MAX_ROWS", 16_384),
+                unread_terms_max=values.get("UNREAD_MAX_TERMS", 5),
             ),
         ),
         override_settings(

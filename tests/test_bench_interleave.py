@@ -36,15 +36,15 @@ def _python(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_side_names_a_checkout_and_its_threshold_changes() -> None:
-    side = parse_side("no-walk=.:walk_min_rows=0,walk_max_terms=9")
+    side = parse_side("no-walk=.:small_read_rows=0,few_terms=9")
     assert (side.name, side.tree, side.policy) == (
         "no-walk",
         Path(".").resolve(),
-        {"walk_min_rows": 0, "walk_max_terms": 9},
+        {"small_read_rows": 0, "few_terms": 9},
     )
     assert parse_side("old=../old").policy == {}
     with pytest.raises(argparse.ArgumentTypeError, match="NAME=INTEGER"):
-        parse_side("x=.:walk_min_rows=many")
+        parse_side("x=.:small_read_rows=many")
     with pytest.raises(argparse.ArgumentTypeError):
         parse_side("just-a-name")
 
@@ -62,14 +62,14 @@ def test_two_sides_run_every_query_on_a_loaded_database(tmp_path: Path) -> None:
     load = _python("bench", *size, "--quick", "--no-peers", "--phases", "search")
     assert load.returncode == 0, load.stderr[-3000:]
     out = tmp_path / "interleave.json"
-    sides = ["--side", "base=.", "--side", "no-walk=.:walk_min_rows=1000000000"]
+    sides = ["--side", "base=.", "--side", "no-walk=.:small_read_rows=1000000000"]
     proc = _python(
         "bench.interleave", *size, *sides, "--per-class", "1", "--rounds", "1", "--json", str(out)
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(out.read_text())
     assert results["mismatches"] == {"no-walk": []}
-    assert results["meta"]["sides"]["no-walk"]["policy"] == {"walk_min_rows": 1_000_000_000}
+    assert results["meta"]["sides"]["no-walk"]["policy"] == {"small_read_rows": 1_000_000_000}
     row = results["classes"]["big 5-mixed"]
     assert row["base"]["n"] == row["no-walk"]["n"] == 1
     assert row["no-walk"]["p50_ratio"] > 0

@@ -22,13 +22,13 @@ def restored_policy() -> Iterator[None]:
 
 
 def test_policy_changes_are_parsed_and_reach_the_planner(restored_policy: None) -> None:
-    args = parse_args(["--policy", "walk_min_rows=0", "--policy", "essential_max_rows=5"])
-    assert args.policy == [("walk_min_rows", 0), ("essential_max_rows", 5)]
+    args = parse_args(["--policy", "small_read_rows=0", "--policy", "essential_max_rows=5"])
+    assert args.policy == [("small_read_rows", 0), ("essential_max_rows", 5)]
     apply_policy(args.policy)
     for kind in (PostgresPolicy, Fts5Policy):
         current = policy.current_policy(kind)
-        assert (current.walk_min_rows, current.essential_max_rows) == (0, 5)
-        assert current.walk_max_terms == kind().walk_max_terms
+        assert (current.small_read_rows, current.essential_max_rows) == (0, 5)
+        assert current.few_terms == kind().few_terms
 
 
 def test_a_threshold_of_one_engine_changes_that_engine_only(restored_policy: None) -> None:
@@ -45,7 +45,7 @@ def test_an_unknown_threshold_stops_the_run(restored_policy: None) -> None:
 
 def test_a_change_that_is_no_integer_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        parse_args(["--policy", "walk_min_rows=many"])
+        parse_args(["--policy", "small_read_rows=many"])
     assert "NAME=INTEGER" in capsys.readouterr().err
 
 

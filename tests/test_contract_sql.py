@@ -68,7 +68,7 @@ class TestPrunedPlanContract(SqlContract):
             mock.patch.object(
                 policy,
                 "FORCED",
-                forced_policies(walk_min_rows=1, single_statement_max=0, lexeme_scope_min=0),
+                forced_policies(small_read_rows=1, single_statement_max=0, lexeme_scope_min=0),
             ),
             override_settings(
                 DEUZ_TRANSCRIPTS={**settings.DEUZ_TRANSCRIPTS, "SQLITE_SCAN_SCOPE_MAX": 0}

@@ -36,7 +36,7 @@ postgresql_only = pytest.mark.skipif(
 )
 
 #: A page of 3 is guessed near when 2 pages of rows are expected within 64 messages.
-GUESS = forced_policies(walk_min_rows=4, walk_guess_max_rows=64, walk_guess_margin=2)
+GUESS = forced_policies(small_read_rows=4, big_read_rows=64, walk_guess_margin=2)
 BOUNDED = "AS before"  # the bounded walk's statement
 PROBE = "AS probe"  # the probe's
 WINDOW_N = "COALESCE(SUM("  # N of a window: its chats' indexed messages summed
@@ -112,8 +112,8 @@ RANKED_READ = "WITH h AS MATERIALIZED"
 UNDER_THE_WALK = forced_policies(
     single_statement_max=0,
     lexeme_scope_min=0,
-    walk_min_rows=1_000,
-    walk_guess_max_rows=64,
+    small_read_rows=1_000,
+    big_read_rows=64,
     walk_guess_margin=2,
     essential_rare_rows=0,  # term by term: a batch would read these few rows whole
 )
@@ -137,7 +137,7 @@ def test_a_page_mask_under_walk_min_rows_is_walked_where_dense_and_read_where_no
     alpha_chats, walks, reads
 ):
     """``alpha`` everywhere but the rare ``zeta``'s row: the rows holding alpha alone are
-    one mask of 59 rows of 60, under ``walk_min_rows``, of which the newest chats of 7
+    one mask of 59 rows of 60, under ``small_read_rows``, of which the newest chats of 7
     messages should hold two pages: walked there, not read and ranked whole. In the 20
     oldest chats only, the bounded walk of the newest chats finds none and the mask is
     read. In 5 chats (8 rows), a walk would visit more messages (3 x 60 / 8) than the
@@ -151,7 +151,7 @@ def test_a_page_mask_under_walk_min_rows_is_walked_where_dense_and_read_where_no
 
 
 #: Masks of 4 rows or more are walked newest chat first.
-OVER_THE_WALK = forced_policies(UNDER_THE_WALK, walk_min_rows=4)
+OVER_THE_WALK = forced_policies(UNDER_THE_WALK, small_read_rows=4)
 #: The unbounded walk: the planner's own join of chats and rows, in tie order.
 UNBOUNDED = " m ON m.chat_id = c.id WHERE"
 
@@ -159,7 +159,7 @@ UNBOUNDED = " m ON m.chat_id = c.id WHERE"
 @postgresql_only
 @pytest.mark.parametrize(("alpha_chats", "unbounded"), [(30, 0), (20, 1), (5, 1)])
 def test_a_page_mask_over_walk_min_rows_is_walked_bounded_first(alpha_chats, unbounded):
-    """The rows holding alpha alone are one mask of at least ``walk_min_rows``: walked
+    """The rows holding alpha alone are one mask of at least ``small_read_rows``: walked
     newest chat first. The bounded walk comes first, so the cost follows the page even
     where PostgreSQL would sort every row of the mask; where the newest chats hold
     none, the unbounded walk finds them."""
@@ -232,7 +232,7 @@ def test_no_guess_without_stored_counts_or_where_the_words_are_sparse():
         ):
             statements = corpus.statements(scope, query, **options)
             assert not any(BOUNDED in sql for sql in statements), (scope, query, options)
-        sparse = forced_policies(walk_min_rows=4, walk_guess_max_rows=5, walk_guess_margin=2)
+        sparse = forced_policies(small_read_rows=4, big_read_rows=5, walk_guess_margin=2)
         statements = corpus.statements({}, "alpha beta", sparse)
         probe = next(n for n, sql in enumerate(statements) if PROBE in sql)
         assert not any(BOUNDED in sql for sql in statements[:probe])  # no guessed walk
@@ -276,7 +276,7 @@ def test_a_bounded_walk_reads_the_newest_chats_of_at_most_its_rows():
 
 
 #: No guess: the probe decides, and a walk it chooses is bounded to the newest 6 messages.
-PROBED = forced_policies(walk_min_rows=4, walk_guess_max_rows=0, walk_probed_max_rows=6)
+PROBED = forced_policies(small_read_rows=4, big_read_rows=0, probed_walk_max_rows=6)
 #: Rows of a mask read and sorted (``ranked_candidates``; not N's statement, which holds
 #: a small scope's candidates behind a filter on N).
 READ = "WITH H AS MATERIALIZED"
@@ -305,7 +305,7 @@ def test_a_walk_the_probe_chose_is_bounded_and_rows_in_old_chats_are_read(old_pa
     unbounded = corpus.statements(
         {"userId": "ada"},
         "alpha beta",
-        guess=forced_policies(PROBED, walk_probed_max_rows=0),
+        guess=forced_policies(PROBED, probed_walk_max_rows=0),
     )
     assert not any(BOUNDED in sql or READ in sql.upper() for sql in unbounded)
 
@@ -314,11 +314,11 @@ def test_only_postgresql_bounds_a_walk_the_probe_chose_by_default():
     """FTS5 keeps the unbounded walk: with no stored counts every walk of a dense word
     is the probe's, and its bound would cost a window over the newest chats first."""
     name = backend_name_for("default")
-    bound = get_backend("default").source.policy.walk_probed_max_rows
+    bound = get_backend("default").source.policy.probed_walk_max_rows
     if name == "sqlite-fts5":
-        assert bound == Fts5Policy().walk_probed_max_rows == 0
+        assert bound == Fts5Policy().probed_walk_max_rows == 0
     else:
-        assert bound == PostgresPolicy().walk_probed_max_rows > 0
+        assert bound == PostgresPolicy().probed_walk_max_rows > 0
 
 
 @postgresql_only
@@ -329,8 +329,8 @@ def test_guessed_walks_give_the_oracles_hits(records, searches):
     of a page within 64 messages: walks that fill the page, walks that end short, roles and
     windows (no guess), pages and cursors, all as the oracle ranks them."""
     guess = forced_policies(
-        walk_min_rows=1,
-        walk_guess_max_rows=64,
+        small_read_rows=1,
+        big_read_rows=64,
         walk_guess_margin=1,
         single_statement_max=0,
         lexeme_scope_min=0,

@@ -73,7 +73,7 @@ def records() -> Iterator[ChatRecord]:
 #: a mid-size scope (ada's 24 messages: over 10, at most 100) is filtered in GIN when its
 #: words' posting lists hold at most 24 rows (1 per message of the scope)
 MID_SIZE = forced_policies(
-    lexeme_scope_min=100, rare_lexeme_scope_min=10, gin_rows_per_scope_row=1, walk_min_rows=10**9
+    lexeme_scope_min=100, rare_lexeme_scope_min=10, gin_rows_per_scope_row=1, small_read_rows=10**9
 )
 
 
@@ -183,7 +183,7 @@ def tenant_store(monkeypatch: pytest.MonkeyPatch) -> Any:
     of its own (under ``COUNTED_TENANT_MIN_ROWS``), searched by newest-first walks from 4
     rows on, never routed to GIN by size."""
     every = {**settings.DEUZ_TRANSCRIPTS, "TENANT_KEY": "userId"}
-    walks = forced_policies(walk_min_rows=4, lexeme_scope_min=100, rare_lexeme_scope_min=10**6)
+    walks = forced_policies(small_read_rows=4, lexeme_scope_min=100, rare_lexeme_scope_min=10**6)
     monkeypatch.setattr(policy, "FORCED", walks)
     with override_settings(DEUZ_TRANSCRIPTS=every):
         store = DjangoConditionalChatStore()

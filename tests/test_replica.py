@@ -446,7 +446,7 @@ def test_a_search_on_the_standby_marks_no_term_for_counting_and_answers():
     store = DjangoConditionalChatStore()
     for n in range(3):
         store.write_chat(chat(f"c{n}", "lisbon"), expected_revision=0)
-    big = forced_policies(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=1_000)
+    big = forced_policies(single_statement_max=0, lexeme_scope_min=0, small_read_rows=1_000)
     notes.forget_notes()
     with (
         mock.patch.object(policy, "FORCED", big),

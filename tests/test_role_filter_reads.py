@@ -60,7 +60,7 @@ def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[DjangoConditionalChatStor
     """The walk starts at 4 rows (the page's depth); no scope is scanned."""
     every = {**settings.DEUZ_TRANSCRIPTS, "SQLITE_SCAN_SCOPE_MAX": 0}
     with override_settings(DEUZ_TRANSCRIPTS=every):
-        monkeypatch.setattr(policy, "FORCED", forced_policies(walk_min_rows=4))
+        monkeypatch.setattr(policy, "FORCED", forced_policies(small_read_rows=4))
         written = DjangoConditionalChatStore()
         for record in records():
             written.write_chat(record, expected_revision=0)
@@ -101,7 +101,7 @@ def test_a_scope_within_the_size_counts_n_with_roles_exactly(store, monkeypatch)
     """A scope within the walk's size has its N with roles counted whole: its routes
     need N itself."""
     fts5_only()
-    monkeypatch.setattr(policy, "FORCED", forced_policies(walk_min_rows=1_000))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(small_read_rows=1_000))
     statements = search(store, "common question", roles=["user"])
     assert any(sql.startswith(WHOLE_TOKEN_COUNT) for sql in statements)
 

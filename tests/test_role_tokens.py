@@ -128,7 +128,7 @@ def test_migration_0003_adds_role_tokens_to_stored_rows_and_takes_them_back(stor
         if connection.vendor == "postgresql":
             assert vectors_holding_lexemes("\ue003") == 0
         # the tokens are gone (guessing no walk: the stored counts are 0005's tables)
-        with mock.patch.object(policy, "FORCED", forced_policies(walk_guess_max_rows=0)):
+        with mock.patch.object(policy, "FORCED", forced_policies(big_read_rows=0)):
             assert found(store, {}, ["user"]) == set()
     finally:
         call_command("migrate", "deuz_transcripts", verbosity=0)

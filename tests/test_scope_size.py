@@ -41,7 +41,7 @@ def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> An
     backend = {"SQLITE_BACKEND": "like"} if request.param == "like" else {}
     every = {**settings.DEUZ_TRANSCRIPTS, **backend, "SQLITE_SCAN_SCOPE_MAX": 0}
     with override_settings(DEUZ_TRANSCRIPTS=every):
-        sizes = forced_policies(walk_min_rows=4, lexeme_scope_min=0)
+        sizes = forced_policies(small_read_rows=4, lexeme_scope_min=0)
         monkeypatch.setattr(policy, "FORCED", sizes)
         store = DjangoConditionalChatStore()
         for n in range(40):

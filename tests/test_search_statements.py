@@ -91,7 +91,7 @@ def transaction_status() -> Any:
 def big_plans() -> Iterator[None]:
     """Every scope planned as a big one: on PostgreSQL found in GIN, its terms counted
     there (``bitmap_scans``) and their masks read one by one."""
-    big = forced_policies(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=1_000)
+    big = forced_policies(single_statement_max=0, lexeme_scope_min=0, small_read_rows=1_000)
     with mock.patch.object(policy, "FORCED", big):
         yield
 

@@ -199,7 +199,7 @@ def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypa
     store = six_dated_chats("rare", "filler")
 
     def search(query: str, walk_from: int) -> tuple[list[tuple], bool]:
-        monkeypatch.setattr(policy, "FORCED", forced_policies(walk_min_rows=walk_from))
+        monkeypatch.setattr(policy, "FORCED", forced_policies(small_read_rows=walk_from))
         with CaptureQueriesContext(connection) as queries:
             hits = store.transcript.search(ADA, query, limit=3, offset=1)
         walked = any(
@@ -210,7 +210,7 @@ def test_common_terms_walk_newest_chats_and_rare_terms_rank_every_match(monkeypa
         )
         return [(h.chat_id, h.message_id, h.score) for h in hits], walked
 
-    monkeypatch.setattr(policy, "FORCED", forced_policies(walk_min_rows=5))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(small_read_rows=5))
     with CaptureQueriesContext(connection) as queries:  # a page of 5: the 18 rows may hold it
         store.transcript.search(ADA, "common", limit=5)
     probe = next(  # counted in the index, no message row read (after the time budget and N)
@@ -246,7 +246,7 @@ def test_a_page_of_rows_holding_every_term_is_read_without_ranking_the_others(mo
 
     def search(query: str, walk_from: int, limit: int = 3) -> list[tuple]:
         calls.clear()
-        monkeypatch.setattr(policy, "FORCED", forced_policies(walk_min_rows=walk_from))
+        monkeypatch.setattr(policy, "FORCED", forced_policies(small_read_rows=walk_from))
         hits = store.transcript.search(ADA, query, limit=limit, offset=1)
         return [(h.chat_id, h.message_id, h.score) for h in hits]
 
@@ -800,13 +800,13 @@ def test_a_scope_smaller_than_the_walk_threshold_is_never_probed(monkeypatch):
     store = DjangoConditionalChatStore()
     for n in range(3):
         store.write_chat(record(f"c{n}", "common words", "common again"), expected_revision=0)
-    monkeypatch.setattr(policy, "FORCED", forced_policies(walk_min_rows=7))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(small_read_rows=7))
     with CaptureQueriesContext(connection) as queries:
         hits = store.transcript.search(ADA, "common", limit=3)
     assert [h.score for h in hits] == [1.0, 1.0, 1.0]
     probe = "SELECT count(*) FROM (SELECT 1 FROM"
     assert not any(probe in q["sql"] for q in queries.captured_queries)
-    monkeypatch.setattr(policy, "FORCED", forced_policies(walk_min_rows=6))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(small_read_rows=6))
     with CaptureQueriesContext(connection) as queries:
         assert store.transcript.search(ADA, "common", limit=3) == hits
     assert any(probe in q["sql"] for q in queries.captured_queries)
@@ -842,7 +842,7 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
     query = "common alpha mid rare1 rare2 rare3"
 
     def search(
-        max_rows: int, limit: int, walk_min_rows: int = 2_048, rare_rows: int = 0
+        max_rows: int, limit: int, small_read_rows: int = 2_048, rare_rows: int = 0
     ) -> list[tuple]:
         read.clear()
         forced = forced_policies(
@@ -850,7 +850,7 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
             lexeme_scope_min=0,
             essential_max_rows=max_rows,
             essential_rare_rows=rare_rows,
-            walk_min_rows=walk_min_rows,
+            small_read_rows=small_read_rows,
         )
         monkeypatch.setattr(policy, "FORCED", forced)
         with override_settings(DEUZ_TRANSCRIPTS={"SQLITE_SCAN_SCOPE_MAX": 0}):
@@ -874,7 +874,7 @@ def test_long_queries_read_only_the_rarest_terms_rows_when_that_is_exact(monkeyp
     assert read == ["rare3", "rare2", "rare1", "mid", "alpha", "common"]
     assert search(45, 40) == everything[:40]
     assert read == ["rare3", "rare2", "rare1", "mid", "alpha"]
-    assert search(45, 40, walk_min_rows=1) == everything[:40]
+    assert search(45, 40, small_read_rows=1) == everything[:40]
     assert search(40, 40) == everything[:40] and read == ["rare3", "rare2", "rare1", "mid"]
     # the terms of at most 3 rows (rare3: 1, rare2: 2) are read first in one statement;
     # then term by term, rarest first
@@ -1033,7 +1033,7 @@ def test_postgresql_looks_up_the_chats_of_a_known_few_rows_by_key():
     from deuz_transcripts.backends.postgresql.engine import PostgresRowSource
     from deuz_transcripts.backends.postgresql.policy import PostgresPolicy
 
-    policy = PostgresPolicy(chat_lookup_max_rows=100)
+    policy = forced_policies(chat_lookup_max_rows=100)[PostgresPolicy]
     source = PostgresRowSource("default", policy, PostgresStoredCounts("default"))
     assert "LATERAL" in source.chat_join("h.chat_pk", 100)
     assert "LATERAL" not in source.chat_join("h.chat_pk", 101)

@@ -36,7 +36,7 @@ ROW_READS = ("rows_with_terms", "rows_with_any_terms", "mask_candidates", "candi
 #: filters even a small tenant.
 FORCED = forced_policies(
     single_statement_max=0,
-    walk_min_rows=6,
+    small_read_rows=6,
     essential_max_rows=6,
     essential_rare_rows=0,  # term by term, rarest first: these tests count per term
     lexeme_scope_min=0,
@@ -158,11 +158,11 @@ def written_tenant(store, memory, alpha_rows, beta_rows):
 
 
 #: No walk: the page's masks are read, so the counts are the histogram's only source.
-EVERY_SUBSET = forced_policies(single_statement_max=0, walk_min_rows=10**9, lexeme_scope_min=0)
+EVERY_SUBSET = forced_policies(single_statement_max=0, small_read_rows=10**9, lexeme_scope_min=0)
 
 #: The default reading budget: the essential-terms plan could read either word's rows.
 READABLE = forced_policies(
-    single_statement_max=0, walk_min_rows=6, lexeme_scope_min=0, essential_rare_rows=0
+    single_statement_max=0, small_read_rows=6, lexeme_scope_min=0, essential_rare_rows=0
 )
 
 

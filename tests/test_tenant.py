@@ -144,7 +144,7 @@ def test_every_message_statement_of_a_tenant_scoped_search_tests_the_tenant(stor
 
     from deuz_transcripts.backends import forced_policies, policy
 
-    big = forced_policies(walk_min_rows=1, single_statement_max=0, lexeme_scope_min=0)
+    big = forced_policies(small_read_rows=1, single_statement_max=0, lexeme_scope_min=0)
     with (
         tenant_key("userId"),
         mock.patch.object(policy, "FORCED", big if big_scope else {}),
@@ -174,7 +174,7 @@ def test_the_newest_first_walk_of_a_tenant_scope_tests_each_chat_s_tenant(store)
     from deuz_transcripts.backends import forced_policies, policy
 
     memory = InMemoryTranscriptIndex()
-    walk = forced_policies(walk_min_rows=1)
+    walk = forced_policies(small_read_rows=1)
     with tenant_key("userId"), mock.patch.object(policy, "FORCED", walk):
         scopes = [
             {"userId": "ada" if n % 2 else "bob", **({"team": "x"} if n % 4 else {})}

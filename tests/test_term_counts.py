@@ -173,7 +173,7 @@ def test_unscoped_and_tenant_searches_read_the_stored_counts_and_rank_as_countin
             memory.index(record)
         assert count_terms(10) == 3  # common, alpha, filler; "rare" is counted in GIN
         forced = forced_policies(  # no probe: a page of rows holding every term needs no count
-            single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9, walk_max_terms=0
+            single_statement_max=0, lexeme_scope_min=0, small_read_rows=10**9, few_terms=0
         )
         with mock.patch.object(policy, "FORCED", forced):
             for scope, counted in (
@@ -209,7 +209,7 @@ def test_a_one_word_probe_reads_the_stored_count():
             memory.index(record)
         assert count_terms(5) == 2  # common, words
         for walk_from in (4, 10):
-            forced = forced_policies(walk_min_rows=walk_from, walk_guess_max_rows=0)
+            forced = forced_policies(small_read_rows=walk_from, big_read_rows=0)
             with mock.patch.object(policy, "FORCED", forced):
                 for scope in ({}, {"userId": "ada"}):
                     with CaptureQueriesContext(connection) as queries:
@@ -384,7 +384,7 @@ def test_only_big_tenants_count_their_terms_and_a_refresh_moves_tenants_that_gro
         assert stored("alpha", "") == 2 and stored("", "bob") == 1 and stored("alpha") == 10
         assert drift() == []
         forced = forced_policies(  # n_t counted, not a single statement for a small scope
-            single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9, walk_max_terms=0
+            single_statement_max=0, lexeme_scope_min=0, small_read_rows=10**9, few_terms=0
         )
         for scope, gin_counts in (({"userId": "ada"}, 0), ({"userId": "bob"}, 2), ({}, 0)):
             with (
@@ -458,7 +458,7 @@ def test_a_roles_filter_reads_the_counts_of_its_roles_and_a_window_too():
         assert set(CountedTenant.objects.values_list("tenant", flat=True)) == {"ada"}
         assert stored("alpha") == 24 and in_counts(role="tool")
         forced = forced_policies(
-            single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9, walk_max_terms=0
+            single_statement_max=0, lexeme_scope_min=0, small_read_rows=10**9, few_terms=0
         )
         few = {"updated_after": WHEN + timedelta(minutes=9)}  # 2 of ada's 8 chats
         most = {"updated_after": WHEN + timedelta(minutes=3)}  # 6 of them
@@ -508,7 +508,7 @@ def test_a_counted_page_takes_its_total_and_next_pages_from_the_stored_counts():
             store.write_chat(record, expected_revision=0)
             memory.index(record)
         assert count_terms(8, tenant_min_rows=20) == 2  # common, alpha
-        forced = forced_policies(single_statement_max=0, walk_min_rows=6, essential_max_rows=15)
+        forced = forced_policies(single_statement_max=0, small_read_rows=6, essential_max_rows=15)
         for scope in ({}, {"userId": "ada"}):
             for query in ("common", "rare common", "alpha common rare", "alpha common"):
                 cursor, got, want = None, [], []

@@ -36,7 +36,7 @@ def tenant_key_counted(key: str) -> Iterator[None]:
 pytestmark = pytest.mark.django_db
 
 #: Walks pay off from six rows holding every term (the default is 2,048).
-WALKS = forced_policies(single_statement_max=0, walk_min_rows=6, lexeme_scope_min=0)
+WALKS = forced_policies(single_statement_max=0, small_read_rows=6, lexeme_scope_min=0)
 #: One FTS5 expression or tsquery of both words (``"alpha" OR "beta"``, ``'alpha' & 'beta'``).
 BOTH_WORDS = re.compile(r"alpha[\"')\s]*(?:\||&|\bOR\b|\bAND\b)[\"'(\s!]*beta")
 #: What reads or counts every match (or every mask) of the scope.

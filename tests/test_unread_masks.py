@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db
 UNREAD = forced_policies(
     single_statement_max=0,
     lexeme_scope_min=0,
-    walk_min_rows=10**9,
+    small_read_rows=10**9,
     essential_min_terms=1,
     essential_max_rows=4,
     essential_rare_rows=0,  # term by term, rarest first
@@ -95,7 +95,7 @@ def test_terms_too_common_to_read_fill_the_page_from_their_masks(
     calls = spy_search_parts(monkeypatch, store.transcript.backend, FULL_READS)
     guess = forced_policies(UNREAD, essential_rare_rows=rare_rows)
     if not walk:
-        guess = forced_policies(guess, walk_guess_max_rows=0)
+        guess = forced_policies(guess, big_read_rows=0)
     monkeypatch.setattr(policy, "FORCED", guess)
     same_pages(store, memory)
     same_pages(store, memory, roles=["user"])
@@ -103,16 +103,16 @@ def test_terms_too_common_to_read_fill_the_page_from_their_masks(
 
 
 def test_more_unread_terms_than_allowed_rank_every_match(monkeypatch, indexes):
-    """``unread_max_terms`` below the terms left: every match is ranked, as before."""
+    """``unread_terms_max`` below the terms left: every match is ranked, as before."""
     store, memory = indexes
     calls = spy_search_parts(monkeypatch, store.transcript.backend, FULL_READS)
-    monkeypatch.setattr(policy, "FORCED", forced_policies(UNREAD, unread_max_terms=1))
+    monkeypatch.setattr(policy, "FORCED", forced_policies(UNREAD, unread_terms_max=1))
     same_pages(store, memory)
     assert calls
 
 
 #: Every page from masks: no walk, and room to read the rarer terms' rows.
-MASKS = forced_policies(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9)
+MASKS = forced_policies(single_statement_max=0, lexeme_scope_min=0, small_read_rows=10**9)
 
 
 def test_a_cursor_page_of_five_words_reads_only_its_masks_in_fts5(monkeypatch, indexes):

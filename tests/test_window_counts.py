@@ -65,8 +65,8 @@ COUNTED_SUBSETS = forced_policies(
     lexeme_scope_min=1,
     rare_lexeme_scope_min=0,
     single_statement_max=0,
-    walk_min_rows=10**9,
-    walk_guess_max_rows=0,
+    small_read_rows=10**9,
+    big_read_rows=0,
 )
 
 

@@ -41,7 +41,7 @@ WINDOWS = [
     (None, WHEN + timedelta(days=12)),
 ]
 #: Past the one-statement size and no full-mask walk: pages are planned by masks.
-MASKS = forced_policies(single_statement_max=0, lexeme_scope_min=0, walk_min_rows=10**9)
+MASKS = forced_policies(single_statement_max=0, lexeme_scope_min=0, small_read_rows=10**9)
 #: Reads that count within a filter (a term, a mask, N) or rank every match of it.
 COUNTING = {
     "source": ("candidates",),
@@ -131,7 +131,7 @@ def test_a_window_page_reads_its_best_masks_and_counts_nothing_in_the_window(
     calls = spy_windowed_counts(monkeypatch, store.transcript.backend)
     masks = forced_policies(MASKS, essential_rare_rows=rare_rows)
     if not walk:
-        masks = forced_policies(masks, walk_guess_max_rows=0)
+        masks = forced_policies(masks, big_read_rows=0)
     monkeypatch.setattr(policy, "FORCED", masks)
     same_pages(store, memory)
     same_pages(store, memory, roles=["user"])
@@ -161,7 +161,7 @@ def test_more_common_terms_than_unread_max_terms_count_the_window(monkeypatch, i
     store, memory = indexes
     calls = spy_windowed_counts(monkeypatch, store.transcript.backend)
     monkeypatch.setattr(
-        policy, "FORCED", forced_policies(MASKS, essential_rare_rows=0, unread_max_terms=1)
+        policy, "FORCED", forced_policies(MASKS, essential_rare_rows=0, unread_terms_max=1)
     )
     same_pages(store, memory)
     assert calls

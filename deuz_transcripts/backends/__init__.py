@@ -87,18 +87,45 @@ def engine_policies() -> tuple[type[SearchPolicy], ...]:
 def forced_policies(base: Forced | None = None, /, **changes: int) -> Forced:
     """Each engine's default policy (or ``base``'s) with the thresholds of ``changes`` it
     has (for ``policy.FORCED``: tests forcing routes, the bench's ablations); a threshold
-    no engine has is an error, not ignored."""
+    no engine has is an error, not ignored. A change may name a threshold a route reads
+    of the shared sizes (a ``SearchPolicy`` property, e.g. ``essential_max_rows``): it is forced apart
+    from its size, in a subclass of the engine's policy that holds it."""
     forced: Forced = {}
     known: set[str] = set()
     for kind in engine_policies():
         own = {field.name for field in fields(kind)}
-        known |= own
+        derived = _route_thresholds()
+        known |= own | derived
         start = (base or {}).get(kind) or kind()
+        apart = {k: v for k, v in changes.items() if k in derived - own}
+        if apart:
+            held = {**_forced_apart(start), **apart}
+            start = type(f"Forced{kind.__name__}", (kind,), held)(
+                **{field.name: getattr(start, field.name) for field in fields(kind)}
+            )
         forced[kind] = replace(start, **{k: v for k, v in changes.items() if k in own})
     unknown = sorted(set(changes) - known)
     if unknown:
         raise ValueError(f"no engine's policy has {', '.join(unknown)} (known: {sorted(known)})")
     return forced
+
+
+def _route_thresholds() -> set[str]:
+    """What the shared routes read of the shared sizes (``SearchPolicy``'s properties; an
+    engine's own derived size, e.g. FTS5's one-statement size, follows its setting)."""
+    return {
+        name
+        for name, value in vars(SearchPolicy).items()
+        if isinstance(value, property) and not getattr(value, "__isabstractmethod__", False)
+    }
+
+
+def _forced_apart(policy: SearchPolicy) -> dict[str, int]:
+    """The route thresholds an earlier ``forced_policies`` forced apart in ``policy``."""
+    kind = type(policy)
+    if not kind.__name__.startswith("Forced"):
+        return {}
+    return {k: v for k, v in vars(kind).items() if not k.startswith("_") and isinstance(v, int)}
 
 
 def get_backend(alias: str) -> SearchBackend:

@@ -12,48 +12,76 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Self, TypeVar
+from typing import ClassVar, Self, TypeVar
 
 __all__ = ["FORCED", "Forced", "SearchPolicy", "current_policy"]
 
 
 @dataclass(frozen=True)
 class SearchPolicy(ABC):
-    """The thresholds the shared routes read (walks, page rows, essential terms)."""
+    """The thresholds the shared routes read (walks, page rows, essential terms).
 
-    #: A mask with at least this many rows (or the page depth, if larger) is walked
-    #: newest chat first instead of being read and sorted whole.
-    walk_min_rows: int = 2_048
-    #: The newest-first walk of rows holding every term is tried for queries of at most
-    #: this many terms (longer ones rarely have a page of such rows).
-    walk_max_terms: int = 4
+    Four sizes, each read by several routes that ask the same question of it, so that
+    one measured value answers it once rather than a near copy per route. The
+    properties name what each route reads of them; tests and ablations may force one of
+    those apart (``backends.forced_policies``) to reach a route on small data."""
+
+    #: Queries of at most this many terms have few terms: their term subsets are
+    #: enumerated (masks counted by inclusion-exclusion over 2^n - 1 subset counts) and
+    #: their rows holding every term are walked newest chat first (a page of such rows is
+    #: likely). Longer queries try the essential-terms plan instead (``sql.search.essential``),
+    #: whose unread terms' masks are read best-first for up to one term more
+    #: (``unread_terms_max``).
+    few_terms: int = 4
+    #: Rows one statement reads and sorts whole at little cost: a mask with at least this
+    #: many rows (or the page depth, if larger) is walked newest chat first instead, and
+    #: the essential-terms plan reads the rarest terms' rows in one statement up to this
+    #: many in all (``essential_rare_rows``).
+    small_read_rows: int = 2_048
+    #: The most rows a plan reads before another costs less: a walk bounded by a guess
+    #: or chosen by a probe visits the newest chats of at most this many messages (then
+    #: the rows are read and sorted), and the essential-terms plan stops reading terms
+    #: past this many rows (``essential_max_rows``: then the unread terms' masks fill the
+    #: page). 0: walks are never guessed nor bounded, and the plan reads no term.
+    big_read_rows: int = 16_384
     #: Where the counts give N and every n_t: when they predict, as if the terms were
-    #: independent, ``walk_guess_margin`` pages of rows of a mask within the newest chats
-    #: of at most this many messages, those chats are walked at once, without the probe;
-    #: a walk that finds less than a page falls back to the probe. 0: always probe.
-    walk_guess_max_rows: int = 16_384
+    #: independent, this many pages of rows of a mask within the newest chats of at most
+    #: ``big_read_rows`` messages, those chats are walked at once, without the probe; a
+    #: walk that finds less than a page falls back to the probe.
     walk_guess_margin: int = 4
-    #: A walk the probe chose (at least ``walk_min_rows`` rows hold every term) visits at
-    #: most the newest chats of this many messages; when they hold less than a page, the
-    #: rows holding every term are read and sorted instead. 0: unbounded.
-    walk_probed_max_rows: int = 16_384
-    #: Queries of at least this many terms first try the essential-terms plan: every
-    #: term's count n_t alone, then only the rows of the rarest terms, until no row
-    #: without them can reach the page (``sql.search.essential``).
-    essential_min_terms: int = 5
-    #: ... which gives up (for the mask plans) before reading a term of more rows than
-    #: this, summed over the terms it read: then ranking every match costs no more.
-    essential_max_rows: int = 20_000
-    #: ... and past that, with at most this many terms left unread, fills the page from
-    #: their masks' rows, best raw score first (``sql.search.unread_masks``); 0: ranks every
-    #: match instead.
-    unread_max_terms: int = 5
-    #: ... and first reads, in one statement, the rows of the rarest terms, up to this many
-    #: rows in all, whatever the query's length. 0: term by term.
-    essential_rare_rows: int = 2_000
-    #: A statement joining at most this many rows, known in advance, to their chats looks
-    #: each chat up by its key instead of reading or hashing every chat of the filter.
-    chat_lookup_max_rows: int = 5_000
+
+    #: Whether a walk the probe chose is bounded by ``big_read_rows`` (an engine that
+    #: cannot guess from counts walks mostly dense words, which a bound only delays).
+    bounds_probed_walks: ClassVar[bool] = True
+
+    @property
+    def probed_walk_max_rows(self) -> int:
+        """The bound of a walk the probe chose (0: unbounded)."""
+        return self.big_read_rows if self.bounds_probed_walks else 0
+
+    @property
+    def essential_rare_rows(self) -> int:
+        """The essential-terms plan reads the rarest terms' rows in one statement up to
+        this many in all (0: term by term)."""
+        return self.small_read_rows
+
+    @property
+    def essential_max_rows(self) -> int:
+        """The essential-terms plan stops reading terms past this many rows."""
+        return self.big_read_rows
+
+    @property
+    def essential_min_terms(self) -> int:
+        """The shortest query that tries the essential-terms plan where its n_t are
+        counted (``essential_terms_from``)."""
+        return self.few_terms + 1
+
+    @property
+    def unread_terms_max(self) -> int:
+        """The most unread terms whose masks fill a page best-first: one more than
+        ``few_terms``, so the shortest query the essential-terms plan takes is covered
+        even when it reads none of its terms."""
+        return self.few_terms + 1
 
     @property
     @abstractmethod
@@ -61,10 +89,19 @@ class SearchPolicy(ABC):
         """Scopes of at most this many indexed messages rank every match in one
         statement; bigger ones count masks first and fetch only what the page needs."""
 
+    @property
+    def chat_lookup_max_rows(self) -> int:
+        """A statement joining at most this many rows, known in advance, to their chats
+        looks each chat up by its key instead of reading or hashing every chat of the
+        filter: the one-statement size, up to which rows are handled one by one for less
+        than any plan sets up."""
+        return self.single_statement_max
+
     def essential_terms_from(self, *, stored: bool) -> int:
-        """The shortest query that tries the essential-terms plan (``stored``: every n_t
-        is read from stored counts, not counted)."""
-        return self.essential_min_terms
+        """The shortest query that tries the essential-terms plan: every query of more
+        than ``few_terms`` terms, and every query of two or more where each n_t is read
+        from stored counts (``stored``), since trying the plan then costs no count."""
+        return 2 if stored else self.essential_min_terms
 
     def with_settings(self) -> Self:
         """This policy with the thresholds the settings set, read now

@@ -129,7 +129,7 @@ class PostgresRowSource(RowSource):
                 self._big_tenants.add(stored.tenant)
             return size, read
         policy = self.policy
-        counted = len(terms) > policy.walk_max_terms and bitmap_scans_free(cursor)
+        counted = len(terms) > policy.few_terms and bitmap_scans_free(cursor)
         gate = max(policy.single_statement_max, policy.lexeme_scope_min)
         # arrays of every term's count: one subquery each to plan, however many terms
         past = [each_stored_or_null(terms, stored.tenant, stored.roles)]

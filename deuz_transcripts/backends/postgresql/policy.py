@@ -15,13 +15,6 @@ class PostgresPolicy(SearchPolicy):
     """PostgreSQL's thresholds."""
 
     single_statement_max: int = 5_000
-    #: Where every n_t is read, not counted (the stored term counts: unscoped and tenant
-    #: searches), queries of at least this many terms try the essential-terms plan.
-    essential_min_terms_stored: int = 2
-    #: Queries of at most this many terms count masks (where GIN filters the scope) and
-    #: exact totals (where it visits fewer rows) by inclusion-exclusion over the counts of
-    #: every term subset (2^n - 1 counts).
-    subset_count_max_terms: int = 4
     #: Scopes of more indexed messages are filtered inside GIN by their scope lexemes
     #: (cost follows the scope's matches, but a common word's whole posting list is
     #: merged); smaller ones read their own rows through the chat btree.
@@ -33,6 +26,3 @@ class PostgresPolicy(SearchPolicy):
     #: times (term-subset counts), hence the margin.
     rare_lexeme_scope_min: int = 1_000
     gin_rows_per_scope_row: int = 25
-
-    def essential_terms_from(self, *, stored: bool) -> int:
-        return self.essential_min_terms_stored if stored else self.essential_min_terms

@@ -122,7 +122,7 @@ class Fts5RowSource(RowSource):
         Few terms: one exact FTS5 query per mask (``a NOT b``), the mask a constant.
         More: masks computed in FTS5 as for the histogram, then filtered.
         """
-        if len(terms) <= self.policy.subset_count_max_terms or len(masks) <= _EXACT_MASKS_MAX:
+        if len(terms) <= self.policy.few_terms or len(masks) <= _EXACT_MASKS_MAX:
             ordered = sorted(masks)
             found = " UNION ALL ".join(
                 f"SELECT rowid AS id, {int(mask)} AS mask FROM {FTS_TABLE} "
@@ -316,7 +316,7 @@ class Fts5Counts(EngineCounts):
         Roles are tokens too; window filters need the rows: counted from the matches."""
         if not chats.tokens_suffice:
             return super().mask_histogram(cursor, chats, terms)
-        if len(terms) <= self.policy.subset_count_max_terms:
+        if len(terms) <= self.policy.few_terms:
             subsets = range(1, 1 << len(terms))
             cursor.execute(
                 " UNION ALL ".join(

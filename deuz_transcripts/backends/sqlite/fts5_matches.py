@@ -34,9 +34,7 @@ class Fts5MatchCounts(MatchCounts):
         """FTS5 counts each term without reading a row, and its histogram of more terms
         than it counts by subset computes every match's mask (299 ms for five words, one
         common, at 1M): past that, the rarer terms' rows cost less."""
-        return self._chats.tokens_suffice and (
-            len(self._terms) > self._fts5.policy.subset_count_max_terms
-        )
+        return self._chats.tokens_suffice and (len(self._terms) > self._fts5.policy.few_terms)
 
 
 class Fts5Matches(Matches):

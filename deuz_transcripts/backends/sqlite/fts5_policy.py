@@ -19,10 +19,7 @@ class Fts5Policy(SearchPolicy):
     #: Unbounded: with no stored counts to guess from, every FTS5 walk is the probe's,
     #: mostly of dense words, and a bounded walk first sums the rows of the newest chats
     #: in a window.
-    walk_probed_max_rows: int = 0
-    #: Queries of at most this many terms count masks by inclusion-exclusion over the
-    #: counts of every term subset (2^n - 1 counts).
-    subset_count_max_terms: int = 4
+    bounds_probed_walks = False
     #: Scopes of at most this many indexed messages scan their own rows
     #: (``DEUZ_TRANSCRIPTS["SQLITE_SCAN_SCOPE_MAX"]`` sets it)...
     scan_scope_max: int = 2_000

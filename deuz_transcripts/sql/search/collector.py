@@ -147,7 +147,7 @@ class Collector:
         # N first where its size picks how the engine finds a scope's rows (a scan of a
         # small one); past every size that picks a route, the walk needs no N
         if sized:
-            past = max(self.policy.walk_min_rows, depth)  # the walk's probe below it
+            past = max(self.policy.small_read_rows, depth)  # the walk's probe below it
             counted = statistics.of(matches).total
             size, exact, read = matches.first_size(depth, past - 1, past, counted)
             if not size:

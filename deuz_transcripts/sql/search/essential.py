@@ -11,7 +11,7 @@ exact (MaxScore with "essential" terms). When only the most common term is left 
 holds more rows than a page (or more than ``essential_max_rows`` allows), it is not
 read: its rows that hold no other term are one mask whose count is known (n_t minus
 the rows read holding it), the histogram is complete, and that mask's page rows are
-walked newest chat first (``walk_min_rows`` of them or more) or read, if it reaches
+walked newest chat first (``small_read_rows`` of them or more) or read, if it reaches
 the page.
 
 Read without pruning, the same steps give the complete histogram (what a counted page's

@@ -1,10 +1,10 @@
 """The rows a page needs once the masks reaching it are known, and their order.
 
 Masks with few rows are read in one statement through the index; a mask with many
-(at least ``walk_min_rows``) is walked newest chat first, stopping after the page,
+(at least ``small_read_rows``) is walked newest chat first, stopping after the page,
 instead of sorting all of them. A mask dense enough that a walk bounded by the guess
 visits no more messages than it holds rows is walked within that bound first, so its
-cost does not jump at ``walk_min_rows``.
+cost does not jump at ``small_read_rows``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def page_rows(
     walked = {
         mask
         for mask in plan.page_masks
-        if matches.walks_newest_first and histogram[mask] >= max(policy.walk_min_rows, depth)
+        if matches.walks_newest_first and histogram[mask] >= max(policy.small_read_rows, depth)
     }
     few = set(plan.page_masks - walked)
     rows: list[Candidate] = []

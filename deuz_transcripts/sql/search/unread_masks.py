@@ -10,7 +10,7 @@ page: the page, and the best raw score present, are exact (a score is a sum of i
 with no term frequency: MaxScore over term combinations).
 
 A mask the counts predict dense (as if the terms were independent) is walked newest
-chat first, bounded as the guessed walk is (``SearchPolicy.walk_guess_max_rows``); a
+chat first, bounded as the guessed walk is (``SearchPolicy.big_read_rows``); a
 sparse one, or a walk that ends short, is read through the index. The masks are
 disjoint, so the rows read never exceed the matches that ranking every one would read.
 """
@@ -41,9 +41,9 @@ def unread_mask_rows(
     """The rows of the unread terms' masks a page of ``depth`` can hold, besides the
     ``known`` rows (every row holding a term read), the terms' ``counts`` and ``idfs``
     fixed by N = ``total``; ``None``: more unread terms than
-    ``unread_max_terms`` (too many masks: ranking every match is cheaper)."""
+    ``unread_terms_max`` (too many masks: ranking every match is cheaper)."""
     policy = matches.policy
-    if not depth or len(unread) > policy.unread_max_terms:
+    if not depth or len(unread) > policy.unread_terms_max:
         return None
     total = max(1, total, *counts)
     masks = [

@@ -7,7 +7,7 @@ about ``depth / share`` messages for a mask held by a ``share`` of the rows, and
 whole scope when the mask is rarer than that near the newest chats; so a walk is
 either bounded by a guess of the share (stored counts, as if the terms were
 independent) or chosen by a probe that counts the rows holding every term up to
-``walk_min_rows``.
+``small_read_rows``.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ __all__ = ["NewestWalks", "walk_if_dense"]
 def walk_if_dense(matches: Matches, mask: int, share: float, depth: int) -> list[Candidate] | None:
     """The first ``depth`` rows of ``mask`` in tie order, walked within the newest chats
     that ``share`` (the guessed fraction of rows holding exactly ``mask``) says hold
-    ``walk_guess_margin`` pages of them among at most ``walk_guess_max_rows`` messages.
+    ``walk_guess_margin`` pages of them among at most ``big_read_rows`` messages.
     ``None``: no such guess (or no walk here), or the walk ended short."""
     policy = matches.policy
-    margin, most = policy.walk_guess_margin, policy.walk_guess_max_rows
+    margin, most = policy.walk_guess_margin, policy.big_read_rows
     if not depth or not matches.walks_newest_first or share * most < margin * depth:
         return None
     within = math.ceil(margin * depth / share)
@@ -72,7 +72,7 @@ class NewestWalks:
         counts of its own as the whole index. ``None``: not tried, or ended short."""
         policy = self.policy
         terms = matches.terms
-        if not policy.walk_guess_max_rows or len(terms) > policy.walk_max_terms:
+        if not policy.big_read_rows or len(terms) > policy.few_terms:
             return None
         density = self.statistics.of(matches).guess()
         if density is None or not density[0]:
@@ -87,17 +87,17 @@ class NewestWalks:
     ) -> list[Candidate] | None:
         """The first ``depth`` hits without ranking every match, when that is exact: the
         guessed walk (``guess``), else the probe's count of rows holding every term up to
-        ``walk_min_rows``; that many are walked (``probed``), fewer are read and sorted,
+        ``small_read_rows``; that many are walked (``probed``), fewer are read and sorted,
         and nothing else is (no N, no n_t, no other mask). ``None``: ranking is needed.
 
         ``probe``: the matches the probe counts instead, which hold ``matches`` (a date
         window's search without the window: counted in the index alone, where counting
         within the window reads every row of the terms; a window holds no more)."""
         terms = matches.terms
-        cap = max(self.policy.walk_min_rows, depth)
+        cap = max(self.policy.small_read_rows, depth)
         if (
             not matches.walks_newest_first
-            or len(terms) > self.policy.walk_max_terms
+            or len(terms) > self.policy.few_terms
             or (matches.size is not None and matches.size < cap)  # the probe could not reach it
         ):
             return None
@@ -120,10 +120,10 @@ class NewestWalks:
 
     def probed(self, matches: Matches, full: int, depth: int, together: int) -> list[Candidate]:
         """The first ``depth`` rows of mask ``full``, at least ``together`` of which
-        exist: walked within the newest ``walk_probed_max_rows`` messages, else (those
+        exist: walked within the newest ``probed_walk_max_rows`` messages, else (those
         held less than a page: the rows gather in older chats) read and sorted, so the
         cost follows the bound or the rows, never the whole scope."""
-        bound: int | None = self.policy.walk_probed_max_rows or None
+        bound: int | None = self.policy.probed_walk_max_rows or None
         if bound is not None and matches.size is not None and matches.size <= bound:
             bound = None  # the scope is within the bound: nothing to bound
         page = matches.newest_with_mask(full, depth, within_rows=bound)

@@ -265,7 +265,7 @@ class PostgresCounts(EngineCounts):
         """Few terms of a GIN-filtered search: one count per term subset in one
         statement (inclusion-exclusion), so rows are only checked for visibility, never
         read; a term's own count is its stored count where it has one."""
-        if len(terms) > self.policy.subset_count_max_terms or not uses_lexemes(chats, self.policy):
+        if len(terms) > self.policy.few_terms or not uses_lexemes(chats, self.policy):
             return super().mask_histogram(cursor, chats, terms)
         return ranking.masks_from_subset_counts(
             self._count_subsets(cursor, chats, terms), len(terms)
@@ -332,7 +332,7 @@ class PostgresCounts(EngineCounts):
             return super().count_matches(cursor, chats, terms)
         if (
             known is not None
-            and len(terms) <= self.policy.subset_count_max_terms
+            and len(terms) <= self.policy.few_terms
             and subsets_visit_fewer(*known)
         ):
             return union_size(self._count_subsets(cursor, chats, terms), len(terms))
@@ -355,7 +355,7 @@ class PostgresCounts(EngineCounts):
         stored = self.stored.of(chats)
         if (
             stored is None
-            or not 2 <= len(terms) <= self.policy.subset_count_max_terms
+            or not 2 <= len(terms) <= self.policy.few_terms
             or not uses_lexemes(chats, self.policy)
         ):
             return None
