@@ -283,9 +283,11 @@ def spy_search_parts(
             continue
         original = getattr(part_class, name)
 
-        def spy(self: Any, *args: Any, _name: str = name, _original: Any = original) -> Any:
+        def spy(
+            self: Any, *args: Any, _name: str = name, _original: Any = original, **kwargs: Any
+        ) -> Any:
             calls.append(_name)
-            return _original(self, *args)
+            return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(part_class, name, spy)
     return calls

@@ -121,6 +121,11 @@ class ChatFilter:
         whose N and n_t score a windowed one (a window filters hits only)."""
         return replace(self, window=None, size=None)
 
+    def without_roles(self) -> ChatFilter:
+        """This filter without its roles: every role's rows, of which the roles' are a
+        part (its N kept: their rows are found as the roles' are, by the same route)."""
+        return replace(self, roles=None)
+
     @property
     def tenant_only(self) -> bool:
         """Whether the scope is exactly the ``TENANT_KEY`` field, tested as ``tenant``, so

@@ -10,7 +10,7 @@ how the filter says so, stays with the engine's ``RowSource`` and ``EngineCounts
 only builders of SQL from the ``ChatFilter``.
 
 A narrower filter of the same search (its N known, without its date window, after a
-cursor's hit) is bound anew from this one (``sized``, ``without_window``, ``after``).
+cursor's hit) is bound anew from this one (``sized``, ``without``, ``after``).
 """
 
 from __future__ import annotations
@@ -233,10 +233,16 @@ class Matches:
         picks how the engine finds their rows."""
         return self._bound(replace(self._chats, size=size))
 
-    def without_window(self) -> Matches:
-        """The search without its date window (and without its N): whose N and n_t score
-        a windowed one."""
-        return self._bound(self._chats.without_window())
+    def without(self, *, window: bool = False, roles: bool = False) -> Matches:
+        """The search without its date window (and without its N: the search whose N
+        and n_t score a windowed one), or without its roles (every role's rows, a
+        superset found by the same route), or both."""
+        chats = self._chats
+        if window:
+            chats = chats.without_window()
+        if roles:
+            chats = chats.without_roles()
+        return self._bound(chats)
 
     def after(self, key: HitKey) -> Matches:
         """The rows after ``key`` in tie order (a cursor's next page)."""

@@ -155,7 +155,12 @@ class Collector:
             matches = matches.sized(size if exact else None)
             if read is not None:  # too small to walk: ranked with N, in its statement
                 return self._by_masks(matches, asked, size, exact=False, pin=pin, read=read)
-        newest = self.walks.newest_page(matches, depth)
+        # a roles search's probe counts every role's rows: it stops at the walk's size
+        # where the roles' own rows, fewer, would run it to the end and then be read
+        # whole; the walk tests the role first, so the roles' sparser rows cost it visits
+        every_role = matches.without(roles=True)
+        probe = None if every_role == matches else every_role
+        newest = self.walks.newest_page(matches, depth, probe=probe)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
             if len(newest) <= asked.offset:  # one term's few matches (or none) before it
                 return None
@@ -229,7 +234,9 @@ class Collector:
         the page (or at its lower bound), scored 1.0 without N as without a window; else
         the window's masks, best first under the unwindowed ranking."""
         if count == "none":
-            newest = self.walks.newest_page(matches, asked.depth, probe=matches.without_window())
+            # counted without the window (a window holds no more) and every role
+            probe = matches.without(window=True, roles=True)
+            newest = self.walks.newest_page(matches, asked.depth, probe=probe)
             if newest is not None:  # the best mask without the window: 1.0 whatever N
                 if len(newest) <= asked.offset:
                     return None
@@ -255,7 +262,7 @@ class Collector:
         holds every term (the walk's probe said so), that mask and the counts; else as
         that search's own first page pins them (its first hit, by whichever route it
         takes). ``None``: nothing matches it."""
-        whole = matches.without_window()
+        whole = matches.without(window=True)
         if self.walks.holds_every_term(whole):
             return self.statistics.of(whole).pin_every_term()
         ranked = self._first_page(whole, _Asked(offset=0, limit=1), pin=True)
@@ -279,7 +286,8 @@ class Collector:
         share = math.prod(min(count / pinned.total, 1.0) for count in pinned.matching)
         rows = walk_if_dense(matches, full, share, depth)
         if rows is None:
-            rows = self.walks.newest_page(matches, depth, probe=matches.without_window())
+            probe = matches.without(window=True, roles=True)
+            rows = self.walks.newest_page(matches, depth, probe=probe)
         return None if rows is None else rows[:depth]
 
     def _window_by_masks(

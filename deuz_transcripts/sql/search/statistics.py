@@ -100,7 +100,7 @@ class FilterStatistics:
         if self._density_read:
             return self._density
         matches = self.matches
-        whole = matches.without_window() if matches.windowed else matches
+        whole = matches.without(window=True) if matches.windowed else matches
         if whole.counts.stored_cover():
             counts = whole.counts.stored_term_counts(whole.terms)
             known = [count for count in counts if count is not None]

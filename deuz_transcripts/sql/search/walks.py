@@ -92,7 +92,8 @@ class NewestWalks:
 
         ``probe``: the matches the probe counts instead, which hold ``matches`` (a date
         window's search without the window: counted in the index alone, where counting
-        within the window reads every row of the terms; a window holds no more)."""
+        within the window reads every row of the terms; a window holds no more; a roles
+        search's every role, whose count stops at the walk's size sooner)."""
         terms = matches.terms
         cap = max(self.policy.small_read_rows, depth)
         if (
@@ -114,7 +115,7 @@ class NewestWalks:
             page = self.read_in_tie_order(matches, full, depth, together)
         else:
             return None
-        if probe is not None and len(terms) == 1:  # the window's every match, read
+        if probe is not None and len(terms) == 1:  # the filter's every match, read
             return page
         return page if len(page) >= depth else None  # rows deleted meanwhile: rank them all
 
