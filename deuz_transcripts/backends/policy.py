@@ -53,6 +53,11 @@ class SearchPolicy(ABC):
     #: Whether a walk the probe chose is bounded by ``big_read_rows`` (an engine that
     #: cannot guess from counts walks mostly dense words, which a bound only delays).
     bounds_probed_walks: ClassVar[bool] = True
+    #: Whether a roles search's probe counts every role's rows holding every term, a
+    #: superset that reaches the walk's size sooner, rather than the roles' own (an
+    #: engine that counts the roles' rows as cheaply keeps them: its walk then visits
+    #: only what the roles hold).
+    probes_every_role: ClassVar[bool] = False
 
     @property
     def probed_walk_max_rows(self) -> int:

@@ -20,6 +20,9 @@ class Fts5Policy(SearchPolicy):
     #: mostly of dense words, and a bounded walk first sums the rows of the newest chats
     #: in a window.
     bounds_probed_walks = False
+    #: The roles' rows are counted by intersecting the role token's doclist, which runs
+    #: to its end where they are fewer than the walk's size: every role's rows stop there.
+    probes_every_role = True
     #: Scopes of at most this many indexed messages scan their own rows
     #: (``DEUZ_TRANSCRIPTS["SQLITE_SCAN_SCOPE_MAX"]`` sets it)...
     scan_scope_max: int = 2_000

@@ -155,10 +155,10 @@ class Collector:
             matches = matches.sized(size if exact else None)
             if read is not None:  # too small to walk: ranked with N, in its statement
                 return self._by_masks(matches, asked, size, exact=False, pin=pin, read=read)
-        # a roles search's probe counts every role's rows: it stops at the walk's size
+        # a roles search's probe may count every role's rows: it stops at the walk's size
         # where the roles' own rows, fewer, would run it to the end and then be read
         # whole; the walk tests the role first, so the roles' sparser rows cost it visits
-        every_role = matches.without(roles=True)
+        every_role = matches.without(roles=self.policy.probes_every_role)
         probe = None if every_role == matches else every_role
         newest = self.walks.newest_page(matches, depth, probe=probe)
         if newest is not None:  # N is not needed: every hit of the page scores 1.0
@@ -234,8 +234,8 @@ class Collector:
         the page (or at its lower bound), scored 1.0 without N as without a window; else
         the window's masks, best first under the unwindowed ranking."""
         if count == "none":
-            # counted without the window (a window holds no more) and every role
-            probe = matches.without(window=True, roles=True)
+            # counted without the window (a window holds no more), and every role's rows
+            probe = matches.without(window=True, roles=self.policy.probes_every_role)
             newest = self.walks.newest_page(matches, asked.depth, probe=probe)
             if newest is not None:  # the best mask without the window: 1.0 whatever N
                 if len(newest) <= asked.offset:
@@ -286,7 +286,7 @@ class Collector:
         share = math.prod(min(count / pinned.total, 1.0) for count in pinned.matching)
         rows = walk_if_dense(matches, full, share, depth)
         if rows is None:
-            probe = matches.without(window=True, roles=True)
+            probe = matches.without(window=True, roles=self.policy.probes_every_role)
             rows = self.walks.newest_page(matches, depth, probe=probe)
         return None if rows is None else rows[:depth]
 
