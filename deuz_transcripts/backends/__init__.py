@@ -88,8 +88,8 @@ def forced_policies(base: Forced | None = None, /, **changes: int) -> Forced:
     """Each engine's default policy (or ``base``'s) with the thresholds of ``changes`` it
     has (for ``policy.FORCED``: tests forcing routes, the bench's ablations); a threshold
     no engine has is an error, not ignored. A change may name a threshold a route reads
-    of the shared sizes (a ``SearchPolicy`` property, e.g. ``essential_max_rows``): it is forced apart
-    from its size, in a subclass of the engine's policy that holds it."""
+    of the shared sizes (a ``SearchPolicy`` property, e.g. ``essential_max_rows``): it
+    is forced apart from its size, in a subclass of the engine's policy that holds it."""
     forced: Forced = {}
     known: set[str] = set()
     for kind in engine_policies():
@@ -99,8 +99,9 @@ def forced_policies(base: Forced | None = None, /, **changes: int) -> Forced:
         start = (base or {}).get(kind) or kind()
         apart = {k: v for k, v in changes.items() if k in derived - own}
         if apart:
-            held = {**_forced_apart(start), **apart}
-            start = type(f"Forced{kind.__name__}", (kind,), held)(
+            held = {**getattr(type(start), _FORCED_APART, {}), **apart}
+            forced_kind = type(f"Forced{kind.__name__}", (kind,), {**held, _FORCED_APART: held})
+            start = forced_kind(
                 **{field.name: getattr(start, field.name) for field in fields(kind)}
             )
         forced[kind] = replace(start, **{k: v for k, v in changes.items() if k in own})
@@ -108,6 +109,10 @@ def forced_policies(base: Forced | None = None, /, **changes: int) -> Forced:
     if unknown:
         raise ValueError(f"no engine's policy has {', '.join(unknown)} (known: {sorted(known)})")
     return forced
+
+
+#: A forced policy's class attribute: the route thresholds it holds apart from their sizes.
+_FORCED_APART = "_forced_apart"
 
 
 def _route_thresholds() -> set[str]:
@@ -118,14 +123,6 @@ def _route_thresholds() -> set[str]:
         for name, value in vars(SearchPolicy).items()
         if isinstance(value, property) and not getattr(value, "__isabstractmethod__", False)
     }
-
-
-def _forced_apart(policy: SearchPolicy) -> dict[str, int]:
-    """The route thresholds an earlier ``forced_policies`` forced apart in ``policy``."""
-    kind = type(policy)
-    if not kind.__name__.startswith("Forced"):
-        return {}
-    return {k: v for k, v in vars(kind).items() if not k.startswith("_") and isinstance(v, int)}
 
 
 def get_backend(alias: str) -> SearchBackend:
