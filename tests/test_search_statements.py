@@ -21,6 +21,7 @@ from deuz_transcripts import SearchTimeout, TranscriptError
 from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.backends.chat_filter import ChatFilter
 from deuz_transcripts.backends.postgresql.session import (
+    BEGIN,
     BITMAP_WORK_MEM,
     bitmap_scans,
     keep_bitmap_scans,
@@ -115,12 +116,12 @@ def assert_in_one_transaction(trips: list[list[str]]) -> None:
     """The search's own transaction, begun and ended with its first and last reads: no
     round trip without a read, one settings statement before the first read, no
     savepoint."""
-    assert trips[0][:2] == ["BEGIN", trips[0][1]] and CONTROL.match(trips[0][1])
+    assert trips[0][:2] == [BEGIN, trips[0][1]] and CONTROL.match(trips[0][1])
     assert "set_config('jit', 'off', true)" in trips[0][1]
     assert trips[-1][-1] == "COMMIT"
     assert all(len(reads(trip)) == 1 for trip in trips)
     statements = [statement for trip in trips for statement in trip]
-    assert sum(statement == "BEGIN" for statement in statements) == 1
+    assert sum(statement == BEGIN for statement in statements) == 1
     assert not any("SAVEPOINT" in statement for statement in statements)
 
 
@@ -235,7 +236,7 @@ def test_a_search_in_the_callers_transaction_takes_one_savepoint_and_puts_settin
         ]
         assert sum("SAVEPOINT" in statement for statement in statements) == 3
         assert all(len(reads(trip)) == 1 for trip in trips)
-        assert not any(statement in ("BEGIN", "COMMIT") for statement in statements)
+        assert not any(statement in (BEGIN, "COMMIT") for statement in statements)
     assert settings_now() == callers
 
 
@@ -274,7 +275,7 @@ def test_a_cancelled_search_rolls_its_transaction_back(store, sleeping_first, mo
     before = settings_now()
     with sent() as trips, pytest.raises(SearchTimeout):
         store.transcript.search(ADA, "alpha")
-    assert trips[0][:1] == ["BEGIN"] and reads(trips[0]) == ["SELECT pg_sleep(3)"]
+    assert trips[0][:1] == [BEGIN] and reads(trips[0]) == ["SELECT pg_sleep(3)"]
     assert trips[-1] == ["ROLLBACK"]
     assert transaction_status().name == "IDLE"
     assert settings_now() == before
@@ -348,7 +349,7 @@ def test_a_search_with_server_side_binding_sends_each_statement_alone(store, big
         assert found == expected
         for trips in both:
             assert all(len(trip) == 1 for trip in trips)
-            assert trips[0] == ["BEGIN"] and trips[-1] == ["COMMIT"]
+            assert trips[0] == [BEGIN] and trips[-1] == ["COMMIT"]
             assert not any("SAVEPOINT" in trip[0] for trip in trips)
         assert settings_now() == before and transaction_status().name == "IDLE"
         with transaction.atomic():

@@ -1,6 +1,9 @@
 """PostgreSQL: one search's transaction and server settings, sent with its reads.
 
 A search runs in one transaction of its own (a savepoint in the caller's) with JIT off,
+reading one snapshot (``REPEATABLE READ``: a total counted by one statement and the page
+read by another see the same rows, however many writes commit between them; in the
+caller's transaction, the caller's isolation level decides),
 its ``statement_timeout`` (``SearchBudget``) and, around GIN counts, no sequential scan
 and an exact bitmap (``bitmap_scans``). None of that costs a round trip of its own:
 with Django's default client-side binding, the transaction control and the one
@@ -29,6 +32,7 @@ from ..search_cursor import SearchCursor
 from .errors import QUERY_CANCELED, sqlstate
 
 __all__ = [
+    "BEGIN",
     "BITMAP_WORK_MEM",
     "SessionCursor",
     "bitmap_scans",
@@ -36,6 +40,10 @@ __all__ = [
     "keep_bitmap_scans",
     "search_session",
 ]
+
+#: How a search's own transaction begins: every read of it sees one snapshot (a read-only
+#: transaction never fails to serialize), as one statement would.
+BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 
 #: ``work_mem`` of the GIN counts and bitmap reads (``bitmap_scans``): an exact bitmap of
 #: 1,000,000 rows fits in a few MB, so counts of common words need no recheck of each row.
@@ -156,7 +164,7 @@ class SearchSession:
         lowered = self.budget.lowered_limit() if self.budget is not None else None
         before = []
         if not self.begun:
-            before.append("BEGIN" if self.own else f"SAVEPOINT {SAVEPOINT}")
+            before.append(BEGIN if self.own else f"SAVEPOINT {SAVEPOINT}")
             settings.reads_callers = True
             settings.add("current_setting('enable_seqscan')")
             settings.add("current_setting('work_mem')")
