@@ -83,18 +83,14 @@ class EngineCounts:
             if not scoped:
                 return self._token_total(cursor, chats)
             return self._roles_total(cursor, chats, self.total(cursor, replace(chats, roles=None)))
-        sql, params = chats.total_sql()
-        cursor.execute(sql, params)
-        return fetch_int(cursor)
+        return _summed_total(cursor, chats)
 
     def _roles_total(self, cursor: CursorWrapper, chats: ChatFilter, size: int) -> int:
         """N of a scope with roles from role tokens, whose N without roles is ``size``: its
         own rows counted where it is small enough to read them, else the index count."""
         if not self._reads_scope_rows(size):
             return self._token_total(cursor, chats)
-        sql, params = chats.total_sql()
-        cursor.execute(sql, params)
-        return fetch_int(cursor)
+        return _summed_total(cursor, chats)
 
     def _reads_scope_rows(self, size: int) -> bool:
         """Whether a scope of ``size`` indexed messages is read row by row, not in the index."""
@@ -129,3 +125,10 @@ class EngineCounts:
         """The rows of the filter holding any of the terms (``known``: N and every n_t,
         when the caller has them)."""
         return sum(self.mask_histogram(cursor, chats, terms).values())
+
+
+def _summed_total(cursor: CursorWrapper, chats: ChatFilter) -> int:
+    """N summed from the filter's chats (``ChatFilter.total_sql``)."""
+    sql, params = chats.total_sql()
+    cursor.execute(sql, params)
+    return fetch_int(cursor)

@@ -32,15 +32,12 @@ class PostgresBackend(SearchBackend):
     checks_class = PostgresChecks
     matches_class = PostgresMatches
 
-    #: the search's stored counts, shared by its row source and counts
-    stored: PostgresStoredCounts
-
     def search_parts(self) -> tuple[RowSource, EngineCounts]:
         """The row source and the counts share the search's stored counts (each read
         once)."""
-        self.stored = PostgresStoredCounts(self.alias)
-        source = PostgresRowSource(self.alias, current_policy(PostgresPolicy), self.stored)
-        return source, PostgresCounts(source, self.stored)
+        stored = PostgresStoredCounts(self.alias)
+        source = PostgresRowSource(self.alias, current_policy(PostgresPolicy), stored)
+        return source, PostgresCounts(source, stored)
 
     def legacy_scope_filter(self, rows: QuerySet[Any], scope: Scope) -> QuerySet[Any]:
         return rows.filter(scope__contains=dict(scope)) if scope else rows  # jsonb @>
@@ -55,4 +52,6 @@ class PostgresBackend(SearchBackend):
     def _noting_session(self, timeout_ms: int) -> Iterator[SessionCursor]:
         with search_session(self.alias, timeout_ms) as cursor:
             yield cursor
-        self.stored.send_notes()
+        counts = self.counts
+        assert isinstance(counts, PostgresCounts)
+        counts.stored.send_notes()
