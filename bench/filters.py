@@ -32,6 +32,8 @@ FILTER_CLASSES = ("1-common", "2-common", "2-mixed", "5-mixed")
 VARIANTS = {
     "plain": "search(scope, q)",
     "roles": 'search(scope, q, roles=["user"])',
+    "window_latest": "search(scope, q, updated_after=L): L is the scope's 6th newest chat's "
+    "time, so the window holds its 5 newest chats: fewer rows of a common word than a page",
     "window_day": "search(scope, q, updated_after=D): D is a day before the scope's newest chat",
     "window10": "search(scope, q, updated_after=T10): T10 keeps the newest 10% of its chats",
     "window": "search(scope, q, updated_after=T): T keeps the newest half of the scope's chats",
@@ -64,13 +66,14 @@ def _at_share(newest_first: list[datetime], share: float) -> datetime:
 #: A date window of a variant: ``(updated_after, updated_before)``, either may be ``None``.
 Window = tuple[datetime | None, datetime | None]
 #: The window variants, newest and narrowest first.
-WINDOWS = ("window_day", "window10", "window", "window90", "window_old_month")
+WINDOWS = ("window_latest", "window_day", "window10", "window", "window90", "window_old_month")
 
 
 def windows(user: str | None) -> dict[str, Window]:
     """Each window variant's bounds over the scope of ``user`` (``None``: unscoped)."""
     dates = _newest_first(user)  # read once for every bound
     return {
+        "window_latest": (dates[min(5, len(dates) - 1)], None),
         "window_day": (dates[0] - timedelta(days=1), None),
         "window10": (_at_share(dates, 0.1), None),
         "window": (_at_share(dates, 0.5), None),

@@ -23,6 +23,7 @@ COMMON = ("1-common", "2-common")
 #: The filtered variants judged against the plain search (the paging ones are reported only).
 FILTERED = (
     "roles",
+    "window_latest",
     "window_day",
     "window10",
     "window",

@@ -142,7 +142,13 @@ def test_bench_cjk_and_filter_phases_then_reuse(tmp_path: Path) -> None:
             ratio = cls["ratio_to_plain"]["roles"]["p50"]
             assert ratio is not None and ratio > 0
             # roles and the window narrow the matches
-            for narrower in ("roles", "window_day", "window10", "window_old_month"):
+            for narrower in (
+                "roles",
+                "window_latest",
+                "window_day",
+                "window10",
+                "window_old_month",
+            ):
                 assert cls["variants"][narrower]["max_hits"] <= cls["variants"]["plain"]["max_hits"]
     assert any(t["target"].startswith("filters (roles") for t in results["targets"])
     assert "Left out of the cjk-1/cjk-2 classes" in proc.stdout and "- tantivy: " in proc.stdout

@@ -165,3 +165,61 @@ def test_more_common_terms_than_unread_max_terms_count_the_window(monkeypatch, i
     )
     same_pages(store, memory)
     assert calls
+
+
+@pytest.fixture
+def sparse_window(settings: Any) -> tuple[DjangoConditionalChatStore, InMemoryTranscriptIndex]:
+    """40 chats full of the words, then the 3 newest, which (nearly) lack them."""
+    settings.DEUZ_TRANSCRIPTS = {**settings.DEUZ_TRANSCRIPTS, "SQLITE_SCAN_SCOPE_MAX": 0}
+    store = DjangoConditionalChatStore()
+    memory = InMemoryTranscriptIndex()
+    newest = [["plain words", "alpha beta"], ["plain words", "alpha"], ["gamma filler"]]
+    for n in range(43):
+        texts = newest[n - 40] if n >= 40 else ["alpha beta gamma", "alpha beta", "alpha"]
+        record = ChatRecord(
+            f"s{n:02}", {"userId": "ada"}, conversation(texts), updated_at=WHEN + timedelta(days=n)
+        )
+        store.write_chat(record, expected_revision=0)
+        memory.index(record)
+    if not store.transcript.backend.source.walks_newest_first:
+        pytest.skip("the LIKE fallback ranks in one statement")
+    return store, memory
+
+
+def test_a_window_where_the_words_are_nearly_absent_is_walked_whole(monkeypatch, sparse_window):
+    """A window holding fewer rows of the words than a page: the walk from its upper
+    bound ends short, which sizes the window once; within the walks' bound, every
+    further mask is walked through the window, never read through the words' rows in
+    the whole scope (that read cost 165x the search without the window at 1M)."""
+    store, memory = sparse_window
+    backend = store.transcript.backend
+    reads: list[str] = []
+    for part, name in (("source", "mask_candidates"), ("counts", "walk_size")):
+        part_class = type(getattr(backend, part))
+        original = getattr(part_class, name)
+
+        def spy(self: Any, cursor: Any, chats: Any, *args: Any, _name=name, _original=original):
+            if chats.windowed:
+                reads.append(_name)
+            return _original(self, cursor, chats, *args)
+
+        monkeypatch.setattr(part_class, name, spy)
+    # past the one-statement size, a probe that finds a page of rows with every word
+    # and walks bounded by 40 messages: the scope holds 125 messages, the window 5
+    monkeypatch.setattr(
+        policy,
+        "FORCED",
+        forced_policies(MASKS, small_read_rows=4, big_read_rows=40, essential_rare_rows=0),
+    )
+    after = WHEN + timedelta(days=39, hours=12)
+    for query in ("alpha", "alpha beta", "alpha beta gamma", "gamma"):
+        for scope in ({}, {"userId": "ada"}):
+            reads.clear()
+            hits = store.transcript.search(scope, query, limit=5, updated_after=after)
+            want = memory.search(scope, query, limit=5, updated_after=after)
+            assert [(h.message_id, h.score) for h in hits] == [
+                (h.message_id, h.score) for h in want
+            ], (query, scope)
+            assert hits, query
+            assert "mask_candidates" not in reads, (query, scope, reads)
+            assert reads.count("walk_size") <= 1, (query, scope, reads)

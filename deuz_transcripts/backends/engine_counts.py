@@ -15,9 +15,10 @@ from typing import ClassVar, Literal
 
 from django.db.backends.utils import CursorWrapper
 
+from ..models import Chat
 from .base import RowSource
 from .candidates import Known, fetch_int
-from .chat_filter import ChatFilter
+from .chat_filter import ChatFilter, table
 
 __all__ = ["Density", "EngineCounts", "RareTerms", "StoredStatistics"]
 
@@ -99,6 +100,20 @@ class EngineCounts:
     def _token_total(self, cursor: CursorWrapper, chats: ChatFilter) -> int:
         """N counted from the index's scope, chat and role tokens (role-token engines)."""
         raise NotImplementedError(f"{type(self).__name__} has no role tokens")
+
+    def walk_size(self, cursor: CursorWrapper, chats: ChatFilter, cap: int) -> int | None:
+        """The least ``within_rows`` of a walk that sees every chat of the filter (its
+        chats or their indexed messages, whichever are more) where at most ``cap``, else
+        ``None``: read from at most ``cap + 1`` chat rows, never the messages."""
+        admitted, params = chats.chat_condition()
+        cursor.execute(
+            "SELECT count(*), COALESCE(SUM(w.indexed_count), 0) FROM (SELECT c.indexed_count "
+            f"FROM {table(Chat)} c WHERE {admitted} LIMIT %s) w",
+            [*params, cap + 1],
+        )
+        row = cursor.fetchone()
+        size = max(int(row[0]), int(row[1])) if row else 0
+        return size if size <= cap else None
 
     def mask_histogram(
         self, cursor: CursorWrapper, chats: ChatFilter, terms: Sequence[str]

@@ -73,6 +73,8 @@ class MatchCounts:
         self._cursor = cursor
         self._chats = chats
         self._terms = tuple(terms)
+        self._walk_size: int | None = None
+        self._walk_sized = False
 
     @property
     def rare_terms(self) -> RareTerms:
@@ -82,6 +84,16 @@ class MatchCounts:
     def total(self) -> int:
         """N counted in the engine (not the stored counts)."""
         return self._counts.total(self._cursor, self._chats)
+
+    def walk_size(self, cap: int, *, read: bool = True) -> int | None:
+        """How many messages a walk visits to see every chat of the filter, where at
+        most ``cap`` (``None``: more), read once; with ``read=False``, only if read
+        before. Nothing else sizes a date window: a route asks once a walk of it ended
+        short."""
+        if read and not self._walk_sized:
+            self._walk_size = self._counts.walk_size(self._cursor, self._chats, cap)
+            self._walk_sized = True
+        return self._walk_size
 
     def mask_histogram(self) -> dict[int, int]:
         """``{mask: rows}`` of every match."""

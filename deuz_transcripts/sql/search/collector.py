@@ -288,7 +288,9 @@ class Collector:
         if rows is None:
             probe = matches.without(window=True, roles=self.policy.probes_every_role)
             rows = self.walks.newest_page(matches, depth, probe=probe)
-        return None if rows is None else rows[:depth]
+        if rows is None or (len(rows) < depth and len(terms) > 1):
+            return None  # fewer than a page hold every term: other masks reach it
+        return rows[:depth]
 
     def _window_by_masks(
         self, matches: Matches, asked: _Asked, pinned: PinnedRanking, count: Count, cap: int | None

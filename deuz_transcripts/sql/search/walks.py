@@ -7,7 +7,9 @@ about ``depth / share`` messages for a mask held by a ``share`` of the rows, and
 whole scope when the mask is rarer than that near the newest chats; so a walk is
 either bounded by a guess of the share (stored counts, as if the terms were
 independent) or chosen by a probe that counts the rows holding every term up to
-``small_read_rows``.
+``small_read_rows``. A date window is not counted, but a walk that ends short in it
+sizes it (``walked_whole``): a window within ``big_read_rows`` messages is then walked
+whole, which costs the window, not the words' rows in the whole scope.
 """
 
 from __future__ import annotations
@@ -18,21 +20,38 @@ from ...backends.base import Candidate, sort_in_tie_order
 from ...backends.matches import Matches
 from .statistics import SearchStatistics
 
-__all__ = ["NewestWalks", "walk_if_dense"]
+__all__ = ["NewestWalks", "walk_if_dense", "walked_whole"]
 
 
 def walk_if_dense(matches: Matches, mask: int, share: float, depth: int) -> list[Candidate] | None:
-    """The first ``depth`` rows of ``mask`` in tie order, walked within the newest chats
-    that ``share`` (the guessed fraction of rows holding exactly ``mask``) says hold
-    ``walk_guess_margin`` pages of them among at most ``big_read_rows`` messages.
-    ``None``: no such guess (or no walk here), or the walk ended short."""
+    """The first ``depth`` rows of ``mask`` in tie order (fewer: every one), walked
+    within the newest chats that ``share`` (the guessed fraction of rows holding exactly
+    ``mask``) says hold ``walk_guess_margin`` pages of them among at most
+    ``big_read_rows`` messages; a date window a walk found that small is walked whole,
+    whatever the share. ``None``: no such guess (or no walk here), or the walk ended
+    short before the filter's oldest chat."""
     policy = matches.policy
     margin, most = policy.walk_guess_margin, policy.big_read_rows
-    if not depth or not matches.walks_newest_first or share * most < margin * depth:
+    if not depth or not matches.walks_newest_first:
+        return None
+    if matches.counts.walk_size(most, read=False) is not None:  # a window sized small
+        return matches.newest_with_mask(mask, depth)  # costs the window at most
+    if share * most < margin * depth:
         return None
     within = math.ceil(margin * depth / share)
     rows = matches.newest_with_mask(mask, depth, within_rows=within)
-    return rows if len(rows) >= depth else None
+    return rows if len(rows) >= depth or walked_whole(matches, within) else None
+
+
+def walked_whole(matches: Matches, within: int | None) -> bool:
+    """Whether a walk of ``matches`` bounded by ``within`` (``None``: unbounded) that
+    ended short saw every chat of its date window, which is sized for it (once per
+    search): then its rows are every such row, and a window within ``big_read_rows``
+    is walked whole by every further walk of the search. Not a window: ``False``."""
+    if not matches.windowed:
+        return False
+    size = matches.counts.walk_size(matches.policy.big_read_rows)
+    return within is None or (size is not None and size <= within)
 
 
 class NewestWalks:
@@ -103,8 +122,10 @@ class NewestWalks:
         ):
             return None
         guessed = self.guessed(matches, depth) if guess else None
-        if guessed is not None:
-            return guessed
+        if guessed is not None and (len(guessed) >= depth or len(terms) == 1):
+            return guessed  # short: a window walked whole, every match of the one term
+        if guessed is not None:  # a window walked whole holds less than a page of them
+            return None
         together = self.count_with_all_terms(probe or matches, cap)
         full = (1 << len(terms)) - 1
         if together >= cap:  # the walk comes out in tie order
@@ -123,13 +144,16 @@ class NewestWalks:
         """The first ``depth`` rows of mask ``full``, at least ``together`` of which
         exist: walked within the newest ``probed_walk_max_rows`` messages, else (those
         held less than a page: the rows gather in older chats) read and sorted, so the
-        cost follows the bound or the rows, never the whole scope."""
+        cost follows the bound or the rows, never the whole scope. A date window within
+        the bound was walked whole: its short page is every such row."""
         bound: int | None = self.policy.probed_walk_max_rows or None
         if bound is not None and matches.size is not None and matches.size <= bound:
             bound = None  # the scope is within the bound: nothing to bound
         page = matches.newest_with_mask(full, depth, within_rows=bound)
-        if len(page) >= depth or bound is None:
+        if len(page) >= depth or (bound is None and len(matches.terms) == 1):
             return page
+        if walked_whole(matches, bound) or bound is None:  # a window is sized for the
+            return page  # walks of the rest of its page
         return self.read_in_tie_order(matches, full, depth, together)
 
     @staticmethod
