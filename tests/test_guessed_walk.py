@@ -40,6 +40,14 @@ GUESS = forced_policies(small_read_rows=4, big_read_rows=64, walk_guess_margin=2
 BOUNDED = "AS before"  # the bounded walk's statement
 PROBE = "AS probe"  # the probe's
 WINDOW_N = "COALESCE(SUM("  # N of a window: its chats' indexed messages summed
+#: A window sized for its walks once one ended short: at most ``big_read_rows`` + 1 chat
+#: rows read, never its N.
+SIZED = "SELECT count(*), COALESCE(SUM(w.indexed_count), 0)"
+
+
+def counts_window_n(sql: str) -> bool:
+    """Whether a statement sums a window's N (not the walks' capped sizing of it)."""
+    return WINDOW_N in sql and SIZED not in sql
 
 
 class Corpus:
@@ -172,20 +180,29 @@ def test_a_page_mask_over_walk_min_rows_is_walked_bounded_first(alpha_chats, unb
 
 
 @postgresql_only
-@pytest.mark.parametrize(("alpha_chats", "read"), [(30, False), (20, True), (5, True)])
-def test_a_window_mask_is_walked_bounded_first_then_read_within_the_window(alpha_chats, read):
+@pytest.mark.parametrize(
+    ("alpha_chats", "big_read_rows", "read", "sized"),
+    [(30, 64, False, False), (20, 64, False, True), (20, 40, True, True), (5, 64, False, True)],
+)
+def test_a_window_mask_is_walked_bounded_first_then_read_within_the_window(
+    alpha_chats, big_read_rows, read, sized
+):
     """In a date window no mask is counted (a window filters hits only): the rows
     holding alpha alone are walked from the window's upper bound within the newest
-    chats the counts without the window predict hold a page of them; where those hold
-    none, the mask's rows within the window are read. The window's N is never read."""
+    chats the counts without the window predict hold a page of them. Where those hold
+    too few, the window is sized once: one of at most ``big_read_rows`` messages (60
+    here) is walked whole; a bigger one has the mask's rows within it read. The
+    window's N is never read."""
     with tenant_key("userId"):
         corpus = alpha_beside_zeta(alpha_chats)
         window = {"updated_after": WHEN - timedelta(minutes=1)}
-        statements = corpus.statements({}, "alpha zeta", guess=OVER_THE_WALK, **window)
+        guess = forced_policies(OVER_THE_WALK, big_read_rows=big_read_rows)
+        statements = corpus.statements({}, "alpha zeta", guess=guess, **window)
         assert any(BOUNDED in sql for sql in statements)
         alpha_alone = [sql for sql in statements if RANKED_READ in sql and " 1 AS mask" in sql]
         assert bool(alpha_alone) == read
-        assert not any(WINDOW_N in sql for sql in statements)
+        assert [SIZED in sql for sql in statements].count(True) == sized
+        assert not any(counts_window_n(sql) for sql in statements)
 
 
 @postgresql_only
@@ -211,7 +228,8 @@ def test_a_date_window_is_walked_and_its_n_never_counted():
             for scope in ({}, {"userId": "ada"}):
                 statements = corpus.statements(scope, "alpha beta", **window)
                 assert any(BOUNDED in sql for sql in statements), (scope, window)
-                assert not any(WINDOW_N in sql for sql in statements), (scope, window)
+                assert not any(counts_window_n(sql) for sql in statements), (scope, window)
+                assert [SIZED in sql for sql in statements].count(True) <= 1, (scope, window)
 
 
 @postgresql_only

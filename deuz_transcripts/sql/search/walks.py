@@ -29,7 +29,7 @@ def walk_if_dense(matches: Matches, mask: int, share: float, depth: int) -> list
     ``mask``) says hold ``walk_guess_margin`` pages of them among at most
     ``big_read_rows`` messages; a date window a walk found that small is walked whole,
     whatever the share. ``None``: no such guess (or no walk here), or the walk ended
-    short before the filter's oldest chat."""
+    short before the filter's oldest chat, past ``big_read_rows`` messages."""
     policy = matches.policy
     margin, most = policy.walk_guess_margin, policy.big_read_rows
     if not depth or not matches.walks_newest_first:
@@ -40,7 +40,11 @@ def walk_if_dense(matches: Matches, mask: int, share: float, depth: int) -> list
         return None
     within = math.ceil(margin * depth / share)
     rows = matches.newest_with_mask(mask, depth, within_rows=within)
-    return rows if len(rows) >= depth or walked_whole(matches, within) else None
+    if len(rows) >= depth or walked_whole(matches, within):
+        return rows
+    if matches.counts.walk_size(most, read=False) is not None:  # just sized: small
+        return matches.newest_with_mask(mask, depth)
+    return None
 
 
 def walked_whole(matches: Matches, within: int | None) -> bool:
