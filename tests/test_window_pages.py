@@ -74,10 +74,12 @@ def indexes(settings: Any) -> tuple[DjangoConditionalChatStore, InMemoryTranscri
     return store, memory
 
 
-def spy_windowed_counts(monkeypatch: pytest.MonkeyPatch, backend: Any) -> list[str]:
-    """The names of ``COUNTING`` reads the search makes over a windowed filter."""
+def spy_windowed_counts(
+    monkeypatch: pytest.MonkeyPatch, backend: Any, reads: dict[str, tuple[str, ...]] = COUNTING
+) -> list[str]:
+    """The names of ``reads`` (by backend part) the search makes over a windowed filter."""
     calls: list[str] = []
-    for part, names in COUNTING.items():
+    for part, names in reads.items():
         part_class = type(getattr(backend, part))
         for name in names:
             if not hasattr(part_class, name):  # another engine's part: never called here
@@ -192,18 +194,11 @@ def test_a_window_where_the_words_are_nearly_absent_is_walked_whole(monkeypatch,
     further mask is walked through the window, never read through the words' rows in
     the whole scope (that read cost 165x the search without the window at 1M)."""
     store, memory = sparse_window
-    backend = store.transcript.backend
-    reads: list[str] = []
-    for part, name in (("source", "mask_candidates"), ("counts", "walk_size")):
-        part_class = type(getattr(backend, part))
-        original = getattr(part_class, name)
-
-        def spy(self: Any, cursor: Any, chats: Any, *args: Any, _name=name, _original=original):
-            if chats.windowed:
-                reads.append(_name)
-            return _original(self, cursor, chats, *args)
-
-        monkeypatch.setattr(part_class, name, spy)
+    reads = spy_windowed_counts(
+        monkeypatch,
+        store.transcript.backend,
+        {"source": ("mask_candidates",), "counts": ("walk_size",)},
+    )
     # past the one-statement size, a probe that finds a page of rows with every word
     # and walks bounded by 40 messages: the scope holds 125 messages, the window 5
     monkeypatch.setattr(

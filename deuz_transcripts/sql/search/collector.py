@@ -219,9 +219,7 @@ class Collector:
         rows = walk_if_dense(beyond, full, share, depth)
         if rows is None:  # a probe, then the walk, as for a first page
             rows = self.walks.newest_page(beyond, depth, guess=False)
-        if rows is None or (len(rows) < depth and len(terms) > 1):
-            return None
-        return rows[:depth]
+        return _page_of_every_term(rows, depth, len(terms))
 
     # a date window: hits filtered, ranked as without it
 
@@ -288,9 +286,7 @@ class Collector:
         if rows is None:
             probe = matches.without(window=True, roles=self.policy.probes_every_role)
             rows = self.walks.newest_page(matches, depth, probe=probe)
-        if rows is None or (len(rows) < depth and len(terms) > 1):
-            return None  # fewer than a page hold every term: other masks reach it
-        return rows[:depth]
+        return _page_of_every_term(rows, depth, len(terms))
 
     def _window_by_masks(
         self, matches: Matches, asked: _Asked, pinned: PinnedRanking, count: Count, cap: int | None
@@ -481,3 +477,14 @@ def _only_full_scores_best(pinned: PinnedRanking, term_count: int) -> bool:
     full = (1 << term_count) - 1
     best = pinned.raw(full)
     return all(pinned.raw(full & ~(1 << position)) < best for position in range(term_count))
+
+
+def _page_of_every_term(
+    rows: list[Candidate] | None, depth: int, term_count: int
+) -> list[Candidate] | None:
+    """The first ``depth`` of ``rows`` holding every term, where they are the page:
+    ``None`` when not found, or fewer than a page of a longer query (other masks reach
+    it; a one-term query's short page is every match)."""
+    if rows is None or (len(rows) < depth and term_count > 1):
+        return None
+    return rows[:depth]

@@ -34,16 +34,14 @@ def walk_if_dense(matches: Matches, mask: int, share: float, depth: int) -> list
     margin, most = policy.walk_guess_margin, policy.big_read_rows
     if not depth or not matches.walks_newest_first:
         return None
-    if matches.counts.walk_size(most, read=False) is not None:  # a window sized small
-        return matches.newest_with_mask(mask, depth)  # costs the window at most
-    if share * most < margin * depth:
-        return None
-    within = math.ceil(margin * depth / share)
-    rows = matches.newest_with_mask(mask, depth, within_rows=within)
-    if len(rows) >= depth or walked_whole(matches, within):
-        return rows
-    if matches.counts.walk_size(most, read=False) is not None:  # just sized: small
-        return matches.newest_with_mask(mask, depth)
+    sized = matches.counts.walk_size(most, read=False)
+    if sized is None and share * most >= margin * depth:
+        within = math.ceil(margin * depth / share)
+        rows = matches.newest_with_mask(mask, depth, within_rows=within)
+        if len(rows) >= depth or walked_whole(matches, within):
+            return rows
+    if matches.counts.walk_size(most, read=False) is not None:  # a window sized small:
+        return matches.newest_with_mask(mask, depth)  # the walk costs it at most
     return None
 
 
@@ -126,10 +124,8 @@ class NewestWalks:
         ):
             return None
         guessed = self.guessed(matches, depth) if guess else None
-        if guessed is not None and (len(guessed) >= depth or len(terms) == 1):
-            return guessed  # short: a window walked whole, every match of the one term
-        if guessed is not None:  # a window walked whole holds less than a page of them
-            return None
+        if guessed is not None:  # short: a window walked whole, which holds every match
+            return guessed if len(guessed) >= depth or len(terms) == 1 else None  # of one term
         together = self.count_with_all_terms(probe or matches, cap)
         full = (1 << len(terms)) - 1
         if together >= cap:  # the walk comes out in tie order
@@ -156,8 +152,9 @@ class NewestWalks:
         page = matches.newest_with_mask(full, depth, within_rows=bound)
         if len(page) >= depth or (bound is None and len(matches.terms) == 1):
             return page
-        if walked_whole(matches, bound) or bound is None:  # a window is sized for the
-            return page  # walks of the rest of its page
+        # short: a window is sized for the walks of the rest of its page
+        if walked_whole(matches, bound) or bound is None:
+            return page
         return self.read_in_tie_order(matches, full, depth, together)
 
     @staticmethod
