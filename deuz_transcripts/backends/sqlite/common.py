@@ -7,9 +7,9 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from django.db import DatabaseError, connections, router
+from django.db import DatabaseError, connections, router, transaction
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.backends.utils import CursorWrapper
 from django.db.models import BooleanField, QuerySet
@@ -21,6 +21,7 @@ from ...models import LegacyChat, Message, Tombstone
 from ..batched import Statement
 from ..chat_filter import table
 from ..search_backend import SearchBackend
+from ..search_cursor import SearchCursor
 from ..search_rows import SearchRows
 
 if TYPE_CHECKING:
@@ -229,7 +230,46 @@ def interrupt_after(alias: str, timeout_ms: int) -> Iterator[None]:
         raw.set_progress_handler(None, 0)
 
 
+class _BeginsIn(Protocol):
+    """Django's SQLite connection since 5.1: ``BEGIN`` + this (``OPTIONS``), or ``None``
+    (not in django-stubs yet)."""
+
+    transaction_mode: str | None
+
+
+@contextmanager
+def read_snapshot(alias: str) -> Iterator[None]:
+    """The statements inside read one snapshot of the database: a deferred transaction,
+    which takes no write lock whatever the connection's ``transaction_mode`` says (a
+    search must not queue behind writers, nor they behind it under WAL); inside the
+    caller's transaction, that one, which holds its snapshot already. Outside a
+    transaction each SQLite statement reads the database as it is when it starts."""
+    wrapper = connections[alias]
+    if wrapper.in_atomic_block:
+        yield
+        return
+    wrapper.ensure_connection()  # connecting sets ``transaction_mode`` from the settings
+    begins = cast(_BeginsIn, wrapper)
+    mode = begins.transaction_mode
+    begins.transaction_mode = "DEFERRED"
+    try:
+        with transaction.atomic(using=alias):
+            yield
+    finally:
+        begins.transaction_mode = mode
+
+
 class SQLiteBackend(SearchBackend):
+    def search_cursor(self, timeout_ms: int) -> AbstractContextManager[SearchCursor]:
+        """The base cursor inside one read transaction (``read_snapshot``): a page's
+        total and its hits are read from the same database."""
+        return self._snapshot_cursor(timeout_ms)
+
+    @contextmanager
+    def _snapshot_cursor(self, timeout_ms: int) -> Iterator[SearchCursor]:
+        with read_snapshot(self.alias), self._limited_cursor(timeout_ms) as cursor:
+            yield cursor
+
     def time_limit(self, timeout_ms: int) -> AbstractContextManager[None]:
         return interrupt_after(self.alias, timeout_ms) if timeout_ms else super().time_limit(0)
 
