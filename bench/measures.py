@@ -7,6 +7,7 @@ interleaved order, because the machine is shared and absolute times drift.
 from __future__ import annotations
 
 import random
+import re
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -298,6 +299,13 @@ class SqlEngines:
         return list(rows.values_list("id", "payload")[:20])
 
 
+#: A statement of its own that begins or ends a transaction (SQLite's search sends its
+#: ``BEGIN DEFERRED`` alone; PostgreSQL's travels with a read and is replayed with it).
+_TRANSACTION_CONTROL = re.compile(
+    r"\s*(BEGIN( DEFERRED| IMMEDIATE| EXCLUSIVE)?|COMMIT|ROLLBACK)\s*;?\s*", re.IGNORECASE
+)
+
+
 class Replay:
     """Replays the statements the public API ran for (user, query) through a plain cursor.
 
@@ -314,7 +322,8 @@ class Replay:
         statements: list[tuple[str, Any]] = []
 
         def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-            statements.append((sql, params))
+            if not _TRANSACTION_CONTROL.fullmatch(sql):  # the replay runs in its own
+                statements.append((sql, params))
             return execute(sql, params, many, context)
 
         try:

@@ -70,6 +70,8 @@ def test_bench_runs_and_writes_json(tmp_path: Path) -> None:
         assert not any(name.startswith("cjk-") for name in classes)  # no CJK share by default
         deuz = classes["1-common"]["engines"]["deuz"]
         assert deuz["n"] >= 1 and deuz["p95"] >= deuz["p50"] > 0
+        replayed = classes["1-common"]["engines"]["deuz_sql_raw"]  # the API's statements, raw
+        assert "error" not in replayed and replayed["n"] >= 1
     for name in ("watson", "modelsearch", "tantivy"):
         assert results["peers"][name]["status"] in ("ok", "skipped", "failed")
     assert all(t["status"] in ("met", "missed", "n/a") for t in results["targets"])
