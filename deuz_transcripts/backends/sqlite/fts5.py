@@ -23,15 +23,14 @@ from ..chat_filter import ChatFilter, table
 from ..engine_counts import EngineCounts, RareTerms
 from .common import FTS_TABLE, UPDATED_AT_TEXT
 from .fts5_expressions import (
+    HeldTerms,
     chat_token,
     fts_body,
-    held_mask,
     holding_expression,
     mask_expression,
     match_expression,
     phrase,
     role_token,
-    term_bits,
     token_expression,
     word_condition,
 )
@@ -190,15 +189,15 @@ class Fts5RowSource(RowSource):
         expected: int | None = None,
     ) -> list[Candidate]:
         """FTS5 finds the rows of ``wanted``; each row's mask is read from its own terms
-        (``held_mask``), and rows holding a ``skipped`` term are dropped there: a
+        (``HeldTerms``), and rows holding a ``skipped`` term are dropped there: a
         ``NOT (s1 OR s2 ...)`` in the ``MATCH`` loads every skipped term's doclist to
         drop a few rows (~8 ms of a 32-term query's 22 reads, to drop 3 rows of 3,017)."""
         dropped = sum(1 << position for position in skipped)
         rows = self._rows_holding(
             cursor, chats, holding_expression(chats, terms[wanted], []), expected
         )
-        bits = term_bits(terms)
-        masks = [(row, held_mask(row[1], bits)) for row in rows]
+        held = HeldTerms(terms)
+        masks = [(row, held.mask(row[1])) for row in rows]
         return [Candidate(row[0], mask, *row[2:]) for row, mask in masks if not mask & dropped]
 
     def rows_with_any_terms(
@@ -213,8 +212,8 @@ class Fts5RowSource(RowSource):
         not once per term."""
         expression = match_expression(chats, [terms[position] for position in sorted(wanted)])
         rows = self._rows_holding(cursor, chats, expression, expected)
-        bits = term_bits(terms)
-        return [Candidate(row[0], held_mask(row[1], bits), *row[2:]) for row in rows]
+        held = HeldTerms(terms)
+        return [Candidate(row[0], held.mask(row[1]), *row[2:]) for row in rows]
 
     def _rows_holding(
         self, cursor: CursorWrapper, chats: ChatFilter, expression: str, expected: int | None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -19,17 +20,16 @@ from ..chat_filter import ChatFilter
 
 __all__ = [
     "CHAT_TOKEN_PREFIX",
+    "HeldTerms",
     "chat_token",
     "fts_bodies",
     "fts_body",
-    "held_mask",
     "holding_expression",
     "mask_expression",
     "match_expression",
     "phrase",
     "role_token",
     "scope_tokens",
-    "term_bits",
     "token_expression",
     "word_condition",
 ]
@@ -131,23 +131,27 @@ def holding_expression(chats: ChatFilter, wanted: str, skipped: Sequence[str]) -
     return _scoped(chats, expression)
 
 
-def term_bits(terms: Sequence[str]) -> dict[str, int]:
-    """``{term: its bits}`` for ``held_mask`` (a term twice in a query has two bits)."""
-    bits: dict[str, int] = {}
-    for bit, term in enumerate(terms):
-        bits[term] = bits.get(term, 0) | 1 << bit
-    return bits
+class HeldTerms:
+    """Which query terms a row's ``search_text`` holds, as a mask of their bits (a term
+    twice in a query has two): the test of ``word_condition`` (`` term `` in
+    `` search_text ``; the text is the row's terms, one space apart), done in Python.
+    SQLite's ``instr`` steps a ``memcmp`` per character; one regular expression of the
+    query's terms, compiled once per read, finds them in one scan of the text in C,
+    where splitting the text builds a string per word (bench/RESULTS.md)."""
 
+    def __init__(self, terms: Sequence[str]) -> None:
+        self.bits: dict[str, int] = {}
+        for bit, term in enumerate(terms):
+            self.bits[term] = self.bits.get(term, 0) | 1 << bit
+        # longest first: a term that is another's prefix is tried after it
+        alternatives = "|".join(map(re.escape, sorted(self.bits, key=len, reverse=True)))
+        self._words = re.compile(f" ({alternatives})(?= )")
 
-def held_mask(search_text: str | None, bits: Mapping[str, int]) -> int:
-    """Which query terms a row's ``search_text`` holds (``bits``: ``term_bits``): the
-    test of ``word_condition`` (`` term `` in `` search_text ``; the text is the row's
-    terms, one space apart), done in Python. SQLite's ``instr`` steps a ``memcmp`` per
-    character: 32 terms cost ~90 us a row in SQL, ~8 here."""
-    mask = 0
-    for term in bits.keys() & (search_text or "").split(" "):
-        mask |= bits[term]
-    return mask
+    def mask(self, search_text: str | None) -> int:
+        mask = 0
+        for term in self._words.findall(f" {search_text or ''} "):
+            mask |= self.bits[term]
+        return mask
 
 
 def word_condition(alias: str, term: str) -> tuple[str, list[Any]]:

@@ -4,9 +4,8 @@ FTS5's masks elsewhere cost a subquery per term, each seeking that term's doclis
 scope's rows. A small scope's short query finds its matches in one FTS5 pass instead,
 each matched row's mask by ``instr`` on its own stored terms (``one_pass_matches_sql``);
 a query of ``scan_python_min_terms`` terms or more reads the scope's rows once through
-the chat btree, the query terms a row holds found by ``held_mask`` on its
-``search_text`` (one split and a set intersection, ~8 us a row whatever the number of
-terms: ``scanned_candidates``).
+the chat btree, the query terms a row holds found in its ``search_text`` by one regular
+expression (``HeldTerms``: ``scanned_candidates``).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from ...models import Chat, Message
 from ..base import Candidate, mask_sql, sort_in_tie_order
 from ..chat_filter import ChatFilter, table
 from .common import FTS_TABLE, UPDATED_AT_TEXT
-from .fts5_expressions import held_mask, match_expression, term_bits, word_condition
+from .fts5_expressions import HeldTerms, match_expression, word_condition
 
 __all__ = ["one_pass_matches_sql", "scanned_candidates"]
 
@@ -55,10 +54,10 @@ def scanned_candidates(
         f"WHERE m.chat_id IN ({pks}) AND m.has_terms{more}",
         [*pks_params, *more_params],
     )
-    bits = term_bits(terms)
+    held = HeldTerms(terms)
     by_mask: dict[int, list[Candidate]] = {}
     for pk, search_text, *rest in cursor.fetchall():
-        mask = held_mask(search_text, bits)
+        mask = held.mask(search_text)
         if mask:
             by_mask.setdefault(mask, []).append(Candidate(pk, mask, *rest))
     histogram = {mask: len(rows) for mask, rows in by_mask.items()}
