@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
+from bench.statements import split
 from deuz_transcripts import ChatRecord
 from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.stores import DjangoConditionalChatStore
+from tests.sent_statements import reads as reads_of
 from tests.sql_support import FileDatabase, sqlite_file_database
 
 ADA = {"userId": "ada"}
@@ -57,8 +59,8 @@ def write_elsewhere(record: ChatRecord, database: FileDatabase | None) -> None:
 
 @contextmanager
 def engine_database(engine: str, tmp_path: Path) -> Iterator[FileDatabase | None]:
-    """``None``: the suite's PostgreSQL database; else a SQLite file in that journal mode
-    (the suite's own SQLite database is in memory, where tables lock, not snapshots)."""
+    """``None``: the suite's PostgreSQL database; else a SQLite file in WAL mode (the
+    suite's own SQLite database is in memory, where tables lock, not snapshots)."""
     if engine == "postgresql":
         if connection.vendor != "postgresql":
             pytest.skip("the PostgreSQL run of the suite")
@@ -66,9 +68,8 @@ def engine_database(engine: str, tmp_path: Path) -> Iterator[FileDatabase | None
         return
     if connection.vendor != "sqlite":
         pytest.skip("SQLite files run in the SQLite run of the suite")
-    journal = engine.removeprefix("sqlite-")
     with sqlite_file_database(
-        tmp_path, timeout=2.0, init_command=f"PRAGMA journal_mode={journal}"
+        tmp_path, timeout=2.0, init_command="PRAGMA journal_mode=WAL"
     ) as database:
         yield database
 
@@ -76,7 +77,7 @@ def engine_database(engine: str, tmp_path: Path) -> Iterator[FileDatabase | None
 def after_first_read(write: Callable[[], None], reads: list[str]) -> Callable[..., Any]:
     def between(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         result = execute(sql, params, many, context)
-        if sql.lstrip().upper().startswith("SELECT"):
+        if reads_of(split(sql)):  # not transaction control or settings alone
             reads.append(sql)
             if len(reads) == 1:  # after the search's first read, before its others
                 write()
@@ -85,7 +86,7 @@ def after_first_read(write: Callable[[], None], reads: list[str]) -> Callable[..
     return between
 
 
-@pytest.mark.parametrize("engine", ["postgresql", "sqlite-wal"])
+@pytest.mark.parametrize("engine", ["postgresql", "sqlite"])
 @pytest.mark.django_db(transaction=True)
 def test_a_write_committed_between_a_searchs_reads_is_seen_by_none(
     engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -118,7 +119,7 @@ def test_a_sqlite_search_opens_a_read_transaction_or_reads_the_callers(tmp_path:
     ``IMMEDIATE``; the test above would wait on the write lock otherwise) and ends with
     the search; inside the caller's transaction the search reads that one, uncommitted
     writes included."""
-    with engine_database("sqlite-wal", tmp_path) as database:
+    with engine_database("sqlite", tmp_path) as database:
         assert database is not None
         using = database.alias
         store = DjangoConditionalChatStore(using)

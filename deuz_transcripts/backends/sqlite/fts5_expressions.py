@@ -140,17 +140,17 @@ class HeldTerms:
     where splitting the text builds a string per word (bench/RESULTS.md)."""
 
     def __init__(self, terms: Sequence[str]) -> None:
-        self.bits: dict[str, int] = {}
+        self._bits: dict[str, int] = {}
         for bit, term in enumerate(terms):
-            self.bits[term] = self.bits.get(term, 0) | 1 << bit
+            self._bits[term] = self._bits.get(term, 0) | 1 << bit
         # longest first: a term that is another's prefix is tried after it
-        alternatives = "|".join(map(re.escape, sorted(self.bits, key=len, reverse=True)))
+        alternatives = "|".join(map(re.escape, sorted(self._bits, key=len, reverse=True)))
         self._words = re.compile(f" ({alternatives})(?= )")
 
     def mask(self, search_text: str | None) -> int:
         mask = 0
         for term in self._words.findall(f" {search_text or ''} "):
-            mask |= self.bits[term]
+            mask |= self._bits[term]
         return mask
 
 
