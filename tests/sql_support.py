@@ -291,3 +291,20 @@ def spy_search_parts(
 
         monkeypatch.setattr(part_class, name, spy)
     return calls
+
+
+def spy_tiers(monkeypatch: pytest.MonkeyPatch, backend: Any) -> list[Any]:
+    """The tiers of masks (``MaskTier``) whose rows ``backend``'s row source reads."""
+    from deuz_transcripts.backends.base import MaskTier
+
+    tiers: list[Any] = []
+    part_class = type(backend.source)
+    original = part_class.mask_candidates
+
+    def spy(self: Any, cursor: Any, chats: Any, terms: Any, masks: Any, *args: Any) -> Any:
+        if isinstance(masks, MaskTier):
+            tiers.append(masks)
+        return original(self, cursor, chats, terms, masks, *args)
+
+    monkeypatch.setattr(part_class, "mask_candidates", spy)
+    return tiers

@@ -383,6 +383,16 @@ ROUTES = {
         "ESSENTIAL_MIN_TERMS": 1,
         "ESSENTIAL_MAX_ROWS": 3,
         "UNREAD_MAX_TERMS": 0,
+        "TIERED_MAX_TERMS": 0,
+    },
+    # ... the unread terms' masks read in tiers of equal or better raw score
+    "essential+tiers": {
+        "WALK_MIN_ROWS": 10**9,
+        "SINGLE_STATEMENT_MAX": 0,
+        "LEXEME_SCOPE_MIN": 0,
+        "ESSENTIAL_MIN_TERMS": 1,
+        "ESSENTIAL_MAX_ROWS": 0,
+        "UNREAD_MAX_TERMS": 0,
     },
 }
 
@@ -403,6 +413,7 @@ def route(name: str) -> Iterator[None]:
                 essential_rare_rows=values.get("ESSENTIAL_RARE_ROWS", 0),
                 big_read_rows=values.get("WALK_GUESS_MAX_ROWS", 16_384),
                 unread_terms_max=values.get("UNREAD_MAX_TERMS", 5),
+                tiered_terms_max=values.get("TIERED_MAX_TERMS", 8),
             ),
         ),
         override_settings(

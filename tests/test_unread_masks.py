@@ -19,7 +19,7 @@ from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.backends.sqlite import fts5 as sqlite_fts5
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.mask_words import TEXTS, WHEN
-from tests.sql_support import spy_search_parts
+from tests.sql_support import spy_search_parts, spy_tiers
 
 pytestmark = pytest.mark.django_db
 
@@ -102,11 +102,28 @@ def test_terms_too_common_to_read_fill_the_page_from_their_masks(
     assert calls == []
 
 
-def test_more_unread_terms_than_allowed_rank_every_match(monkeypatch, indexes):
-    """``unread_terms_max`` below the terms left: every match is ranked, as before."""
+@pytest.mark.parametrize("rare_rows", [0, 3], ids=["term-by-term", "rare-at-once"])
+def test_more_unread_terms_than_one_by_one_fill_the_page_in_tiers(monkeypatch, indexes, rare_rows):
+    """``unread_terms_max`` below the terms left: their masks are read in tiers of equal
+    or better raw score, one statement each, with roles too, and no read of every match."""
     store, memory = indexes
     calls = spy_search_parts(monkeypatch, store.transcript.backend, FULL_READS)
-    monkeypatch.setattr(policy, "FORCED", forced_policies(UNREAD, unread_terms_max=1))
+    tiers = spy_tiers(monkeypatch, store.transcript.backend)
+    forced = forced_policies(UNREAD, unread_terms_max=1, essential_rare_rows=rare_rows)
+    monkeypatch.setattr(policy, "FORCED", forced)
+    same_pages(store, memory)
+    same_pages(store, memory, roles=["user"])
+    assert calls == []
+    assert tiers
+
+
+def test_more_unread_terms_than_allowed_rank_every_match(monkeypatch, indexes):
+    """``tiered_terms_max`` below the terms left: every match is ranked, as before."""
+    store, memory = indexes
+    calls = spy_search_parts(monkeypatch, store.transcript.backend, FULL_READS)
+    monkeypatch.setattr(
+        policy, "FORCED", forced_policies(UNREAD, unread_terms_max=1, tiered_terms_max=1)
+    )
     same_pages(store, memory)
     assert calls
 

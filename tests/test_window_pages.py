@@ -20,6 +20,7 @@ from deuz_transcripts.backends import forced_policies, policy
 from deuz_transcripts.stores import DjangoConditionalChatStore
 from tests.factories import conversation
 from tests.mask_words import TEXTS, WHEN
+from tests.sql_support import spy_tiers
 
 pytestmark = pytest.mark.django_db
 
@@ -157,13 +158,30 @@ def test_a_capped_window_page_past_its_cap_counts_nothing_in_the_window(monkeypa
     assert calls == []
 
 
-def test_more_common_terms_than_unread_max_terms_count_the_window(monkeypatch, indexes):
-    """Too many common terms to try their masks one by one: the window's masks are
-    counted (the histogram route), and the pages are still the memory index's."""
+def test_more_common_terms_than_unread_max_terms_read_the_window_in_tiers(monkeypatch, indexes):
+    """Too many common terms to try their masks one by one: the window's masks are read
+    in tiers of equal or better raw score, nothing counted within the window, and the
+    pages are still the memory index's."""
+    store, memory = indexes
+    calls = spy_windowed_counts(monkeypatch, store.transcript.backend)
+    tiers = spy_tiers(monkeypatch, store.transcript.backend)
+    monkeypatch.setattr(
+        policy, "FORCED", forced_policies(MASKS, essential_rare_rows=0, unread_terms_max=1)
+    )
+    same_pages(store, memory)
+    assert calls == []
+    assert tiers
+
+
+def test_more_common_terms_than_any_mask_route_count_the_window(monkeypatch, indexes):
+    """Too many common terms to enumerate their masks: the window's masks are counted
+    (the histogram route), and the pages are still the memory index's."""
     store, memory = indexes
     calls = spy_windowed_counts(monkeypatch, store.transcript.backend)
     monkeypatch.setattr(
-        policy, "FORCED", forced_policies(MASKS, essential_rare_rows=0, unread_terms_max=1)
+        policy,
+        "FORCED",
+        forced_policies(MASKS, essential_rare_rows=0, unread_terms_max=1, tiered_terms_max=1),
     )
     same_pages(store, memory)
     assert calls

@@ -25,6 +25,7 @@ from ..models import Chat, Message
 from .candidates import (
     Candidate,
     Known,
+    MaskTier,
     TermStats,
     fetch_int,
     mask_sql,
@@ -39,6 +40,7 @@ from .search_rows import SearchRows
 __all__ = [
     "Candidate",
     "Known",
+    "MaskTier",
     "Ranked",
     "RowSource",
     "SearchDataChecks",
@@ -96,12 +98,16 @@ class RowSource(ABC):
         self,
         chats: ChatFilter,
         terms: Sequence[str],
-        masks: Collection[int],
+        masks: Collection[int] | MaskTier,
         expected: int | None = None,
     ) -> tuple[str, list[Any]]:
-        """``matches_sql`` of the rows of ``masks`` only (backends narrow it in the index;
-        ``expected``: how many rows, when known)."""
+        """``matches_sql`` of the rows of ``masks`` only, or of a tier's masks (backends
+        narrow it in the index; ``expected``: how many rows, when known)."""
         matches, params = self.matches_sql(chats, terms)
+        if isinstance(masks, MaskTier):
+            holding = " OR ".join(f"x.mask & {int(m)} = {int(m)}" for m in sorted(masks.least))
+            wanted = f"({holding}) AND x.mask & {int(masks.none_of)} = 0"
+            return f"SELECT * FROM ({matches}) x WHERE {wanted}", params
         wanted = ", ".join(str(int(mask)) for mask in sorted(masks))
         return f"SELECT * FROM ({matches}) x WHERE x.mask IN ({wanted})", params
 
@@ -219,12 +225,12 @@ class RowSource(ABC):
         cursor: CursorWrapper,
         chats: ChatFilter,
         terms: Sequence[str],
-        masks: Collection[int],
+        masks: Collection[int] | MaskTier,
         depth: int,
         expected: int | None = None,
     ) -> list[Candidate]:
-        """The first ``depth`` rows of each of ``masks`` (masks with few rows: ``expected``
-        in all, when known)."""
+        """The first ``depth`` rows of each of ``masks``, or of each mask of a tier (masks
+        with few rows: ``expected`` in all, when known)."""
         matches, params = self.mask_matches_sql(chats, terms, masks, expected)
         return self._ranked_candidates(cursor, matches, params, depth, expected)[1]
 

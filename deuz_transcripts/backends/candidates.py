@@ -11,6 +11,7 @@ from django.db.backends.utils import CursorWrapper
 __all__ = [
     "Candidate",
     "Known",
+    "MaskTier",
     "TermStats",
     "fetch_int",
     "mask_sql",
@@ -32,6 +33,19 @@ class Candidate:
     updated_at: int | str
     position: int
     visible_position: int
+
+
+@dataclass(frozen=True)
+class MaskTier:
+    """The masks holding every term of one of ``least`` and no term of ``none_of``: every
+    mask whose raw score reaches a bound, named by its least members (a row source finds
+    their rows in one index search instead of one per mask)."""
+
+    least: tuple[int, ...]
+    none_of: int
+
+    def holds(self, mask: int) -> bool:
+        return any(mask & each == each for each in self.least) and not mask & self.none_of
 
 
 #: N and every query term's n_t in a filter, where a caller has them.

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, runtime_checka
 from django.db.backends.utils import CursorWrapper
 
 from ..paging import HitKey
-from .base import Candidate, Known, Ranked, RowSource
+from .base import Candidate, Known, MaskTier, Ranked, RowSource
 from .chat_filter import ChatFilter, after_key, request_filter
 from .engine_counts import Density, EngineCounts, RareTerms
 from .policy import SearchPolicy
@@ -282,10 +282,10 @@ class Matches:
         return self._source.plans_masks(self._chats, self.terms, total)
 
     def mask_candidates(
-        self, masks: Collection[int], depth: int, expected: int | None = None
+        self, masks: Collection[int] | MaskTier, depth: int, expected: int | None = None
     ) -> list[Candidate]:
-        """The first ``depth`` rows of each of ``masks`` (``expected`` rows in all, when
-        known)."""
+        """The first ``depth`` rows of each of ``masks``, or of each mask of a tier
+        (``expected`` rows in all, when known)."""
         return self._source.mask_candidates(
             self._cursor, self._chats, self.terms, masks, depth, expected
         )

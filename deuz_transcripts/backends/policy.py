@@ -30,8 +30,8 @@ class SearchPolicy(ABC):
     #: enumerated (masks counted by inclusion-exclusion over 2^n - 1 subset counts) and
     #: their rows holding every term are walked newest chat first (a page of such rows is
     #: likely). Longer queries try the essential-terms plan instead (``sql.search.essential``),
-    #: whose unread terms' masks are read best-first for up to one term more
-    #: (``unread_terms_max``).
+    #: whose unread terms' masks are read best-first one by one for up to one term more
+    #: (``unread_terms_max``), and in tiers for up to twice as many (``tiered_terms_max``).
     few_terms: int = 4
     #: Rows one statement reads and sorts whole at little cost: a mask with at least this
     #: many rows (or the page depth, if larger) is walked newest chat first instead, and
@@ -87,6 +87,14 @@ class SearchPolicy(ABC):
         ``few_terms``, so the shortest query the essential-terms plan takes is covered
         even when it reads none of its terms."""
         return self.few_terms + 1
+
+    @property
+    def tiered_terms_max(self) -> int:
+        """The most unread terms whose masks fill a page in tiers (every mask reaching a
+        raw score in one statement, past ``unread_terms_max``): twice ``few_terms``, so
+        a query of eight common words is ranked without every match's histogram; more
+        terms make too many masks to enumerate."""
+        return 2 * self.few_terms
 
     @property
     @abstractmethod

@@ -22,7 +22,15 @@ from django.db.backends.utils import CursorWrapper
 
 from ...models import Chat, Message
 from ...text import stored_term
-from ..base import Candidate, Ranked, RowSource, fetch_int, mask_sql, more_than_by_counts
+from ..base import (
+    Candidate,
+    MaskTier,
+    Ranked,
+    RowSource,
+    fetch_int,
+    mask_sql,
+    more_than_by_counts,
+)
 from ..chat_filter import ChatFilter, table
 from .counts.statistics import PostgresStoredCounts
 from .counts.stored import (
@@ -186,13 +194,23 @@ class PostgresRowSource(RowSource):
         self,
         chats: ChatFilter,
         terms: Sequence[str],
-        masks: Collection[int],
+        masks: Collection[int] | MaskTier,
         expected: int | None = None,
     ) -> tuple[str, list[Any]]:
-        """GIN finds the rows through one ``('a' & !'b') | ...`` tsquery of the masks."""
+        """GIN finds the rows through one ``('a' & !'b') | ...`` tsquery of the masks, or
+        a tier's ``('a' & 'b' | 'c' & 'd') & !'e'``."""
+        few = self.few_rows(expected)
+        if isinstance(masks, MaskTier):
+            query = " | ".join(f"({every_term_tsquery(terms, m)})" for m in sorted(masks.least))
+            absent = [
+                f"!{tsquery_literal(term)}"
+                for bit, term in enumerate(terms)
+                if masks.none_of >> bit & 1
+            ]
+            return self._matches(chats, terms, " & ".join([f"({query})", *absent]), few=few)
         query = " | ".join(f"({mask_tsquery(terms, mask)})" for mask in sorted(masks))
         only = next(iter(masks)) if len(masks) == 1 else None
-        return self._matches(chats, terms, query, only, few=self.few_rows(expected))
+        return self._matches(chats, terms, query, only, few=few)
 
     def _matches(
         self,

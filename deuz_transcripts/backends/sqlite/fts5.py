@@ -18,7 +18,16 @@ from django.db.backends.utils import CursorWrapper
 from ... import ranking
 from ...models import Chat, Message
 from ...text import stored_term
-from ..base import Candidate, Known, Ranked, RowSource, fetch_int, mask_sql, more_than_by_counts
+from ..base import (
+    Candidate,
+    Known,
+    MaskTier,
+    Ranked,
+    RowSource,
+    fetch_int,
+    mask_sql,
+    more_than_by_counts,
+)
 from ..chat_filter import ChatFilter, table
 from ..engine_counts import EngineCounts, RareTerms
 from .common import FTS_TABLE, UPDATED_AT_TEXT
@@ -30,6 +39,7 @@ from .fts5_expressions import (
     mask_expression,
     match_expression,
     phrase,
+    reaching_expression,
     role_token,
     token_expression,
     word_condition,
@@ -113,15 +123,20 @@ class Fts5RowSource(RowSource):
         self,
         chats: ChatFilter,
         terms: Sequence[str],
-        masks: Collection[int],
+        masks: Collection[int] | MaskTier,
         expected: int | None = None,
     ) -> tuple[str, list[Any]]:
         """Rows of ``masks`` only, message rows read for those alone.
 
         Few terms: one exact FTS5 query per mask (``a NOT b``), the mask a constant.
-        More: masks computed in FTS5 as for the histogram, then filtered.
+        More: masks computed in FTS5 as for the histogram, then filtered. A tier: one
+        ``MATCH`` of its least masks, the masks computed in FTS5.
         """
-        if len(terms) <= self.policy.few_terms or len(masks) <= _EXACT_MASKS_MAX:
+        if isinstance(masks, MaskTier):
+            expression = reaching_expression(chats, terms, masks.least, masks.none_of)
+            found, params = fts_masks(chats, terms, expression)
+            where = "TRUE"
+        elif len(terms) <= self.policy.few_terms or len(masks) <= _EXACT_MASKS_MAX:
             ordered = sorted(masks)
             found = " UNION ALL ".join(
                 f"SELECT rowid AS id, {int(mask)} AS mask FROM {FTS_TABLE} "

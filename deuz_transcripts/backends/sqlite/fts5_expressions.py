@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ...text import stored_term, stored_terms_text
@@ -28,6 +28,7 @@ __all__ = [
     "mask_expression",
     "match_expression",
     "phrase",
+    "reaching_expression",
     "role_token",
     "scope_tokens",
     "token_expression",
@@ -120,6 +121,22 @@ def mask_expression(chats: ChatFilter, terms: Sequence[str], mask: int) -> str:
     present = [stored_term(term) for bit, term in enumerate(terms) if mask >> bit & 1]
     absent = [stored_term(term) for bit, term in enumerate(terms) if not mask >> bit & 1]
     expression = "(" + " AND ".join(phrase(token) for token in present) + ")"
+    return _scoped(chats, f"({expression} NOT {_any(absent)})" if absent else expression)
+
+
+def reaching_expression(
+    chats: ChatFilter, terms: Sequence[str], least: Collection[int], none_of: int
+) -> str:
+    """``scope AND (((a AND b) OR (c AND d)) NOT (e OR f))``: rows holding every term of
+    one of the ``least`` masks and no term of ``none_of``."""
+    expression = " OR ".join(
+        "("
+        + " AND ".join(phrase(stored_term(t)) for bit, t in enumerate(terms) if mask >> bit & 1)
+        + ")"
+        for mask in sorted(least)
+    )
+    absent = [stored_term(t) for bit, t in enumerate(terms) if none_of >> bit & 1]
+    expression = f"({expression})"
     return _scoped(chats, f"({expression} NOT {_any(absent)})" if absent else expression)
 
 

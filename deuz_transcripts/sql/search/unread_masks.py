@@ -13,6 +13,15 @@ A mask the counts predict dense (as if the terms were independent) is walked new
 chat first, bounded as the guessed walk is (``SearchPolicy.big_read_rows``); a
 sparse one, or a walk that ends short, is read through the index. The masks are
 disjoint, so the rows read never exceed the matches that ranking every one would read.
+
+More unread terms than ``unread_terms_max`` make too many masks for a statement each
+(eight common words: 255). Their masks are then read in tiers: every mask whose raw
+score reaches a bound, in one statement (the rows holding every term of one of the
+tier's least masks: a score is a sum of idfs, so the masks reaching a bound are those
+holding one of its least masks). The bound is the best raw down to which the counts
+predict a page of rows; a tier that holds less lowers it by as much as the guess fell
+short. Once a tier, with the known rows reaching its bound, fills the page, the page is
+exact as above, without the histogram of every match.
 """
 
 from __future__ import annotations
@@ -22,11 +31,11 @@ import math
 from collections.abc import Sequence
 
 from ... import ranking
-from ...backends.base import Candidate
+from ...backends.base import Candidate, MaskTier
 from ...backends.matches import Matches
 from .walks import walk_if_dense
 
-__all__ = ["unread_mask_rows"]
+__all__ = ["least_masks", "unread_mask_rows"]
 
 
 def unread_mask_rows(
@@ -40,10 +49,10 @@ def unread_mask_rows(
 ) -> list[Candidate] | None:
     """The rows of the unread terms' masks a page of ``depth`` can hold, besides the
     ``known`` rows (every row holding a term read), the terms' ``counts`` and ``idfs``
-    fixed by N = ``total``; ``None``: more unread terms than
-    ``unread_terms_max`` (too many masks: ranking every match is cheaper)."""
+    fixed by N = ``total``; ``None``: more unread terms than ``tiered_terms_max`` (too
+    many masks to enumerate: ranking every match is cheaper)."""
     policy = matches.policy
-    if not depth or len(unread) > policy.unread_terms_max:
+    if not depth or len(unread) > max(policy.unread_terms_max, policy.tiered_terms_max):
         return None
     total = max(1, total, *counts)
     masks = [
@@ -54,13 +63,22 @@ def unread_mask_rows(
     masks.sort(key=lambda mask: (-raws[mask], mask))
     known_raws = [ranking.mask_raw(row.mask, idfs) for row in known]
     shares = [min(counts[position] / total, 1.0) for position in unread]
+
+    def share_of(mask: int) -> float:
+        return math.prod(
+            shares[bit] if mask >> position & 1 else 1.0 - shares[bit]
+            for bit, position in enumerate(unread)
+        )
+
+    if len(unread) > policy.unread_terms_max:
+        groups = [list(group) for _, group in itertools.groupby(masks, key=raws.__getitem__)]
+        read = sum(1 << position for position in range(len(idfs)) if position not in unread)
+        guesses = {mask: total * share_of(mask) for mask in masks}
+        return _tiers(matches, groups, raws, guesses, known_raws, read, depth)
     fetched: list[Candidate] = []
     for raw, group in itertools.groupby(masks, key=raws.__getitem__):
         for mask in group:
-            share = math.prod(
-                shares[bit] if mask >> position & 1 else 1.0 - shares[bit]
-                for bit, position in enumerate(unread)
-            )
+            share = share_of(mask)
             # walked within the newest chats the guess says hold them, else read and sorted
             rows = walk_if_dense(matches, mask, share, depth)
             if rows is None:
@@ -69,3 +87,49 @@ def unread_mask_rows(
         if len(fetched) + sum(1 for known_raw in known_raws if known_raw >= raw) >= depth:
             break
     return fetched
+
+
+def _tiers(
+    matches: Matches,
+    groups: Sequence[Sequence[int]],
+    raws: dict[int, float],
+    guesses: dict[int, float],
+    known_raws: Sequence[float],
+    read: int,
+    depth: int,
+) -> list[Candidate]:
+    """The unread terms' rows of the best tier that fills the page with the ``known``
+    rows: ``groups`` are the masks of equal raw, best first; ``guesses``, each mask's
+    rows as the counts predict them; ``read``, the terms read (rows holding one are
+    known)."""
+    wanted = float(depth)
+    guessed = 0.0
+    tier: list[int] = []
+    for index, group in enumerate(groups):
+        tier.extend(group)
+        guessed += sum(guesses[mask] for mask in group)
+        bound = raws[group[0]]
+        reaching = sum(1 for known_raw in known_raws if known_raw >= bound)
+        last = index == len(groups) - 1
+        if reaching + guessed < wanted and not last:
+            continue
+        rows = matches.mask_candidates(MaskTier(tuple(least_masks(tier)), read), depth)
+        found = reaching + len(rows)
+        if found >= depth or last:
+            return rows
+        # the guess fell short by found / (reaching + guessed): ask that much more of it
+        wanted = depth * (reaching + guessed) / max(found, 1)
+    return []
+
+
+def least_masks(tier: Sequence[int]) -> list[int]:
+    """The masks of ``tier`` (an up-set: every superset of a member is a member) holding
+    no smaller member: a row reaches the tier when it holds every term of one of them."""
+    members = set(tier)
+    return sorted(
+        mask
+        for mask in members
+        if not any(
+            mask ^ (1 << bit) in members for bit in range(mask.bit_length()) if mask >> bit & 1
+        )
+    )

@@ -39,8 +39,8 @@ def window_page(
 ) -> WindowPage | None:
     """The page of the windowed ``matches`` ranked by ``pinned`` (the search without the
     window); ``None``: not read this way (an engine that neither walks nor reads the
-    rarest terms at once, or more common terms than ``unread_terms_max``: too many masks
-    to try one by one), so the window's masks are counted instead."""
+    rarest terms at once, or more common terms than ``tiered_terms_max``: too many masks
+    to enumerate), so the window's masks are counted instead."""
     depth = offset + limit
     counts, idfs = pinned.matching, pinned.idfs
     if not depth or not matches.walks_newest_first or matches.counts.rare_terms == "none":
@@ -48,7 +48,7 @@ def window_page(
     held = [position for position, count in enumerate(counts) if count]
     rare = [p for p in rarest_terms(counts, matches.policy.essential_rare_rows) if counts[p]]
     common = [position for position in held if position not in rare]
-    if len(common) > matches.policy.unread_terms_max:
+    if len(common) > max(matches.policy.unread_terms_max, matches.policy.tiered_terms_max):
         return None
     # a term's rows in the whole search bound its rows in the window
     rows = matches.rows_with_any_terms(rare, sum(counts[p] for p in rare)) if rare else []
