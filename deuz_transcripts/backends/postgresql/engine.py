@@ -22,15 +22,8 @@ from django.db.backends.utils import CursorWrapper
 
 from ...models import Chat, Message
 from ...text import stored_term
-from ..base import (
-    Candidate,
-    MaskTier,
-    Ranked,
-    RowSource,
-    fetch_int,
-    mask_sql,
-    more_than_by_counts,
-)
+from ..base import Candidate, Ranked, RowSource, fetch_int, mask_sql, more_than_by_counts
+from ..candidates import MaskTier
 from ..chat_filter import ChatFilter, table
 from .counts.statistics import PostgresStoredCounts
 from .counts.stored import (

@@ -18,16 +18,8 @@ from django.db.backends.utils import CursorWrapper
 from ... import ranking
 from ...models import Chat, Message
 from ...text import stored_term
-from ..base import (
-    Candidate,
-    Known,
-    MaskTier,
-    Ranked,
-    RowSource,
-    fetch_int,
-    mask_sql,
-    more_than_by_counts,
-)
+from ..base import Candidate, Known, Ranked, RowSource, fetch_int, mask_sql, more_than_by_counts
+from ..candidates import MaskTier
 from ..chat_filter import ChatFilter, table
 from ..engine_counts import EngineCounts, RareTerms
 from .common import FTS_TABLE, UPDATED_AT_TEXT
