@@ -26,6 +26,7 @@ exact as above, without the histogram of every match.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Sequence
@@ -33,9 +34,16 @@ from collections.abc import Sequence
 from ... import ranking
 from ...backends.base import Candidate, MaskTier
 from ...backends.matches import Matches
+from ...backends.policy import SearchPolicy
 from .walks import walk_if_dense
 
-__all__ = ["least_masks", "unread_mask_rows"]
+__all__ = ["least_masks", "reads_unread_masks", "unread_mask_rows"]
+
+
+def reads_unread_masks(policy: SearchPolicy, unread: int) -> bool:
+    """Whether ``unread`` terms left unread are few enough for their masks to be read
+    (one by one, or in tiers), rather than ranking every match."""
+    return unread <= max(policy.unread_terms_max, policy.tiered_terms_max)
 
 
 def unread_mask_rows(
@@ -52,7 +60,7 @@ def unread_mask_rows(
     fixed by N = ``total``; ``None``: more unread terms than ``tiered_terms_max`` (too
     many masks to enumerate: ranking every match is cheaper)."""
     policy = matches.policy
-    if not depth or len(unread) > max(policy.unread_terms_max, policy.tiered_terms_max):
+    if not depth or not reads_unread_masks(policy, len(unread)):
         return None
     total = max(1, total, *counts)
     masks = [
@@ -61,7 +69,7 @@ def unread_mask_rows(
     ]
     raws = {mask: ranking.mask_raw(mask, idfs) for mask in masks}
     masks.sort(key=lambda mask: (-raws[mask], mask))
-    known_raws = [ranking.mask_raw(row.mask, idfs) for row in known]
+    known_raws = sorted(ranking.mask_raw(row.mask, idfs) for row in known)
     shares = [min(counts[position] / total, 1.0) for position in unread]
 
     def share_of(mask: int) -> float:
@@ -84,7 +92,7 @@ def unread_mask_rows(
             if rows is None:
                 rows = matches.mask_candidates({mask}, depth)
             fetched.extend(rows)
-        if len(fetched) + sum(1 for known_raw in known_raws if known_raw >= raw) >= depth:
+        if len(fetched) + _reaching(known_raws, raw) >= depth:
             break
     return fetched
 
@@ -100,16 +108,15 @@ def _tiers(
 ) -> list[Candidate]:
     """The unread terms' rows of the best tier that fills the page with the ``known``
     rows: ``groups`` are the masks of equal raw, best first; ``guesses``, each mask's
-    rows as the counts predict them; ``read``, the terms read (rows holding one are
-    known)."""
+    rows as the counts predict them; ``known_raws``, the known rows' raws in order;
+    ``read``, the terms read (rows holding one are known)."""
     wanted = float(depth)
     guessed = 0.0
     tier: list[int] = []
     for index, group in enumerate(groups):
         tier.extend(group)
         guessed += sum(guesses[mask] for mask in group)
-        bound = raws[group[0]]
-        reaching = sum(1 for known_raw in known_raws if known_raw >= bound)
+        reaching = _reaching(known_raws, raws[group[0]])
         last = index == len(groups) - 1
         if reaching + guessed < wanted and not last:
             continue
@@ -120,6 +127,11 @@ def _tiers(
         # the guess fell short by found / (reaching + guessed): ask that much more of it
         wanted = depth * (reaching + guessed) / max(found, 1)
     return []
+
+
+def _reaching(ordered_raws: Sequence[float], bound: float) -> int:
+    """How many of ``ordered_raws`` (ascending) reach ``bound``."""
+    return len(ordered_raws) - bisect.bisect_left(ordered_raws, bound)
 
 
 def least_masks(tier: Sequence[int]) -> list[int]:

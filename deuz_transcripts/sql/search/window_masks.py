@@ -21,7 +21,7 @@ from ...backends.matches import Matches
 from ...paging import PinnedRanking
 from .essential import rarest_terms
 from .page_rows import order_page
-from .unread_masks import unread_mask_rows
+from .unread_masks import reads_unread_masks, unread_mask_rows
 
 __all__ = ["WindowPage", "window_page"]
 
@@ -48,7 +48,7 @@ def window_page(
     held = [position for position, count in enumerate(counts) if count]
     rare = [p for p in rarest_terms(counts, matches.policy.essential_rare_rows) if counts[p]]
     common = [position for position in held if position not in rare]
-    if len(common) > max(matches.policy.unread_terms_max, matches.policy.tiered_terms_max):
+    if not reads_unread_masks(matches.policy, len(common)):
         return None
     # a term's rows in the whole search bound its rows in the window
     rows = matches.rows_with_any_terms(rare, sum(counts[p] for p in rare)) if rare else []
